@@ -1,0 +1,39 @@
+# The two commands: `make run` and `make test`. Each creates .venv when missing.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ROOT   ?= .
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+
+.PHONY: run test lint typecheck pytest bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/fedsearch serve --root $(ROOT) --host $(HOST) --port $(PORT)
+
+lint: $(STAMP)
+	$(BIN)/ruff check gateway adapters tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+pytest: $(STAMP)
+	$(BIN)/coverage run -m pytest
+	$(BIN)/coverage report --precision=1 | tail -n 1
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python bench/local.py
+
+clean:
+	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,203 @@
+"""What every HTTP adapter shares: one ClientSession per backend, error mapping at the edge.
+
+* :class:`HttpBackend` owns one lazily created ``aiohttp.ClientSession`` with explicit
+  connect/read timeouts (aiohttp's 300 s default is never in force) and closes it.
+* :func:`map_client_errors` turns aiohttp, JSON and OS errors into the gateway's
+  :mod:`gateway.errors` tree, most specific first, the original chained.
+* :func:`read_body` / :func:`read_json` check the status (rate limits with their
+  ``Retry-After`` / ``x-ratelimit-reset``, 5xx, redirects — never followed), the
+  content type, and cap the body size before parsing it once with orjson.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import os
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, TypeVar
+
+import aiohttp
+import orjson
+from pydantic import Field
+
+from gateway.backend import AsyncBackend, BackendSettings
+from gateway.errors import (
+    BackendCapped,
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    RateLimited,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "HttpBackend",
+    "HttpSettings",
+    "map_client_errors",
+    "read_body",
+    "read_json",
+    "retry_after",
+    "token_from_env",
+]
+
+DEFAULT_MAX_BYTES = 32 << 20
+CONNECT_TIMEOUT = 3.0
+READ_TIMEOUT = 30.0
+
+
+class HttpSettings(BackendSettings):
+    """Keys every HTTP adapter understands besides its own."""
+
+    url: str = Field(default="", description="The backend's base URL.")
+    token_env: str | None = Field(default=None, description="Environment variable holding the token.")
+    max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024, description="Response size cap.")
+
+
+def token_from_env(name: str | None) -> str | None:
+    """The secret in environment variable ``name`` (never logged, never in the config)."""
+    if not name:
+        return None
+    value = os.environ.get(name)
+    return value or None
+
+
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait, from ``Retry-After`` (seconds or HTTP date) or ``x-ratelimit-reset``."""
+    now = time.time() if now is None else now
+    value = headers.get("Retry-After")
+    if value:
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            when = None
+        if when is not None:
+            return max(0.0, when.timestamp() - now)
+    reset = headers.get("x-ratelimit-reset") or headers.get("RateLimit-Reset")
+    if reset and reset.strip().isdigit():
+        n = float(reset)
+        # epoch seconds (GitHub, GitLab) or delta seconds (IETF draft)
+        return max(0.0, n - now) if n > 1_000_000_000 else n
+    return None
+
+
+def check_status(resp: aiohttp.ClientResponse) -> None:
+    """Raise the gateway error a non-2xx status means; 3xx is refused, never followed."""
+    status = resp.status
+    if 200 <= status < 300:
+        return
+    if 300 <= status < 400:
+        raise BackendError(f"HTTP {status}: redirect refused")
+    headers = resp.headers
+    if status == 429 or (status == 403 and headers.get("x-ratelimit-remaining") == "0"):
+        wait = retry_after(headers)
+        raise RateLimited(f"HTTP {status}: rate limited", retry_after=wait)
+    if status in (401, 403):
+        raise BackendError(f"HTTP {status}: not authorised")
+    if status in (502, 503, 504):
+        raise BackendUnavailable(f"HTTP {status}", retry_after=retry_after(headers))
+    raise BackendError(f"HTTP {status}")
+
+
+async def read_body(
+    resp: aiohttp.ClientResponse, max_bytes: int = DEFAULT_MAX_BYTES, content_type: str = ""
+) -> bytes:
+    """The body of a 2xx response, at most ``max_bytes`` (else BackendCapped)."""
+    check_status(resp)
+    if content_type and not resp.headers.get("Content-Type", "").startswith(content_type):
+        got = resp.headers.get("Content-Type", "none").split(";")[0]
+        raise BackendError(f"wrong content type {got!r}")
+    length = resp.content_length
+    if length is not None and length > max_bytes:
+        raise BackendCapped(f"response of {length} bytes over the {max_bytes}-byte cap")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > max_bytes:
+            raise BackendCapped(f"response over the {max_bytes}-byte cap")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(
+    resp: aiohttp.ClientResponse, max_bytes: int = DEFAULT_MAX_BYTES, content_type: str = "application/json"
+) -> Any:
+    """The JSON body of a 2xx response, parsed once with orjson."""
+    body = await read_body(resp, max_bytes, content_type)
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BackendError("invalid JSON in response") from exc
+
+
+@contextlib.asynccontextmanager
+async def map_client_errors() -> AsyncIterator[None]:
+    """Translate transport failures into the gateway's errors, once, at the edge."""
+    try:
+        yield
+    except BackendError:
+        raise
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        raise BackendTimeout("timed out") from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise BackendUnavailable(f"cannot connect: {exc.os_error.strerror or 'refused'}") from exc
+    except aiohttp.ServerDisconnectedError as exc:
+        raise BackendError("connection closed by the server") from exc
+    except aiohttp.ClientPayloadError as exc:
+        raise BackendError("connection reset mid-body") from exc
+    except aiohttp.ClientOSError as exc:
+        raise BackendError(f"connection error: {exc.strerror or type(exc).__name__}") from exc
+    except aiohttp.ClientError as exc:
+        raise BackendError(f"HTTP client error: {type(exc).__name__}") from exc
+    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BackendError("undecodable response") from exc
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise BackendError(f"unexpected response shape: {type(exc).__name__}") from exc
+
+
+S = TypeVar("S", bound=HttpSettings)
+
+
+class HttpBackend(AsyncBackend[S]):
+    """A backend reached over HTTP: one persistent session, closed by :meth:`aclose`."""
+
+    def __init__(self, name: str, settings: S) -> None:
+        super().__init__(name, settings)
+        self._session: aiohttp.ClientSession | None = None
+
+    def headers(self) -> dict[str, str]:
+        """Headers sent with every request (an adapter adds its auth header here)."""
+        return {"User-Agent": "fedsearch/0.1", "Accept": "application/json"}
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            timeout = aiohttp.ClientTimeout(
+                total=None, connect=CONNECT_TIMEOUT, sock_connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
+            )
+            self._session = aiohttp.ClientSession(
+                timeout=timeout,
+                headers=self.headers(),
+                connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True),
+                trust_env=False,
+            )
+        return self._session
+
+    @staticmethod
+    def budget(deadline_s: float) -> aiohttp.ClientTimeout:
+        """A per-request timeout that ends at the query's deadline."""
+        return aiohttp.ClientTimeout(
+            total=max(0.001, deadline_s), connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
+        )
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        await asyncio.sleep(0)

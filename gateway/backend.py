@@ -1,0 +1,76 @@
+"""AsyncBackend: the one contract every adapter implements.
+
+An adapter subclasses :class:`AsyncBackend`, declares its ``kind``, its pydantic
+``Settings`` model (the keys of its ``[[namespaces]]`` table besides ``name``,
+``backend``, ``weight`` and ``timeout_ms``) and the ``modes`` it can search in,
+and implements one coroutine, :meth:`search`. It raises only
+:class:`gateway.errors.BackendError` subclasses, having translated whatever its
+transport raised at its edge.
+
+A backend that can read its files (a local checkout) also returns a
+:class:`FileTree` from :meth:`tree`; the others return ``None`` and reading
+through them is ``unsupported``.
+"""
+
+from __future__ import annotations
+
+import abc
+from types import TracebackType
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from gateway.models import BackendResult, Mode, SearchQuery
+
+__all__ = ["AsyncBackend", "BackendSettings", "FileTree"]
+
+
+class BackendSettings(BaseModel):
+    """Base of every adapter's settings model: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FileTree(Protocol):
+    """Read access to a namespace's files by relative path (paths never leave the root)."""
+
+    def read_text(self, path: str) -> str: ...
+
+    def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
+
+
+S = TypeVar("S", bound=BackendSettings)
+
+
+class AsyncBackend(abc.ABC, Generic[S]):
+    """One namespace's backend. Use as an async context manager or call :meth:`aclose`."""
+
+    kind: ClassVar[str]
+    Settings: ClassVar[type[BackendSettings]]
+    modes: frozenset[Mode] = frozenset({"exact", "regex"})
+
+    def __init__(self, name: str, settings: S) -> None:
+        self.name = name
+        self.settings = settings
+
+    @abc.abstractmethod
+    async def search(self, query: SearchQuery) -> BackendResult:
+        """Search this namespace; files in the backend's rank order, best first."""
+
+    async def aclose(self) -> None:
+        """Release what the backend holds (sessions, processes)."""
+
+    def tree(self) -> FileTree | None:
+        """Read access to the files, when the backend has them locally."""
+        return None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,231 @@
+"""Configuration: TOML into frozen pydantic models, errors naming the key; discovery.
+
+``load_config(path)`` reads a file (SPEC §5); ``discover(root)`` builds the embedded
+default: every git checkout under ``root`` is a ``ripgrep`` namespace named by its
+path relative to ``root``. Each namespace's adapter-specific keys are validated by
+that adapter's own ``Settings`` model, found through the registry.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.backend import BackendSettings
+from gateway.errors import ConfigError
+from gateway.registry import load_kind
+
+__all__ = [
+    "Config",
+    "DefaultsConfig",
+    "NamespaceConfig",
+    "ServerConfig",
+    "TokenConfig",
+    "config_from_env",
+    "discover",
+    "load_config",
+    "parse_config",
+]
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"
+_NAME = re.compile(NAME_PATTERN)
+DEFAULT_CONCURRENCY = 64
+DEFAULT_MAX_BODY = 1 << 20
+DISCOVERY_MAX_DEPTH = 6
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ServerConfig(BaseModel):
+    model_config = _FROZEN
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY, ge=1024)
+    concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=10_000)
+
+
+class DefaultsConfig(BaseModel):
+    model_config = _FROZEN
+    timeout_ms: int = Field(default=5000, ge=100, le=60_000)
+
+
+class TokenConfig(BaseModel):
+    model_config = _FROZEN
+    name: str = Field(min_length=1)
+    sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
+    namespaces: list[str] = Field(default_factory=lambda: ["*"])
+
+
+class _NamespaceCommon(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
+    name: str = Field(pattern=NAME_PATTERN)
+    backend: str
+    weight: float = Field(default=1.0, gt=0.0, le=100.0)
+    timeout_ms: int | None = Field(default=None, ge=100, le=60_000)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NamespaceConfig:
+    """One namespace: common keys plus its adapter's validated settings."""
+
+    name: str
+    backend: str
+    settings: BackendSettings
+    weight: float = 1.0
+    timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    server: ServerConfig
+    defaults: DefaultsConfig
+    namespaces: tuple[NamespaceConfig, ...]
+    tokens: tuple[TokenConfig, ...] = ()
+    source: str = "discovery"
+
+
+def _first_error(prefix: str, exc: ValidationError) -> ConfigError:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    key = f"{prefix}.{loc}" if prefix and loc else prefix or loc
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    return ConfigError(key, msg)
+
+
+def _model(cls: type[BaseModel], data: Any, prefix: str) -> Any:
+    try:
+        return cls.model_validate(data if data is not None else {})
+    except ValidationError as exc:
+        raise _first_error(prefix, exc) from None
+
+
+def namespace_config(data: Mapping[str, Any], key: str) -> NamespaceConfig:
+    """Validate one ``[[namespaces]]`` table; ``key`` prefixes error keys."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(key, "must be a table")
+    common = _model(_NamespaceCommon, data, key)
+    cls = load_kind(common.backend, f"{key}.backend")
+    extra = {k: v for k, v in data.items() if k not in _NamespaceCommon.model_fields}
+    settings = _model(cls.Settings, extra, key)
+    return NamespaceConfig(
+        name=common.name,
+        backend=common.backend,
+        settings=settings,
+        weight=common.weight,
+        timeout_ms=common.timeout_ms,
+    )
+
+
+def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
+    """Validate a parsed TOML document into a Config."""
+    known = {"server", "defaults", "namespaces", "tokens"}
+    for top in data:
+        if top not in known:
+            raise ConfigError(str(top), "unknown key")
+    raw_ns = data.get("namespaces", [])
+    if not isinstance(raw_ns, list):
+        raise ConfigError("namespaces", "must be an array of tables ([[namespaces]])")
+    namespaces = tuple(namespace_config(t, f"namespaces[{i}]") for i, t in enumerate(raw_ns))
+    seen: set[str] = set()
+    for i, ns in enumerate(namespaces):
+        if ns.name in seen:
+            raise ConfigError(f"namespaces[{i}].name", f"duplicate namespace {ns.name!r}")
+        seen.add(ns.name)
+    raw_tokens = data.get("tokens", [])
+    if not isinstance(raw_tokens, list):
+        raise ConfigError("tokens", "must be an array of tables ([[tokens]])")
+    tokens = tuple(_model(TokenConfig, t, f"tokens[{i}]") for i, t in enumerate(raw_tokens))
+    return Config(
+        server=_model(ServerConfig, data.get("server"), "server"),
+        defaults=_model(DefaultsConfig, data.get("defaults"), "defaults"),
+        namespaces=namespaces,
+        tokens=tokens,
+        source=source,
+    )
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a TOML config file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read config {str(p)!r}: {exc.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("", f"config {str(p)!r} is not UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("", f"invalid TOML in {str(p)!r}: {exc}") from None
+    return parse_config(data, source=str(p))
+
+
+def _namespace_name(rel: str, taken: set[str]) -> str:
+    name = re.sub(r"[^A-Za-z0-9._/-]", "-", rel)[:128]
+    if not _NAME.match(name):
+        name = ("r" + name)[:128]
+    base, n = name, 2
+    while name in taken:
+        name = f"{base[:120]}-{n}"
+        n += 1
+    taken.add(name)
+    return name
+
+
+def discover(root: str | os.PathLike[str] = ".") -> tuple[NamespaceConfig, ...]:
+    """Every git checkout under ``root`` (not inside another one), as ripgrep namespaces."""
+    top = Path(root).resolve()
+    if not top.is_dir():
+        raise ConfigError("root", f"not a directory: {str(root)!r}")
+    settings_cls = load_kind("ripgrep").Settings
+    found: list[tuple[str, Path]] = []
+    if (top / ".git").exists():
+        found.append((top.name or "root", top))
+    else:
+        for dirpath, dirnames, _ in os.walk(top, followlinks=False):
+            here = Path(dirpath)
+            depth = len(here.relative_to(top).parts)
+            if here != top and (here / ".git").exists():
+                found.append((here.relative_to(top).as_posix(), here))
+                dirnames.clear()
+                continue
+            if depth >= DISCOVERY_MAX_DEPTH:
+                dirnames.clear()
+                continue
+            dirnames[:] = sorted(
+                d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS
+            )
+    taken: set[str] = set()
+    return tuple(
+        NamespaceConfig(
+            name=_namespace_name(rel, taken),
+            backend="ripgrep",
+            settings=settings_cls.model_validate({"root": str(path)}),
+        )
+        for rel, path in sorted(found)
+    )
+
+
+def config_from_env(
+    config: str | None = None, root: str | None = None, env: Mapping[str, str] | None = None
+) -> Config:
+    """The config a command runs with: ``--config``, else FEDSEARCH_CONFIG, else discovery."""
+    env = os.environ if env is None else env
+    path = config or env.get("FEDSEARCH_CONFIG")
+    if path:
+        return load_config(path)
+    namespaces = discover(root or ".")
+    return Config(
+        server=ServerConfig(),
+        defaults=DefaultsConfig(),
+        namespaces=namespaces,
+        source=f"discovery:{Path(root or '.').resolve()}",
+    )

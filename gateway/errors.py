@@ -1,0 +1,112 @@
+"""The one exception tree of fedsearch.
+
+::
+
+    GatewayError
+    ├── InvalidRequest(ValueError)        bad input from a caller: 400, names the field
+    │   └── UnknownNamespace              a namespace pattern that matches nothing visible
+    ├── ConfigError(ValueError)           a bad config file: names the key
+    ├── NotFound(LookupError)             a file or route that does not exist (or is cloaked)
+    └── BackendError                      one namespace's backend failed: costs only it
+        ├── BackendTimeout(TimeoutError)  it did not answer within its deadline
+        ├── BackendUnavailable(ConnectionError)   refused, circuit open, rate limited
+        │   └── RateLimited               told us to come back later (retry_after)
+        ├── BackendCapped                 stopped at its own limit (not raised by adapters
+        │                                 that can return partial results; see BackendResult)
+        └── Unsupported                   cannot do what was asked (a mode, reading files)
+
+Adapters translate foreign errors (aiohttp, JSON, subprocess) into this tree once,
+at their edge; nothing above an adapter sees a library's exception.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendCapped",
+    "BackendError",
+    "BackendTimeout",
+    "BackendUnavailable",
+    "ConfigError",
+    "GatewayError",
+    "InvalidRequest",
+    "NotFound",
+    "RateLimited",
+    "UnknownNamespace",
+    "Unsupported",
+]
+
+
+class GatewayError(Exception):
+    """Base of every error fedsearch raises on purpose."""
+
+
+class InvalidRequest(GatewayError, ValueError):
+    """A caller's request is invalid; ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+
+
+class UnknownNamespace(InvalidRequest):
+    """A namespace pattern matched no namespace the caller may see."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__("namespaces", f"no namespace matches {pattern!r}")
+        self.pattern = pattern
+
+
+class ConfigError(GatewayError, ValueError):
+    """The configuration is invalid; ``key`` names the offending key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}" if key else message)
+        self.key = key
+        self.message = message
+
+
+class NotFound(GatewayError, LookupError):
+    """A thing that does not exist, or that the caller may not see."""
+
+
+class BackendError(GatewayError):
+    """One backend failed. ``status`` is the namespace status it maps to."""
+
+    status = "error"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BackendTimeout(BackendError, TimeoutError):
+    """The backend did not answer within its deadline."""
+
+    status = "timeout"
+
+
+class BackendUnavailable(BackendError, ConnectionError):
+    """The backend refused, or is known to be down; ``retry_after`` in seconds if known."""
+
+    status = "unavailable"
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+class RateLimited(BackendUnavailable):
+    """The backend rate-limited us and said when to come back."""
+
+
+class BackendCapped(BackendError):
+    """The backend stopped at its own limit and returned nothing usable."""
+
+    status = "capped"
+
+
+class Unsupported(BackendError):
+    """The backend cannot do what was asked (a search mode, reading files)."""
+
+    status = "unsupported"

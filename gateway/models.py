@@ -1,0 +1,146 @@
+"""Frozen hot-path value types shared by the core and every adapter.
+
+``SearchQuery`` is what a backend is asked; ``Hit`` and ``FileMatch`` are what it
+answers with, gathered in a ``BackendResult``; ``Outcome`` is one namespace's fate
+in a fan-out. They are plain slotted dataclasses: built once by the code that
+parsed a backend's payload, never validated again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "BackendResult",
+    "ChildStatus",
+    "FileMatch",
+    "Hit",
+    "Mode",
+    "Outcome",
+    "SearchQuery",
+    "Status",
+]
+
+Mode = Literal["exact", "regex", "semantic"]
+Status = Literal["ok", "capped", "timeout", "error", "unavailable", "unsupported"]
+
+#: Text of a hit is cut to this many characters, the last being the ellipsis.
+MAX_TEXT = 256
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchQuery:
+    """One request as a backend sees it: normalised, validated, with a deadline.
+
+    ``deadline`` is on the ``time.monotonic()`` clock (the event loop's clock).
+    ``max_files`` is how many files the gateway could use from one namespace:
+    a backend that can limit its answer asks for at least this many.
+    """
+
+    text: str
+    mode: Mode = "exact"
+    case_sensitive: bool = True
+    paths: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    context_lines: int = 0
+    max_files: int = 20
+    threshold: float = 0.5
+    deadline: float = field(default_factory=lambda: time.monotonic() + 5.0)
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline, never negative."""
+        return max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """One match in one file: a line span (1-based), columns in characters."""
+
+    line: int
+    text: str
+    end_line: int = 0
+    column: int | None = None
+    kind: str = "line"
+    symbol: str = ""
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    score: float | None = None
+
+    @property
+    def last_line(self) -> int:
+        return self.end_line or self.line
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FileMatch:
+    """One file of a backend's answer with every hit it found there, in its order.
+
+    ``namespace`` is a suffix for backends that serve several namespaces at once
+    (a peer gateway): the file belongs to ``<this namespace>/<suffix>``.
+    """
+
+    path: str
+    hits: tuple[Hit, ...]
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChildStatus:
+    """The status of a sub-namespace reported by a backend that serves several."""
+
+    name: str
+    backend: str
+    status: Status
+    took_ms: int = 0
+    files: int = 0
+    hits: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendResult:
+    """A backend's answer: files in the backend's own rank order, best first.
+
+    ``status`` is ``ok``, or ``capped``/``timeout`` when what is here is partial;
+    ``reason`` says why. ``file_count`` is what the backend knows matched, when it
+    knows more than it sent.
+    """
+
+    files: tuple[FileMatch, ...] | list[FileMatch] = ()
+    status: Status = "ok"
+    reason: str = ""
+    file_count: int | None = None
+    children: tuple[ChildStatus, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """One namespace's fate in a fan-out."""
+
+    namespace: str
+    backend: str
+    status: Status
+    took_ms: int
+    result: BackendResult | None = None
+    error: str = ""
+    weight: float = 1.0
+    retry_after: float | None = None
+
+
+def cut_text(text: str, column: int | None = None) -> str:
+    """Cut ``text`` to ``MAX_TEXT`` characters with an ellipsis, keeping the match visible."""
+    text = text.rstrip("\r\n")
+    if len(text) <= MAX_TEXT:
+        return text
+    start = 0
+    if column is not None and column > MAX_TEXT - 40:
+        start = column - 1 - 40
+    if start <= 0:
+        return text[: MAX_TEXT - 1] + ELLIPSIS
+    body = text[start : start + MAX_TEXT - 2]
+    if start + len(body) >= len(text):
+        return ELLIPSIS + text[len(text) - (MAX_TEXT - 1) :]
+    return ELLIPSIS + body + ELLIPSIS

@@ -1,0 +1,267 @@
+"""The wire contract (SPEC §2, §3): the request, the answer, and the ONE conversion.
+
+``SearchRequest`` validates a caller's request once, naming the offending field.
+``SearchResponse`` and its parts describe the answer for JSON Schema (OpenAPI, MCP
+output schema); the answer itself is built as plain JSON-ready dicts by
+:func:`build_response`, the only function that turns ranked outcomes into an
+answer, so HTTP, MCP and the CLI cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+import re2
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gateway.errors import InvalidRequest
+from gateway.globs import MAX_GLOBS, check_globs
+from gateway.languages import normalise
+from gateway.models import Mode
+
+__all__ = [
+    "FileGroup",
+    "Limits",
+    "NamespaceStatus",
+    "NextAction",
+    "ResultItem",
+    "SearchRequest",
+    "SearchResponse",
+    "hit_id",
+    "parse_request",
+    "problem_fields",
+]
+
+MAX_QUERY = 1000
+MAX_NAMESPACE_PATTERNS = 64
+MAX_LANGUAGES = 16
+RE2_MAX_MEM = 8 << 20
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+
+class SearchRequest(BaseModel):
+    """What a caller asks. Unknown fields are rejected so a typo never widens a search."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        json_schema_extra={"examples": [{"query": "register_widget", "files": 10}]},
+    )
+
+    query: str = Field(
+        min_length=1,
+        max_length=MAX_QUERY,
+        description="What to look for: a literal string (exact), an RE2 regex, or a phrase (semantic).",
+    )
+    mode: Mode = Field(default="exact", description="exact | regex (RE2) | semantic.")
+    namespaces: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_NAMESPACE_PATTERNS,
+        description="Namespace glob patterns; empty means every visible namespace.",
+    )
+    paths: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_GLOBS,
+        description="Include globs on the file path; a leading '!' excludes.",
+    )
+    languages: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_LANGUAGES,
+        description="Languages by file extension, e.g. python, go.",
+    )
+    case_sensitive: bool | None = Field(
+        default=None, description="null = smart case: sensitive iff the query has an upper-case letter."
+    )
+    context_lines: int = Field(default=0, ge=0, le=10, description="Lines before and after each hit.")
+    files: int = Field(default=20, ge=1, le=200, description="Files per page.")
+    offset: int = Field(default=0, ge=0, le=100_000, description="Files to skip (paging).")
+    hit_budget: int = Field(
+        default=100, ge=1, le=5000, description="A further file joins the page only within this many hits."
+    )
+    timeout_ms: int = Field(default=5000, ge=100, le=60_000, description="The whole answer's deadline.")
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Semantic hits below it are weak.")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        if "\x00" in value:
+            raise ValueError("must not contain NUL")
+        return value
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespace_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern or len(pattern) > 256 or "\x00" in pattern:
+                raise ValueError(f"invalid namespace pattern {pattern!r}")
+        return value
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: list[str]) -> list[str]:
+        try:
+            check_globs(value)
+        except InvalidRequest as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    @field_validator("languages")
+    @classmethod
+    def _languages(cls, value: list[str]) -> list[str]:
+        out: list[str] = []
+        for name in value:
+            lang = normalise(name)
+            if lang is None:
+                raise ValueError(f"unknown language {name!r}")
+            if lang not in out:
+                out.append(lang)
+        return out
+
+    @model_validator(mode="after")
+    def _regex(self) -> SearchRequest:
+        if self.mode == "regex":
+            check_regex(self.query)
+        return self
+
+    def effective_case(self) -> bool:
+        """Whether matching is case-sensitive: explicit, or smart case."""
+        if self.case_sensitive is not None:
+            return self.case_sensitive
+        return any(ch.isupper() for ch in self.query)
+
+    def args(self, **changes: Any) -> dict[str, Any]:
+        """This request as complete JSON args, with ``changes`` applied (for next actions)."""
+        data = self.model_dump(mode="json")
+        data.update(changes)
+        return data
+
+
+def check_regex(pattern: str) -> None:
+    """Compile ``pattern`` with RE2 or raise ValueError with RE2's reason."""
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    options.log_errors = False
+    try:
+        re2.compile(pattern, options)
+    except re2.error as exc:
+        raise ValueError(f"invalid RE2 regex: {exc}") from None
+
+
+def problem_fields(exc: ValidationError) -> tuple[str, str]:
+    """The first error of a pydantic ValidationError as (field, message)."""
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "body"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    elif msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    return loc, msg
+
+
+def parse_request(data: Any) -> SearchRequest:
+    """Validate raw JSON-like input into a SearchRequest, or raise InvalidRequest."""
+    if not isinstance(data, Mapping):
+        raise InvalidRequest("body", "must be a JSON object")
+    try:
+        return SearchRequest.model_validate(data)
+    except ValidationError as exc:
+        field, msg = problem_fields(exc)
+        raise InvalidRequest(field, msg) from None
+
+
+def hit_id(namespace: str, file_path: str, start_line: int, end_line: int) -> int:
+    """A stable id below 2**53 for one hit."""
+    key = f"{namespace}\x00{file_path}\x00{start_line}\x00{end_line}".encode("utf-8", "replace")
+    return int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "big") & ((1 << 53) - 1)
+
+
+# --- the answer, for JSON Schema ------------------------------------------------------
+
+
+class Context(BaseModel):
+    model_config = _STRICT
+    before: list[str]
+    after: list[str]
+
+
+class ResultItem(BaseModel):
+    """One hit: a line span in one file, optionally a symbol."""
+
+    model_config = _STRICT
+    id: int = Field(ge=0, lt=1 << 53)
+    qualified_name: str
+    kind: str
+    name: str
+    file_path: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    intent: str | None = None
+    matched: list[Literal["content", "path", "name", "intent"]]
+    reason: str | None = None
+    matched_terms: list[str] | None = None
+    namespace: str
+    text: str = Field(max_length=256)
+    column: int | None = Field(default=None, ge=1)
+    context: Context | None = None
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class FileGroup(BaseModel):
+    """One file of one namespace with all of its hits."""
+
+    model_config = _STRICT
+    file_path: str
+    namespace: str
+    hit_count: int
+    hits: list[ResultItem]
+
+
+class Limits(BaseModel):
+    model_config = _STRICT
+    files: int
+    offset: int
+    hit_budget: int
+
+
+class NextAction(BaseModel):
+    """One call that widens this answer; make it verbatim."""
+
+    model_config = _STRICT
+    reason: str
+    tool: str
+    args: dict[str, Any]
+
+
+Status = Literal["ok", "capped", "timeout", "error", "unavailable", "unsupported"]
+
+
+class NamespaceStatus(BaseModel):
+    model_config = _STRICT
+    name: str
+    backend: str
+    status: Status
+    took_ms: int
+    files: int
+    hits: int
+    error: str | None = None
+
+
+class SearchResponse(BaseModel):
+    """A page of ranked file groups, with what was withheld and how to get it."""
+
+    model_config = _STRICT
+    files: list[FileGroup]
+    file_count: int
+    weak_filtered: int
+    truncated: bool
+    limits: Limits
+    next: Annotated[list[NextAction], Field(default_factory=list)]
+    note: str | None = None
+    namespaces: list[NamespaceStatus]
+    took_ms: int
