@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 from types import TracebackType
-from typing import ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -32,11 +32,23 @@ class BackendSettings(BaseModel):
 
 
 class FileTree(Protocol):
-    """Read access to a namespace's files by relative path (paths never leave the root)."""
+    """Read access to a namespace's files by relative path (paths never leave the root).
+
+    Synchronous: async callers run it in a thread. A path it will not show raises
+    :class:`gateway.errors.NotFound`, exactly like one that does not exist.
+    """
 
     def read_text(self, path: str) -> str: ...
 
+    def read_lines(
+        self, path: str, start_line: int = 1, end_line: int | None = None, max_lines: int = 2000
+    ) -> tuple[list[str], int]: ...
+
     def read_bytes(self, path: str, offset: int = 0, length: int | None = None) -> bytes: ...
+
+    def stat(self, path: str) -> dict[str, Any]: ...
+
+    def list_dir(self, path: str) -> list[dict[str, Any]]: ...
 
 
 S = TypeVar("S", bound=BackendSettings)

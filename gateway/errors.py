@@ -21,6 +21,8 @@ at their edge; nothing above an adapter sees a library's exception.
 
 from __future__ import annotations
 
+from gateway.models import Status
+
 __all__ = [
     "BackendCapped",
     "BackendError",
@@ -73,7 +75,7 @@ class NotFound(GatewayError, LookupError):
 class BackendError(GatewayError):
     """One backend failed. ``status`` is the namespace status it maps to."""
 
-    status = "error"
+    status: Status = "error"
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -83,13 +85,13 @@ class BackendError(GatewayError):
 class BackendTimeout(BackendError, TimeoutError):
     """The backend did not answer within its deadline."""
 
-    status = "timeout"
+    status: Status = "timeout"
 
 
 class BackendUnavailable(BackendError, ConnectionError):
     """The backend refused, or is known to be down; ``retry_after`` in seconds if known."""
 
-    status = "unavailable"
+    status: Status = "unavailable"
 
     def __init__(self, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
@@ -103,10 +105,10 @@ class RateLimited(BackendUnavailable):
 class BackendCapped(BackendError):
     """The backend stopped at its own limit and returned nothing usable."""
 
-    status = "capped"
+    status: Status = "capped"
 
 
 class Unsupported(BackendError):
     """The backend cannot do what was asked (a search mode, reading files)."""
 
-    status = "unsupported"
+    status: Status = "unsupported"

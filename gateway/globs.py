@@ -10,7 +10,7 @@ on these: they are translated by hand and compiled with RE2.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,3 +164,17 @@ def check_globs(globs: Sequence[str], field: str = "paths") -> None:
             validate_glob(glob)
         except ValueError as exc:
             raise InvalidRequest(f"{field}[{i}]", f"{exc}: {glob!r}") from None
+
+
+def namespace_matcher(pattern: str) -> Callable[[str], bool]:
+    """A predicate for namespace names: ``*`` matches anything (``/`` included), ``?`` one char."""
+    out: list[str] = []
+    for ch in pattern:
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        else:
+            out.append(_escape(ch))
+    regex = re2.compile("^" + "".join(out) + "$")
+    return lambda name: bool(regex.match(name))

@@ -10,8 +10,9 @@ answer, so HTTP, MCP and the CLI cannot drift apart.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import re2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -19,7 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from gateway.errors import InvalidRequest
 from gateway.globs import MAX_GLOBS, check_globs
 from gateway.languages import normalise
-from gateway.models import Mode
+from gateway.models import Hit, Mode
+
+if TYPE_CHECKING:
+    from gateway.rank import Ranked, RankedFile
 
 __all__ = [
     "FileGroup",
@@ -29,6 +33,7 @@ __all__ = [
     "ResultItem",
     "SearchRequest",
     "SearchResponse",
+    "build_response",
     "hit_id",
     "parse_request",
     "problem_fields",
@@ -125,7 +130,10 @@ class SearchRequest(BaseModel):
     @model_validator(mode="after")
     def _regex(self) -> SearchRequest:
         if self.mode == "regex":
-            check_regex(self.query)
+            try:
+                check_regex(self.query)
+            except ValueError as exc:  # model-level errors have no location: name it
+                raise ValueError(f"query: {exc}") from None
         return self
 
     def effective_case(self) -> bool:
@@ -161,6 +169,8 @@ def problem_fields(exc: ValidationError) -> tuple[str, str]:
         msg = "unknown field"
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
+        if not err["loc"] and ": " in msg:
+            loc, _, msg = msg.partition(": ")
     return loc, msg
 
 
@@ -265,3 +275,64 @@ class SearchResponse(BaseModel):
     note: str | None = None
     namespaces: list[NamespaceStatus]
     took_ms: int
+
+
+# --- the ONE conversion ------------------------------------------------------------
+
+
+def _item(
+    namespace: str, path: str, hit: Hit, matched: list[str], with_context: bool, semantic: bool
+) -> dict[str, Any]:
+    end = hit.last_line
+    symbol = hit.symbol
+    item: dict[str, Any] = {
+        "id": hit_id(namespace, path, hit.line, end),
+        "qualified_name": f"{namespace}:{path}:{symbol or hit.line}",
+        "kind": hit.kind,
+        "name": symbol or posixpath.basename(path),
+        "file_path": path,
+        "start_line": hit.line,
+        "end_line": end,
+        "matched": matched,
+        "namespace": namespace,
+        "text": hit.text,
+    }
+    if hit.column is not None:
+        item["column"] = hit.column
+    if with_context:
+        item["context"] = {"before": list(hit.before), "after": list(hit.after)}
+    if semantic:  # present iff the mode is semantic
+        item["score"] = hit.score if hit.score is not None else 0.0
+    return item
+
+
+def _group(item: RankedFile, request: SearchRequest) -> dict[str, Any]:
+    path = item.file.path
+    namespace = item.namespace
+    content = ["content", "path"] if item.path_match else ["content"]
+    path_only = ["path"]
+    with_context = request.context_lines > 0
+    semantic = request.mode == "semantic"
+    hits = [
+        _item(namespace, path, hit, path_only if hit.kind == "file" else content, with_context, semantic)
+        for hit in item.file.hits
+    ]
+    return {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
+
+
+def build_response(request: SearchRequest, ranked: Ranked, took_ms: int) -> dict[str, Any]:
+    """The answer to ``request`` as JSON-ready data: the only place an answer is built."""
+    answer: dict[str, Any] = {
+        "files": [_group(item, request) for item in ranked.page],
+        "file_count": ranked.file_count,
+        "weak_filtered": ranked.weak_filtered,
+        "truncated": ranked.truncated,
+        "limits": {"files": request.files, "offset": request.offset, "hit_budget": request.hit_budget},
+    }
+    if ranked.next:
+        answer["next"] = ranked.next
+    if ranked.note:
+        answer["note"] = ranked.note
+    answer["namespaces"] = ranked.statuses
+    answer["took_ms"] = took_ms
+    return answer

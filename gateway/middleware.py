@@ -1,0 +1,115 @@
+"""Cross-cutting HTTP concerns as ``(request, handler)`` middleware.
+
+* ``request_id_middleware`` binds a request id (the caller's ``X-Request-Id`` if it
+  is sane, else a fresh one) into structlog's contextvars and echoes it back.
+* ``error_middleware`` maps the gateway's errors to RFC 9457 problem+json through
+  one table; nothing escapes as a bare 500.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from typing import Any
+
+import orjson
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from gateway.errors import GatewayError, InvalidRequest, NotFound
+from gateway.log import get_logger
+from gateway.service import SearchService
+
+__all__ = [
+    "SERVICE",
+    "error_middleware",
+    "json_response",
+    "problem",
+    "problem_response",
+    "request_id_middleware",
+]
+
+SERVICE = web.AppKey("service", SearchService)
+PROBLEM_TYPE = "application/problem+json"
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+
+log = get_logger("fedsearch.http")
+
+
+def json_response(data: Any, status: int = 200, content_type: str = "application/json") -> web.Response:
+    """Serialise once with orjson."""
+    return web.Response(body=orjson.dumps(data), status=status, content_type=content_type)
+
+
+def problem(status: int, title: str, detail: str, field: str | None = None) -> dict[str, Any]:
+    """An RFC 9457 problem object; ``field`` names the offending input."""
+    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    if field:
+        body["field"] = field
+    return body
+
+
+def problem_response(status: int, title: str, detail: str, field: str | None = None) -> web.Response:
+    return web.Response(
+        body=orjson.dumps(problem(status, title, detail, field)),
+        status=status,
+        content_type=PROBLEM_TYPE,
+    )
+
+
+def invalid_problem(exc: InvalidRequest) -> dict[str, Any]:
+    """The 400 problem for an invalid request: the same on HTTP and MCP."""
+    return problem(400, "Invalid request", exc.message, exc.field)
+
+
+@web.middleware
+async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    given = request.headers.get("X-Request-Id", "")
+    request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
+    started = time.monotonic()
+    with structlog.contextvars.bound_contextvars(request_id=request_id):
+        response = await handler(request)
+        response.headers["X-Request-Id"] = request_id
+        log.info(
+            "request_done",
+            method=request.method,
+            route=_route(request),
+            status=response.status,
+            took_ms=round((time.monotonic() - started) * 1000),
+        )
+        return response
+
+
+def _route(request: web.Request) -> str:
+    info = request.match_info.route.resource
+    return info.canonical if info is not None else "unmatched"
+
+
+_HTTP_TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed", 413: "Payload too large"}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except InvalidRequest as exc:
+        return web.Response(
+            body=orjson.dumps(invalid_problem(exc)), status=400, content_type=PROBLEM_TYPE
+        )
+    except NotFound as exc:
+        return problem_response(404, "Not found", str(exc))
+    except GatewayError as exc:
+        log.warning("gateway_error", error=type(exc).__name__)
+        return problem_response(500, "Internal error", "the gateway could not answer")
+    except web.HTTPRequestEntityTooLarge as exc:
+        return problem_response(413, "Payload too large", exc.text or "body too large", "body")
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        title = _HTTP_TITLES.get(exc.status, exc.reason)
+        return problem_response(exc.status, title, exc.text or exc.reason)
+    except Exception as exc:  # never a bare 500
+        log.error("unhandled_error", error=type(exc).__name__, exc_info=exc)
+        return problem_response(500, "Internal error", "the gateway could not answer")

@@ -1,0 +1,378 @@
+"""Fusion, grouping, paging and next actions: pure functions over outcomes, no I/O.
+
+Files are the ranked unit. A file's score is its namespace's weighted reciprocal
+rank, ``weight / (K + rank)`` with ``K = 60`` and ``rank`` its 1-based place in its
+backend's own order, times the product of the code-aware signals (a pipeline of
+small callables, each returning a factor). Factors are positive and independent
+of weights, so a higher namespace weight never lowers a file. Ties break by
+namespace, then path: the order is total and deterministic.
+
+A page takes files whole, in rank order, from ``offset``: the first always joins,
+a further one only while the page's hits stay within ``hit_budget``, and never
+more than ``files``. The next page starts where this one stopped, so paging from
+offset 0 yields every file once, in one global order.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import re2
+
+from gateway.models import FileMatch, Hit, Outcome
+from gateway.wire import SearchRequest
+
+__all__ = [
+    "K",
+    "Ranked",
+    "RankedFile",
+    "fuse",
+    "page",
+    "rank",
+]
+
+K = 60
+MAX_OFFSET = 100_000
+MAX_TIMEOUT_MS = 60_000
+PATH_NAME_BOOST = 2.0
+PATH_BOOST = 1.3
+DEFINITION_BOOST = 1.5
+DEMOTION = 0.3
+
+_DEFINITION = re.compile(
+    r"^\s*(?:export\s+)?(?:default\s+)?(?:pub(?:\([\w:]+\))?\s+)?(?:public\s+|private\s+|protected\s+)?"
+    r"(?:static\s+)?(?:async\s+)?(?:abstract\s+)?"
+    r"(?:def|class|func|fn|struct|interface|type|trait|enum|impl|module|function|object|record|"
+    r"message|service|protocol|typedef|macro_rules!|defmodule|defn|let|const|var|val)\b"
+)
+_VENDORED = re.compile(
+    r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
+    r"dist|site-packages|\.yarn)/"
+)
+_GENERATED = re.compile(
+    r"(?:\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
+    r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RankedFile:
+    """A file of one namespace with its fused score and what it matched."""
+
+    namespace: str
+    file: FileMatch
+    score: float
+    path_match: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ranked:
+    """Everything the wire conversion needs, computed once."""
+
+    page: list[RankedFile]
+    file_count: int
+    weak_filtered: int
+    truncated: bool
+    next: list[dict[str, Any]]
+    note: str | None
+    statuses: list[dict[str, Any]]
+    offset: int
+
+
+# --- signals ------------------------------------------------------------------------
+
+
+class QueryMatcher:
+    """Whether a string contains the query, as the request's mode and case decide."""
+
+    def __init__(self, request: SearchRequest) -> None:
+        self.sensitive = request.effective_case()
+        self.literal: str | None = None
+        self.regex: Any = None
+        if request.mode == "regex":
+            options = re2.Options()
+            options.case_sensitive = self.sensitive
+            options.log_errors = False
+            self.regex = re2.compile(request.query, options)
+        else:
+            text = request.query
+            self.literal = text if self.sensitive else text.lower()
+
+    def __call__(self, value: str) -> bool:
+        if self.literal is not None:
+            return self.literal in (value if self.sensitive else value.lower())
+        return bool(self.regex.search(value))
+
+
+Signal = Callable[[RankedFile], float]
+
+
+class PathSignal:
+    """Boost a file whose name (more) or path (less) contains the query."""
+
+    def __init__(self, matcher: QueryMatcher) -> None:
+        self.matcher = matcher
+
+    def __call__(self, item: RankedFile) -> float:
+        if not item.path_match:
+            return 1.0
+        return PATH_NAME_BOOST if self.matcher(posixpath.basename(item.file.path)) else PATH_BOOST
+
+
+def definition_signal(item: RankedFile) -> float:
+    """Boost a file with a hit that looks like a definition or carries a symbol."""
+    for hit in item.file.hits:
+        if hit.symbol or hit.kind not in ("line", "file") or _DEFINITION.match(hit.text):
+            return DEFINITION_BOOST
+    return 1.0
+
+
+def demotion_signal(item: RankedFile) -> float:
+    """Demote vendored, generated and minified files."""
+    path = item.file.path
+    if _VENDORED.search(path) or _GENERATED.search(path):
+        return DEMOTION
+    return 1.0
+
+
+# --- fusion -------------------------------------------------------------------------
+
+
+def _namespace_of(outcome: Outcome, file: FileMatch) -> str:
+    return f"{outcome.namespace}/{file.namespace}" if file.namespace else outcome.namespace
+
+
+def fuse(
+    request: SearchRequest, outcomes: Sequence[Outcome]
+) -> tuple[list[RankedFile], int, dict[str, tuple[int, int]]]:
+    """All matching files in global order, the weak hits dropped, and per-namespace counts."""
+    matcher = QueryMatcher(request)
+    signals: list[Signal] = [PathSignal(matcher), definition_signal, demotion_signal]
+    semantic = request.mode == "semantic"
+    threshold = request.threshold
+    weak = 0
+    counts: dict[str, tuple[int, int]] = {}
+    merged: dict[tuple[str, str], RankedFile] = {}
+    for outcome in outcomes:
+        result = outcome.result
+        if result is None:
+            continue
+        place = 0
+        for file in result.files:
+            hits = file.hits
+            if semantic:
+                strong = tuple(h for h in hits if h.score is None or h.score >= threshold)
+                weak += len(hits) - len(strong)
+                hits = strong
+            if not hits:
+                continue
+            namespace = _namespace_of(outcome, file)
+            key = (namespace, file.path)
+            if key in merged:  # a backend named one file twice: keep its best place
+                first = merged[key]
+                merged[key] = RankedFile(
+                    namespace, _merge(first.file, hits), first.score, first.path_match
+                )
+                continue
+            place += 1
+            if hits is not file.hits:
+                file = FileMatch(path=file.path, hits=hits, namespace=file.namespace)
+            base = outcome.weight / (K + place)
+            item = RankedFile(namespace, file, base, matcher(file.path))
+            score = base
+            for signal in signals:
+                score *= signal(item)
+            merged[key] = RankedFile(namespace, file, score, item.path_match)
+    for item in merged.values():
+        files, nhits = counts.get(item.namespace, (0, 0))
+        counts[item.namespace] = (files + 1, nhits + len(item.file.hits))
+    ordered = sorted(merged.values(), key=lambda f: (-f.score, f.namespace, f.file.path))
+    return ordered, weak, counts
+
+
+def _merge(file: FileMatch, more: tuple[Hit, ...]) -> FileMatch:
+    seen = {(h.line, h.last_line) for h in file.hits}
+    extra = tuple(h for h in more if (h.line, h.last_line) not in seen)
+    hits = tuple(sorted(file.hits + extra, key=lambda h: (h.line, h.last_line)))
+    return FileMatch(path=file.path, hits=hits, namespace=file.namespace)
+
+
+def page(ordered: Sequence[RankedFile], offset: int, files: int, hit_budget: int) -> list[RankedFile]:
+    """Files whole, in order, from ``offset``: the first always, the rest within the budget."""
+    out: list[RankedFile] = []
+    used = 0
+    for item in ordered[offset:]:
+        n = len(item.file.hits)
+        if out and (used + n > hit_budget or len(out) >= files):
+            break
+        out.append(item)
+        used += n
+    return out
+
+
+# --- what was withheld, and how to get it ----------------------------------------------
+
+
+def _action(reason: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"reason": reason, "tool": "search", "args": args}
+
+
+def _top_directory(outcome: Outcome) -> str | None:
+    """The top-level directory holding most of a namespace's returned files."""
+    if outcome.result is None:
+        return None
+    tally: dict[str, int] = {}
+    for file in outcome.result.files:
+        head, sep, _ = file.path.partition("/")
+        if sep:
+            tally[head] = tally.get(head, 0) + 1
+    if not tally:
+        return None
+    return min(tally, key=lambda d: (-tally[d], d))
+
+
+def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
+    """Actions that reach what one namespace could not give."""
+    ns = outcome.namespace
+    alone = request.namespaces == [ns]
+    base = {"namespaces": [ns], "offset": 0}
+    status = outcome.status
+    why = outcome.error or status
+    if status == "unsupported":
+        if request.mode != "exact":
+            return [_action(f"{ns} cannot search in {request.mode} mode: search it as exact text",
+                            request.args(**base, mode="exact"))]
+        return [_action(f"{ns} cannot search in exact mode: search it as a regex",
+                        request.args(**base, mode="regex", query=re2.escape(request.query)))]
+    if status == "timeout" and request.timeout_ms < MAX_TIMEOUT_MS:
+        more = min(MAX_TIMEOUT_MS, request.timeout_ms * 4)
+        return [_action(f"{ns} timed out ({why}): give it {more} ms alone",
+                        request.args(**base, timeout_ms=more))]
+    if status in ("error", "unavailable"):
+        when = f" after {outcome.retry_after:.0f} s" if outcome.retry_after else ""
+        return [_action(f"{ns} failed ({why}): retry it alone{when}", request.args(**base))]
+    if not alone:
+        return [_action(f"{ns} was {status} ({why}): search it alone", request.args(**base))]
+    actions: list[dict[str, Any]] = []
+    top = _top_directory(outcome)
+    if top is not None and len(request.paths) < 31:
+        if not any(not p.startswith("!") for p in request.paths):
+            actions.append(_action(f"{ns} was {status} ({why}): narrow to {top}/",
+                                   request.args(**base, paths=[*request.paths, f"{top}/**"])))
+        actions.append(_action(f"{ns} was {status} ({why}): skip {top}/",
+                               request.args(**base, paths=[*request.paths, f"!{top}/**"])))
+    if not actions:
+        actions.append(_action(f"{ns} was {status} ({why}): search it again", request.args(**base)))
+    return actions
+
+
+def _statuses(outcomes: Sequence[Outcome], counts: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for o in outcomes:
+        files, hits = counts.get(o.namespace, (0, 0))
+        status: dict[str, Any] = {
+            "name": o.namespace,
+            "backend": o.backend,
+            "status": o.status,
+            "took_ms": o.took_ms,
+            "files": files,
+            "hits": hits,
+        }
+        if o.error:
+            status["error"] = o.error
+        out.append(status)
+        if o.result is not None:
+            for child in o.result.children:
+                name = f"{o.namespace}/{child.name}"
+                cfiles, chits = counts.get(name, (child.files, child.hits))
+                entry: dict[str, Any] = {
+                    "name": name,
+                    "backend": child.backend,
+                    "status": child.status,
+                    "took_ms": child.took_ms,
+                    "files": cfiles,
+                    "hits": chits,
+                }
+                if child.error:
+                    entry["error"] = child.error
+                out.append(entry)
+    out.sort(key=lambda s: s["name"])
+    return out
+
+
+def _note(
+    request: SearchRequest,
+    shown: int,
+    total: int,
+    weak: int,
+    outcomes: Sequence[Outcome],
+    failed: Sequence[Outcome],
+) -> str | None:
+    if not outcomes:
+        return "no namespace to search: none is configured or visible to this caller"
+    if shown == 0:
+        if failed and len(failed) == len(outcomes):
+            what = ", ".join(f"{o.namespace} ({o.status})" for o in failed[:5])
+            more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+            return f"every namespace failed: {what}{more}; see namespaces and next"
+        if total and request.offset >= total:
+            return f"offset {request.offset} is past the last of {total} matching files"
+        if weak:
+            return (f"everything matched was weak: {weak} hits scored under threshold "
+                    f"{request.threshold}; lower threshold to see them")
+        filtered = " with these path/language filters" if request.paths or request.languages else ""
+        partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
+        return f"nothing matched {request.query!r} in {len(outcomes)} namespaces{filtered}{partial}"
+    if failed:
+        return (f"{len(failed)} of {len(outcomes)} namespaces did not answer fully; "
+                "see namespaces and next")
+    return None
+
+
+def _failed_children(outcomes: Sequence[Outcome]) -> list[Outcome]:
+    """Sub-namespaces (of a peer gateway) that did not answer fully, as outcomes of their own."""
+    return [
+        Outcome(namespace=f"{o.namespace}/{c.name}", backend=c.backend, status=c.status,
+                took_ms=c.took_ms, error=c.error)
+        for o in outcomes
+        if o.result is not None
+        for c in o.result.children
+        if c.status != "ok"
+    ]
+
+
+def _unreturned(outcomes: Sequence[Outcome]) -> int:
+    """Files backends said matched beyond those they sent (the count stays a lower bound)."""
+    extra = 0
+    for o in outcomes:
+        if o.result is not None and o.result.file_count is not None:
+            extra += max(0, o.result.file_count - len(o.result.files))
+    return extra
+
+
+def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
+    """Fuse, page and explain: the whole ranked answer for one request."""
+    ordered, weak, counts = fuse(request, outcomes)
+    shown = page(ordered, request.offset, request.files, request.hit_budget)
+    end = request.offset + len(shown)
+    actions: list[dict[str, Any]] = []
+    if end < len(ordered) and shown and end <= MAX_OFFSET:
+        actions.append(_action(f"next page: files {end + 1}-{min(len(ordered), end + request.files)} "
+                               f"of {len(ordered)}", request.args(offset=end)))
+    failed = [o for o in outcomes if o.status != "ok"]
+    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
+        actions.extend(_widen(request, outcome))
+    return Ranked(
+        page=shown,
+        file_count=len(ordered) + _unreturned(outcomes),
+        weak_filtered=weak,
+        truncated=bool(actions),
+        next=actions,
+        note=_note(request, len(shown), len(ordered), weak, outcomes, failed),
+        statuses=_statuses(outcomes, counts),
+        offset=request.offset,
+    )

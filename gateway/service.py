@@ -1,0 +1,167 @@
+"""SearchService: resolve namespaces -> fan out -> rank -> answer. Every surface calls it.
+
+The service owns the backends (opened from the config, closed in reverse order),
+resolves a request's namespace patterns against what the caller may see before
+anything is sent anywhere, and returns the wire answer built by
+:func:`gateway.wire.build_response`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.backend import AsyncBackend
+from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig
+from gateway.errors import NotFound, UnknownNamespace
+from gateway.fanout import Route, fan_out
+from gateway.globs import namespace_matcher
+from gateway.log import get_logger, redact_values
+from gateway.models import SearchQuery
+from gateway.rank import rank
+from gateway.registry import load_kind
+from gateway.wire import SearchRequest, build_response, parse_request
+
+__all__ = ["Access", "SearchService", "open_backend"]
+
+#: What a caller may see: a predicate on namespace names (None: everything).
+Access = Callable[[str], bool] | None
+
+#: Ask each backend for this many files beyond the page, so fusion has depth.
+DEPTH_FLOOR = 100
+
+log = get_logger("fedsearch.service")
+
+
+def open_backend(ns: NamespaceConfig) -> AsyncBackend[Any]:
+    """Instantiate the adapter of one configured namespace."""
+    cls = load_kind(ns.backend, f"namespaces.{ns.name}.backend")
+    token_env = getattr(ns.settings, "token_env", None)
+    if token_env:
+        redact_values([os.environ.get(token_env)])
+    return cls(ns.name, ns.settings)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    config: NamespaceConfig
+    backend: AsyncBackend[Any]
+
+
+class SearchService:
+    """The core: one instance per process, shared by HTTP, MCP and the CLI."""
+
+    def __init__(self, config: Config, backends: Mapping[str, AsyncBackend[Any]] | None = None) -> None:
+        self.config = config
+        given = backends or {}
+        self._entries = {
+            ns.name: _Entry(ns, given[ns.name] if ns.name in given else open_backend(ns))
+            for ns in config.namespaces
+        }
+
+    @classmethod
+    def with_backends(
+        cls, backends: Sequence[AsyncBackend[Any]], weights: Mapping[str, float] | None = None, **config: Any
+    ) -> SearchService:
+        """A service over ready-made backends (tests, embedding): one namespace each."""
+        weights = weights or {}
+        namespaces = tuple(
+            NamespaceConfig(name=b.name, backend=b.kind, settings=b.settings, weight=weights.get(b.name, 1.0))
+            for b in backends
+        )
+        cfg = Config(
+            server=ServerConfig(**config.get("server", {})),
+            defaults=DefaultsConfig(**config.get("defaults", {})),
+            namespaces=namespaces,
+            source="embedded",
+        )
+        return cls(cfg, {b.name: b for b in backends})
+
+    async def aclose(self) -> None:
+        """Close every backend, in reverse order of opening."""
+        for entry in reversed(list(self._entries.values())):
+            try:
+                await entry.backend.aclose()
+            except Exception as exc:  # closing must go on for the others
+                log.warning("backend_close_failed", namespace=entry.config.name, error=type(exc).__name__)
+
+    # --- namespaces ----------------------------------------------------------------
+
+    def visible(self, access: Access = None) -> list[str]:
+        """The namespace names this caller may see, in config order."""
+        return [name for name in self._entries if access is None or access(name)]
+
+    def backend(self, name: str, access: Access = None) -> AsyncBackend[Any]:
+        """The backend of a visible namespace; NotFound otherwise (cloaked like a missing one)."""
+        entry = self._entries.get(name)
+        if entry is None or (access is not None and not access(name)):
+            raise NotFound(f"no namespace {name!r}")
+        return entry.backend
+
+    def resolve(self, patterns: Sequence[str], access: Access = None) -> list[Route]:
+        """Routes for the visible namespaces matching ``patterns`` (all when empty)."""
+        names = self.visible(access)
+        if patterns:
+            chosen: set[str] = set()
+            for pattern in patterns:
+                match = namespace_matcher(pattern)
+                hits = [n for n in names if match(n)]
+                if not hits:
+                    raise UnknownNamespace(pattern)
+                chosen.update(hits)
+            names = [n for n in names if n in chosen]
+        routes = []
+        for name in names:
+            entry = self._entries[name]
+            routes.append(Route(name, entry.backend, entry.config.weight, entry.config.timeout_ms))
+        return routes
+
+    def namespaces(self, access: Access = None) -> list[dict[str, Any]]:
+        """Name, backend kind, health and capabilities of each visible namespace."""
+        out = []
+        for name in self.visible(access):
+            backend = self._entries[name].backend
+            out.append(
+                {
+                    "name": name,
+                    "backend": backend.kind,
+                    "health": "ok",
+                    "capabilities": {
+                        "modes": sorted(backend.modes),
+                        "read": backend.tree() is not None,
+                    },
+                }
+            )
+        return out
+
+    # --- search --------------------------------------------------------------------
+
+    def query_for(self, request: SearchRequest, started: float) -> SearchQuery:
+        """The backend-facing query of a request, with its absolute deadline."""
+        return SearchQuery(
+            text=request.query,
+            mode=request.mode,
+            case_sensitive=request.effective_case(),
+            paths=tuple(request.paths),
+            languages=tuple(request.languages),
+            context_lines=request.context_lines,
+            max_files=max(DEPTH_FLOOR, request.offset + request.files),
+            threshold=request.threshold,
+            deadline=started + request.timeout_ms / 1000,
+        )
+
+    async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
+        """Answer one validated request for a caller."""
+        started = time.monotonic()
+        routes = self.resolve(request.namespaces, access)
+        outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
+        ranked = rank(request, outcomes)
+        took_ms = round((time.monotonic() - started) * 1000)
+        return build_response(request, ranked, took_ms)
+
+    async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
+        """Validate raw request data (raises InvalidRequest naming the field), then answer it."""
+        return await self.search(parse_request(data), access)

@@ -1,0 +1,239 @@
+"""Fusion, paging and next actions: the invariants of SPEC §3, as properties."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.rank import fuse, rank
+from gateway.wire import SearchRequest, build_response, parse_request
+from tests.strategies import outcomes, request_args
+
+
+def _answer(request: SearchRequest, outs: list[Outcome]) -> dict[str, Any]:
+    return build_response(request, rank(request, outs), took_ms=0)
+
+
+def _keys(answer: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(g["namespace"], g["file_path"]) for g in answer["files"]]
+
+
+def _next_page(answer: dict[str, Any]) -> dict[str, Any] | None:
+    for action in answer.get("next", []):
+        if action["reason"].startswith("next page"):
+            args: dict[str, Any] = action["args"]
+            return args
+    return None
+
+
+class TestInvariants:
+    @given(outcomes(), request_args())
+    def test_shown_files_are_whole(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """Invariant 1: every shown file carries all of its hits."""
+        request = parse_request(args)
+        answer = _answer(request, outs)
+        sources = {
+            (o.namespace, f.path): len(f.hits) for o in outs if o.result for f in o.result.files
+        }
+        for group in answer["files"]:
+            assert group["hit_count"] == len(group["hits"])
+            assert group["hit_count"] == sources[(group["namespace"], group["file_path"])]
+
+    @given(outcomes(), request_args())
+    def test_next_iff_truncated(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """Invariant 2: next is non-empty exactly when the answer is truncated."""
+        answer = _answer(parse_request(args), outs)
+        assert bool(answer.get("next")) == answer["truncated"]
+
+    @given(outcomes(), request_args())
+    def test_next_args_are_complete_requests(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """Invariant 3: each next action names `search` and carries a complete, valid request."""
+        answer = _answer(parse_request(args), outs)
+        for action in answer.get("next", []):
+            assert action["tool"] == "search"
+            parsed = parse_request(action["args"])
+            assert set(action["args"]) == set(SearchRequest.model_fields)
+            assert parsed.query == args["query"]
+
+    @given(outcomes(statuses=False), request_args())
+    def test_paging_yields_every_file_once_in_one_order(
+        self, outs: list[Outcome], args: dict[str, Any]
+    ) -> None:
+        """Invariant 4: following next-page from offset 0 reaches every file once, in global order."""
+        request = parse_request(args)
+        seen: list[tuple[str, str]] = []
+        pages = 0
+        while True:
+            answer = _answer(request, outs)
+            seen.extend(_keys(answer))
+            follow = _next_page(answer)
+            if follow is None:
+                break
+            request = parse_request(follow)
+            pages += 1
+            assert pages < 200
+        everything = [(f.namespace, f.file.path) for f in fuse(parse_request(args), outs)[0]]
+        assert seen == everything
+        assert len(set(seen)) == len(seen)
+
+    @given(outcomes(), request_args(), st.randoms())
+    def test_order_does_not_depend_on_arrival(
+        self, outs: list[Outcome], args: dict[str, Any], rnd: Any
+    ) -> None:
+        """Invariant 5: the answer is the same whatever order the outcomes come in."""
+        request = parse_request(args)
+        shuffled = list(outs)
+        rnd.shuffle(shuffled)
+        first, second = _answer(request, outs), _answer(request, shuffled)
+        assert first == second
+
+    @given(outcomes(), request_args())
+    def test_budget_rule(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """Invariant 6: first file always joins; others only within the hit budget; at most `files`."""
+        request = parse_request(args)
+        answer = _answer(request, outs)
+        ordered = fuse(request, outs)[0]
+        groups = answer["files"]
+        assert len(groups) <= request.files
+        if ordered:
+            assert groups, "the first file always joins"
+        total = sum(g["hit_count"] for g in groups)
+        if len(groups) > 1:
+            assert total <= request.hit_budget
+        if len(groups) < len(ordered) and len(groups) < request.files and groups:
+            following = ordered[len(groups)]
+            assert total + len(following.file.hits) > request.hit_budget
+
+    @given(outcomes(), request_args())
+    def test_empty_answer_has_a_note(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """Invariant 9: an empty answer always says why."""
+        answer = _answer(parse_request(args), outs)
+        if not answer["files"]:
+            assert answer.get("note")
+
+    @given(outcomes(), request_args())
+    def test_every_namespace_has_a_status(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """Invariant 8: every namespace asked appears in namespaces with its status."""
+        answer = _answer(parse_request(args), outs)
+        assert [s["name"] for s in answer["namespaces"]] == sorted(o.namespace for o in outs)
+        for status in answer["namespaces"]:
+            original = next(o for o in outs if o.namespace == status["name"])
+            assert status["status"] == original.status
+
+    @settings(max_examples=200)
+    @given(outcomes(statuses=False), request_args(), st.data())
+    def test_higher_weight_never_lowers_a_file(
+        self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
+    ) -> None:
+        """Raising one namespace's weight never moves any of its files down the order."""
+        request = parse_request(args)
+        index = data.draw(st.integers(0, len(outs) - 1))
+        boosted = list(outs)
+        boosted[index] = replace(outs[index], weight=outs[index].weight * 2)
+        name = outs[index].namespace
+        before = [(f.namespace, f.file.path) for f in fuse(request, outs)[0]]
+        after = [(f.namespace, f.file.path) for f in fuse(request, boosted)[0]]
+        for key in before:
+            if key[0] == name:
+                assert after.index(key) <= before.index(key)
+
+
+def _outcome(name: str, paths: list[str], status: str = "ok", **kw: Any) -> Outcome:
+    files = tuple(FileMatch(path=p, hits=(Hit(line=1, text="x = foo"),)) for p in paths)
+    return Outcome(
+        namespace=name, backend="mock", status=status,  # type: ignore[arg-type]
+        took_ms=1, result=BackendResult(files=files, status=status), **kw,  # type: ignore[arg-type]
+    )
+
+
+class TestSignals:
+    def test_query_in_file_name_ranks_first(self) -> None:
+        """A file whose name contains the query beats one at the same backend rank."""
+        request = parse_request({"query": "widget"})
+        ordered = fuse(request, [_outcome("a", ["src/x.py"]), _outcome("b", ["src/widget.py"])])[0]
+        assert ordered[0].file.path == "src/widget.py"
+
+    def test_vendored_and_minified_files_are_demoted(self) -> None:
+        """Vendored and minified files sink below ordinary ones."""
+        request = parse_request({"query": "foo"})
+        ordered = fuse(request, [_outcome("a", ["vendor/a.py", "b.min.js", "src/c.py"])])[0]
+        assert ordered[0].file.path == "src/c.py"
+
+    def test_definitions_rank_above_uses(self) -> None:
+        """A file whose hit looks like a definition ranks above a plain use."""
+        request = parse_request({"query": "foo"})
+        use = FileMatch(path="a.py", hits=(Hit(line=1, text="x = foo()"),))
+        definition = FileMatch(path="b.py", hits=(Hit(line=3, text="def foo():"),))
+        outs = [
+            Outcome(namespace="n", backend="m", status="ok", took_ms=0,
+                    result=BackendResult(files=(use,))),
+            Outcome(namespace="o", backend="m", status="ok", took_ms=0,
+                    result=BackendResult(files=(definition,))),
+        ]
+        assert fuse(request, outs)[0][0].file.path == "b.py"
+
+    def test_ties_break_by_namespace_then_path(self) -> None:
+        """Equal scores order by namespace, then path."""
+        request = parse_request({"query": "zzz"})
+        ordered = fuse(request, [_outcome("b", ["x.txt"]), _outcome("a", ["y.txt"])])[0]
+        assert [(f.namespace, f.file.path) for f in ordered] == [("a", "y.txt"), ("b", "x.txt")]
+
+
+class TestNextActions:
+    def test_capped_namespace_gets_search_alone(self) -> None:
+        """A capped namespace makes the answer truncated with a next action searching it alone."""
+        request = parse_request({"query": "foo"})
+        answer = _answer(request, [_outcome("a", ["x.py"], "capped", error="cap"), _outcome("b", ["y.py"])])
+        assert answer["truncated"]
+        alone = [a for a in answer["next"] if a["args"]["namespaces"] == ["a"]]
+        assert alone and "alone" in alone[0]["reason"]
+
+    def test_capped_alone_namespace_is_narrowed(self) -> None:
+        """A capped namespace searched alone gets narrowing actions on its biggest directory."""
+        request = parse_request({"query": "foo", "namespaces": ["a"]})
+        answer = _answer(request, [_outcome("a", ["src/x.py", "src/y.py", "z.py"], "capped")])
+        paths = [a["args"]["paths"] for a in answer["next"]]
+        assert ["src/**"] in paths and ["!src/**"] in paths
+
+    def test_timeout_gets_more_time(self) -> None:
+        """A timed-out namespace gets a next action with a longer deadline."""
+        request = parse_request({"query": "foo", "timeout_ms": 1000})
+        answer = _answer(request, [_outcome("a", [], "timeout")])
+        assert answer["next"][0]["args"]["timeout_ms"] == 4000
+
+    def test_unsupported_semantic_falls_back_to_exact(self) -> None:
+        """A namespace that cannot search by meaning gets an exact-mode action."""
+        request = parse_request({"query": "parse config", "mode": "semantic"})
+        outs = [Outcome(namespace="a", backend="rg", status="unsupported", took_ms=0, error="no")]
+        answer = _answer(request, outs)
+        assert answer["next"][0]["args"]["mode"] == "exact"
+        assert answer["note"].startswith("every namespace failed")
+
+    def test_offset_past_the_end_says_so(self) -> None:
+        """An offset beyond the last file gives an empty page with a note saying why."""
+        request = parse_request({"query": "foo", "offset": 50})
+        answer = _answer(request, [_outcome("a", ["x.py"])])
+        assert answer["files"] == [] and "past the last" in answer["note"]
+        assert not answer["truncated"]
+
+    def test_weak_hits_are_filtered_and_counted(self) -> None:
+        """Semantic hits under the threshold are dropped, counted and explained."""
+        request = parse_request({"query": "foo", "mode": "semantic", "threshold": 0.6})
+        file = FileMatch(path="a.py", hits=(Hit(line=1, text="x", score=0.2), Hit(line=2, text="y", score=0.3)))
+        outs = [Outcome(namespace="a", backend="m", status="ok", took_ms=0, result=BackendResult(files=(file,)))]
+        answer = _answer(request, outs)
+        assert answer["weak_filtered"] == 2
+        assert answer["files"] == [] and "weak" in answer["note"]
+
+    def test_score_present_iff_semantic(self) -> None:
+        """ResultItem.score appears in semantic mode only."""
+        file = FileMatch(path="a.py", hits=(Hit(line=1, text="x", score=0.9),))
+        outs = [Outcome(namespace="a", backend="m", status="ok", took_ms=0, result=BackendResult(files=(file,)))]
+        semantic = _answer(parse_request({"query": "x", "mode": "semantic"}), outs)
+        exact = _answer(parse_request({"query": "x"}), outs)
+        assert semantic["files"][0]["hits"][0]["score"] == 0.9
+        assert "score" not in exact["files"][0]["hits"][0]
