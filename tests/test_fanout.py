@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from gateway.errors import BackendError, RateLimited
+import pytest
+
+from gateway.errors import BackendError, InvalidRequest, RateLimited
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.service import SearchService
@@ -136,12 +138,9 @@ class TestService:
         """A namespace pattern matching nothing is an error naming `namespaces`; no backend is called."""
         backend = MockBackend(_ok, "a")
         service = SearchService.with_backends([backend])
-        try:
+        with pytest.raises(InvalidRequest) as info:
             await service.search(parse_request({"query": "x", "namespaces": ["nope*"]}))
-        except ValueError as exc:
-            assert getattr(exc, "field", None) == "namespaces"
-        else:
-            raise AssertionError("expected InvalidRequest")
+        assert info.value.field == "namespaces"
         assert backend.calls == []
 
     async def test_access_hides_namespaces(self) -> None:

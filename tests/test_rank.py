@@ -150,6 +150,10 @@ def _outcome(name: str, paths: list[str], status: str = "ok", **kw: Any) -> Outc
     )
 
 
+def _single(file: FileMatch) -> Outcome:
+    return Outcome(namespace="a", backend="m", status="ok", took_ms=0, result=BackendResult(files=(file,)))
+
+
 class TestSignals:
     def test_query_in_file_name_ranks_first(self) -> None:
         """A file whose name contains the query beats one at the same backend rank."""
@@ -224,7 +228,7 @@ class TestNextActions:
         """Semantic hits under the threshold are dropped, counted and explained."""
         request = parse_request({"query": "foo", "mode": "semantic", "threshold": 0.6})
         file = FileMatch(path="a.py", hits=(Hit(line=1, text="x", score=0.2), Hit(line=2, text="y", score=0.3)))
-        outs = [Outcome(namespace="a", backend="m", status="ok", took_ms=0, result=BackendResult(files=(file,)))]
+        outs = [_single(file)]
         answer = _answer(request, outs)
         assert answer["weak_filtered"] == 2
         assert answer["files"] == [] and "weak" in answer["note"]
@@ -232,7 +236,7 @@ class TestNextActions:
     def test_score_present_iff_semantic(self) -> None:
         """ResultItem.score appears in semantic mode only."""
         file = FileMatch(path="a.py", hits=(Hit(line=1, text="x", score=0.9),))
-        outs = [Outcome(namespace="a", backend="m", status="ok", took_ms=0, result=BackendResult(files=(file,)))]
+        outs = [_single(file)]
         semantic = _answer(parse_request({"query": "x", "mode": "semantic"}), outs)
         exact = _answer(parse_request({"query": "x"}), outs)
         assert semantic["files"][0]["hits"][0]["score"] == 0.9
