@@ -227,7 +227,8 @@ class TestNextActions:
     def test_weak_hits_are_filtered_and_counted(self) -> None:
         """Semantic hits under the threshold are dropped, counted and explained."""
         request = parse_request({"query": "foo", "mode": "semantic", "threshold": 0.6})
-        file = FileMatch(path="a.py", hits=(Hit(line=1, text="x", score=0.2), Hit(line=2, text="y", score=0.3)))
+        weak = (Hit(line=1, text="x", score=0.2), Hit(line=2, text="y", score=0.3))
+        file = FileMatch(path="a.py", hits=weak)
         outs = [_single(file)]
         answer = _answer(request, outs)
         assert answer["weak_filtered"] == 2
