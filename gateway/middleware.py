@@ -20,19 +20,18 @@ from aiohttp.typedefs import Handler
 
 from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.log import get_logger
+from gateway.problems import PROBLEM_TYPE, invalid_problem, problem
 from gateway.service import SearchService
 
 __all__ = [
     "SERVICE",
     "error_middleware",
     "json_response",
-    "problem",
     "problem_response",
     "request_id_middleware",
 ]
 
 SERVICE = web.AppKey("service", SearchService)
-PROBLEM_TYPE = "application/problem+json"
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 log = get_logger("fedsearch.http")
@@ -43,25 +42,12 @@ def json_response(data: Any, status: int = 200, content_type: str = "application
     return web.Response(body=orjson.dumps(data), status=status, content_type=content_type)
 
 
-def problem(status: int, title: str, detail: str, field: str | None = None) -> dict[str, Any]:
-    """An RFC 9457 problem object; ``field`` names the offending input."""
-    body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-    if field:
-        body["field"] = field
-    return body
-
-
 def problem_response(status: int, title: str, detail: str, field: str | None = None) -> web.Response:
     return web.Response(
         body=orjson.dumps(problem(status, title, detail, field)),
         status=status,
         content_type=PROBLEM_TYPE,
     )
-
-
-def invalid_problem(exc: InvalidRequest) -> dict[str, Any]:
-    """The 400 problem for an invalid request: the same on HTTP and MCP."""
-    return problem(400, "Invalid request", exc.message, exc.field)
 
 
 @web.middleware
