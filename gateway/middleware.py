@@ -18,7 +18,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.errors import GatewayError, InvalidRequest, NotFound
+from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.log import get_logger
 from gateway.problems import PROBLEM_TYPE, invalid_problem, problem
 from gateway.service import SearchService
@@ -86,6 +86,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         )
     except NotFound as exc:
         return problem_response(404, "Not found", str(exc))
+    except Unsupported as exc:
+        return problem_response(405, "Not supported", exc.reason)
     except GatewayError as exc:
         log.warning("gateway_error", error=type(exc).__name__)
         return problem_response(500, "Internal error", "the gateway could not answer")

@@ -363,7 +363,7 @@ def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
     if end < len(ordered) and shown and end <= MAX_OFFSET:
         actions.append(_action(f"next page: files {end + 1}-{min(len(ordered), end + request.files)} "
                                f"of {len(ordered)}", request.args(offset=end)))
-    failed = [o for o in outcomes if o.status != "ok"]
+    failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
     for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
         actions.extend(_widen(request, outcome))
     return Ranked(

@@ -8,6 +8,7 @@ anything is sent anywhere, and returns the wire answer built by
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -16,11 +17,11 @@ from typing import Any
 
 from gateway.backend import AsyncBackend
 from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig
-from gateway.errors import NotFound, UnknownNamespace
+from gateway.errors import InvalidRequest, NotFound, UnknownNamespace, Unsupported
 from gateway.fanout import Route, fan_out
 from gateway.globs import namespace_matcher
 from gateway.log import get_logger, redact_values
-from gateway.models import SearchQuery
+from gateway.models import Outcome, SearchQuery
 from gateway.rank import rank
 from gateway.registry import load_kind
 from gateway.wire import SearchRequest, build_response, parse_request
@@ -32,6 +33,8 @@ Access = Callable[[str], bool] | None
 
 #: Ask each backend for this many files beyond the page, so fusion has depth.
 DEPTH_FLOOR = 100
+#: read_file and /v1/files return at most this many lines.
+MAX_READ_LINES = 2000
 
 log = get_logger("fedsearch.service")
 
@@ -61,6 +64,8 @@ class SearchService:
             ns.name: _Entry(ns, given[ns.name] if ns.name in given else open_backend(ns))
             for ns in config.namespaces
         }
+        #: Called with every namespace outcome (metrics hook into this).
+        self.observers: list[Callable[[Outcome], None]] = []
 
     @classmethod
     def with_backends(
@@ -158,6 +163,9 @@ class SearchService:
         started = time.monotonic()
         routes = self.resolve(request.namespaces, access)
         outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
+        for observe in self.observers:
+            for outcome in outcomes:
+                observe(outcome)
         ranked = rank(request, outcomes)
         took_ms = round((time.monotonic() - started) * 1000)
         return build_response(request, ranked, took_ms)
@@ -165,3 +173,44 @@ class SearchService:
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""
         return await self.search(parse_request(data), access)
+
+    # --- files ---------------------------------------------------------------------
+
+    def split_path(self, virtual: str, access: Access = None) -> tuple[str, str]:
+        """``<namespace>/<path>`` -> (namespace, path), the longest visible namespace winning."""
+        virtual = virtual.lstrip("/")
+        best = ""
+        for name in self.visible(access):
+            if (virtual == name or virtual.startswith(name + "/")) and len(name) > len(best):
+                best = name
+        if not best:
+            raise NotFound("no such file")
+        return best, virtual[len(best) + 1 :]
+
+    async def read_file(
+        self,
+        namespace: str,
+        path: str,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        access: Access = None,
+    ) -> dict[str, Any]:
+        """Lines of one file (at most MAX_READ_LINES), never outside the namespace root."""
+        backend = self.backend(namespace, access)
+        tree = backend.tree()
+        if tree is None:
+            raise Unsupported(f"{backend.kind} namespaces cannot be read")
+        start = 1 if start_line is None else start_line
+        if start < 1:
+            raise InvalidRequest("start_line", "must be at least 1")
+        if end_line is not None and end_line < start:
+            raise InvalidRequest("end_line", "must not be before start_line")
+        lines, total = await asyncio.to_thread(tree.read_lines, path, start, end_line, MAX_READ_LINES)
+        return {
+            "namespace": namespace,
+            "path": path,
+            "start_line": start,
+            "end_line": start + len(lines) - 1 if lines else start - 1,
+            "total_lines": total,
+            "lines": lines,
+        }

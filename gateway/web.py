@@ -1,8 +1,8 @@
-"""The aiohttp app: factory, one cleanup context owning the service, problem+json errors.
+"""The aiohttp app: factory, one cleanup context owning the service, the routes of SPEC §4.
 
 Routes are thin: each parses its input, calls :class:`SearchService`, and returns
 the JSON that :func:`gateway.wire.build_response` built. Cross-cutting concerns
-(request id, problem+json mapping) live in :mod:`gateway.middleware`.
+(request id, problem+json mapping, metrics) are middleware.
 """
 
 from __future__ import annotations
@@ -12,16 +12,61 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from multidict import MultiMapping
 
 from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.log import get_logger
+from gateway.metrics import Metrics
 from gateway.middleware import SERVICE, error_middleware, json_response, request_id_middleware
+from gateway.openapi import openapi
 from gateway.service import SearchService
+from gateway.wire import SearchRequest
 
-__all__ = ["SERVICE", "create_app", "read_json_body"]
+__all__ = ["ACCESS", "SERVICE", "create_app", "get_params", "read_json_body"]
 
 log = get_logger("fedsearch.web")
+
+#: The request-scoped access predicate (set by auth middleware; None = open).
+ACCESS = "fedsearch.access"
+METRICS = web.AppKey("metrics", Metrics)
+
+#: GET /v1/search query parameters -> SearchRequest fields (lists are repeatable).
+_SCALARS = {
+    "q": "query",
+    "mode": "mode",
+    "case": "case_sensitive",
+    "context": "context_lines",
+    "files": "files",
+    "offset": "offset",
+    "hit_budget": "hit_budget",
+    "timeout_ms": "timeout_ms",
+    "threshold": "threshold",
+}
+_LISTS = {"ns": "namespaces", "path": "paths", "lang": "languages"}
+_PARAM_OF = {field: param for param, field in {**_SCALARS, **_LISTS}.items()}
+_CASE = {"true": True, "1": True, "false": False, "0": False, "smart": None, "": None}
+
+
+def get_params(query: MultiMapping[str]) -> dict[str, Any]:
+    """The SearchRequest data that GET /v1/search's query parameters describe."""
+    data: dict[str, Any] = {}
+    for key in query:
+        if key in _LISTS:
+            data[_LISTS[key]] = query.getall(key)
+        elif key in _SCALARS:
+            values = query.getall(key)
+            if len(values) > 1:
+                raise InvalidRequest(key, "given more than once")
+            data[_SCALARS[key]] = values[0]
+        else:
+            raise InvalidRequest(key, "unknown parameter")
+    if "case_sensitive" in data:
+        value = str(data["case_sensitive"]).lower()
+        if value not in _CASE:
+            raise InvalidRequest("case", "must be true, false or smart")
+        data["case_sensitive"] = _CASE[value]
+    return data
 
 
 async def read_json_body(request: web.Request) -> Any:
@@ -33,14 +78,74 @@ async def read_json_body(request: web.Request) -> Any:
         raise InvalidRequest("body", f"invalid JSON: {exc}") from None
 
 
+def _access(request: web.Request) -> Any:
+    return request.get(ACCESS)
+
+
 async def post_search(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     data = await read_json_body(request)
-    return json_response(await service.search_json(data))
+    return json_response(await service.search_json(data, _access(request)))
+
+
+async def get_search(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    try:
+        data = get_params(request.query)
+        return json_response(await service.search_json(data, _access(request)))
+    except InvalidRequest as exc:
+        field = exc.field.split(".")[0]
+        if field in SearchRequest.model_fields and field in _PARAM_OF:
+            raise InvalidRequest(_PARAM_OF[field], exc.message) from None
+        raise
+
+
+async def get_namespaces(request: web.Request) -> web.Response:
+    return json_response({"namespaces": request.app[SERVICE].namespaces(_access(request))})
+
+
+def _line_param(request: web.Request, name: str) -> int | None:
+    value = request.query.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidRequest(name, "must be an integer") from None
+
+
+async def get_file(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    access = _access(request)
+    namespace, path = service.split_path(request.match_info["rest"], access)
+    result = await service.read_file(
+        namespace, path, _line_param(request, "start_line"), _line_param(request, "end_line"), access
+    )
+    text = "".join(line + "\n" for line in result["lines"])
+    response = web.Response(text=text, content_type="text/plain", charset="utf-8")
+    response.headers["X-Start-Line"] = str(result["start_line"])
+    response.headers["X-End-Line"] = str(result["end_line"])
+    response.headers["X-Total-Lines"] = str(result["total_lines"])
+    return response
 
 
 async def healthz(request: web.Request) -> web.Response:
     return json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    service = request.app.get(SERVICE)
+    if service is None:
+        return json_response({"status": "starting"}, status=503)
+    return json_response({"status": "ready", "namespaces": len(service.visible())})
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    return json_response(openapi())
+
+
+async def not_found(request: web.Request) -> web.Response:
+    raise web.HTTPNotFound(text=f"no route {request.path}")
 
 
 def create_app(
@@ -48,14 +153,17 @@ def create_app(
     service_factory: Callable[[Config], SearchService] | None = None,
 ) -> web.Application:
     """The gateway's aiohttp application over ``config``."""
+    metrics = Metrics()
     app = web.Application(
-        middlewares=[request_id_middleware, error_middleware],
+        middlewares=[request_id_middleware, metrics.middleware, error_middleware],
         client_max_size=config.server.max_body_bytes,
     )
+    app[METRICS] = metrics
     factory = service_factory or SearchService
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         service = factory(config)
+        service.observers.append(metrics.observe)
         app[SERVICE] = service
         log.info("service_ready", namespaces=len(service.visible()), source=config.source)
         try:
@@ -64,6 +172,13 @@ def create_app(
             await service.aclose()
 
     app.cleanup_ctx.append(service_ctx)
-    app.router.add_post("/v1/search", post_search)
-    app.router.add_get("/healthz", healthz)
+    router = app.router
+    router.add_post("/v1/search", post_search)
+    router.add_get("/v1/search", get_search)
+    router.add_get("/v1/namespaces", get_namespaces)
+    router.add_get("/v1/files/{rest:.+}", get_file)
+    router.add_get("/healthz", healthz)
+    router.add_get("/readyz", readyz)
+    router.add_get("/metrics", metrics.handler)
+    router.add_get("/openapi.json", get_openapi)
     return app

@@ -1,0 +1,440 @@
+"""The ripgrep adapter, against the real ``rg`` binary on repositories made with ``git init``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from adapters.ripgrep import (
+    RipgrepBackend,
+    RipgrepSettings,
+    build_argv,
+    collect,
+    find_rg,
+    iter_lines,
+    parse_message,
+)
+from gateway.errors import BackendError, Unsupported
+from gateway.localfs import LocalTree
+from gateway.models import MAX_TEXT, BackendResult, SearchQuery
+
+pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
+
+Make = Callable[..., Path]
+
+
+def git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
+    """A git checkout at ``root`` holding ``files`` (relative path -> content)."""
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def make_repo(tmp_path: Path) -> Make:
+    """Build a repository under tmp_path from a mapping of files."""
+
+    def make(files: dict[str, str | bytes], name: str = "repo") -> Path:
+        return git_repo(tmp_path / name, files)
+
+    return make
+
+
+async def search(
+    root: Path, text: str = "needle", settings: dict[str, Any] | None = None, **q: Any
+) -> BackendResult:
+    """Run one query on a fresh backend over ``root``."""
+    backend = RipgrepBackend("test", RipgrepSettings(root=str(root), **(settings or {})))
+    async with backend:
+        return await backend.search(SearchQuery(text=text, **q))
+
+
+def paths(result: BackendResult) -> list[str]:
+    return [f.path for f in result.files]
+
+
+def rg_children() -> set[int]:
+    """Pids of ``rg`` processes (running or zombie) whose parent is this process."""
+    if not os.path.isdir("/proc"):  # pragma: no cover - Linux only
+        pytest.skip("needs /proc")
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == os.getpid() and comm == "rg":
+            found.add(int(entry))
+    return found
+
+
+@pytest.fixture(scope="module")
+def slow_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository whose search yields millions of hits: far more than a short deadline can read."""
+    root = tmp_path_factory.mktemp("slow")
+    git_repo(root, {})
+    (root / "many.txt").write_bytes(b"needle in a haystack\n" * 3_000_000)
+    return root
+
+
+class TestFileSelection:
+    async def test_gitignored_file_is_not_searched(self, make_repo: Make) -> None:
+        """A file matched by .gitignore never appears."""
+        root = make_repo({".gitignore": "secret.txt\n", "secret.txt": "needle\n", "a.txt": "needle\n"})
+        assert paths(await search(root)) == ["a.txt"]
+
+    async def test_hidden_folder_is_not_searched(self, make_repo: Make) -> None:
+        """Files in a hidden directory are skipped."""
+        root = make_repo({".hidden/a.txt": "needle\n", "b.txt": "needle\n"})
+        assert paths(await search(root)) == ["b.txt"]
+
+    async def test_binary_file_is_skipped(self, make_repo: Make) -> None:
+        """A file holding a NUL byte is skipped."""
+        root = make_repo({"blob.dat": b"needle\x00needle\n", "a.txt": "needle\n"})
+        assert paths(await search(root)) == ["a.txt"]
+
+    async def test_symlink_outside_root_is_not_followed(self, make_repo: Make, tmp_path: Path) -> None:
+        """Symlinks to a file or a directory outside the root are not searched."""
+        outside = tmp_path / "outside"
+        outside.mkdir()
+        (outside / "o.txt").write_text("needle\n")
+        root = make_repo({"a.txt": "needle\n"})
+        (root / "file_link").symlink_to(outside / "o.txt")
+        (root / "dir_link").symlink_to(outside)
+        assert paths(await search(root)) == ["a.txt"]
+
+    async def test_include_glob_does_not_pull_in_ignored_files(self, make_repo: Make) -> None:
+        """An include glob narrows the search but never adds gitignored or hidden files."""
+        root = make_repo(
+            {
+                ".gitignore": "src/gen/\n",
+                "src/gen/b.py": "needle\n",
+                "src/.hid/h.py": "needle\n",
+                "src/a.py": "needle\n",
+                "lib/c.py": "needle\n",
+            }
+        )
+        assert paths(await search(root, paths=("src/**",))) == ["src/a.py"]
+
+    async def test_include_directory_glob(self, make_repo: Make) -> None:
+        """A glob with a slash selects a directory and everything under it."""
+        root = make_repo({"src/api/x.go": "needle\n", "src/web/y.go": "needle\n"})
+        assert paths(await search(root, paths=("src/api",))) == ["src/api/x.go"]
+
+    async def test_exclude_glob(self, make_repo: Make) -> None:
+        """A leading '!' removes matching files."""
+        root = make_repo({"a.py": "needle\n", "b.txt": "needle\n", "vendor/c.py": "needle\n"})
+        assert paths(await search(root, paths=("!*.txt", "!vendor"))) == ["a.py"]
+
+    async def test_settings_exclude(self, make_repo: Make) -> None:
+        """The namespace's exclude globs apply to every query."""
+        root = make_repo({"a.py": "needle\n", "app.min.js": "needle\n"})
+        assert paths(await search(root, settings={"exclude": ["*.min.js"]})) == ["a.py"]
+
+    async def test_language_filter(self, make_repo: Make) -> None:
+        """A language keeps its extensions only, and never adds hidden files."""
+        root = make_repo({"a.py": "needle\n", "b.go": "needle\n", "src/.secret.py": "needle\n"})
+        assert paths(await search(root, languages=("python",))) == ["a.py"]
+
+    async def test_no_match_is_an_empty_ok_result(self, make_repo: Make) -> None:
+        """rg's exit status 1 (nothing matched) is an empty ok answer."""
+        root = make_repo({"a.txt": "hay\n"})
+        result = await search(root)
+        assert (result.status, paths(result)) == ("ok", [])
+
+
+class TestHits:
+    async def test_non_utf8_content_yields_hits(self, make_repo: Make) -> None:
+        """Undecodable bytes in a line are replaced, not fatal."""
+        root = make_repo({"latin.txt": b"caf\xe9 needle\n"})
+        hit = (await search(root)).files[0].hits[0]
+        assert (hit.text, hit.column) == ("caf\ufffd needle", 6)
+
+    async def test_non_utf8_path_yields_hits(self, make_repo: Make) -> None:
+        """A file name that is not UTF-8 is decoded with a replacement character."""
+        root = make_repo({os.fsdecode(b"legacy-\xe9.txt"): "needle\n"})
+        assert paths(await search(root)) == ["legacy-\ufffd.txt"]
+
+    async def test_long_line_is_cut_around_the_match(self, make_repo: Make) -> None:
+        """A 10,000-character line is cut to 256 characters and keeps the match in view."""
+        root = make_repo({"min.js": "x" * 5000 + "needle" + "y" * 4994 + "\n"})
+        hit = (await search(root)).files[0].hits[0]
+        assert len(hit.text) == MAX_TEXT
+        assert hit.text.startswith("…") and hit.text.endswith("…")
+        assert "needle" in hit.text
+        assert hit.column == 5001
+
+    async def test_megabyte_line(self, make_repo: Make) -> None:
+        """A 1 MB line (one JSON message of over 1 MB) is read whole and cut around its match."""
+        root = make_repo({"big.txt": "x" * 1_000_000 + "needle\n"})
+        hit = (await search(root)).files[0].hits[0]
+        assert (hit.column, len(hit.text)) == (1_000_001, MAX_TEXT)
+        assert hit.text.endswith("needle")
+
+    async def test_column_counts_characters(self, make_repo: Make) -> None:
+        """Multi-byte characters before the match count once each."""
+        root = make_repo({"a.txt": "é€x needle\n"})
+        assert (await search(root)).files[0].hits[0].column == 5
+
+    async def test_one_hit_per_matching_line(self, make_repo: Make) -> None:
+        """A file with 500 matching lines gives 500 one-line hits, in line order."""
+        root = make_repo({"a.txt": "needle\n" * 500})
+        hits = (await search(root)).files[0].hits
+        assert [h.line for h in hits] == list(range(1, 501))
+        assert all(h.end_line == h.line for h in hits)
+
+    async def test_several_matches_on_a_line_are_one_hit(self, make_repo: Make) -> None:
+        """Two matches on one line make one hit whose column is the first match."""
+        root = make_repo({"a.txt": "ab needle needle\n"})
+        hits = (await search(root)).files[0].hits
+        assert [(h.line, h.column) for h in hits] == [(1, 4)]
+
+    async def test_files_ordered_by_hits_then_path(self, make_repo: Make) -> None:
+        """More hits first, ties broken by path."""
+        root = make_repo({"b.txt": "needle\n", "a.txt": "needle\n", "c.txt": "needle\nneedle\n"})
+        assert paths(await search(root)) == ["c.txt", "a.txt", "b.txt"]
+
+
+class TestModes:
+    async def test_exact_is_literal(self, make_repo: Make) -> None:
+        """In exact mode regex metacharacters match themselves."""
+        root = make_repo({"a.txt": "abc\n", "b.txt": "a.c\n"})
+        assert paths(await search(root, "a.c", mode="exact")) == ["b.txt"]
+
+    async def test_regex(self, make_repo: Make) -> None:
+        """In regex mode the query is a regular expression."""
+        root = make_repo({"a.txt": "abc\n", "b.txt": "a.c\n"})
+        assert paths(await search(root, "a.c", mode="regex")) == ["a.txt", "b.txt"]
+
+    async def test_case_sensitive(self, make_repo: Make) -> None:
+        """case_sensitive=True does not match another case."""
+        root = make_repo({"a.txt": "Needle\n", "b.txt": "needle\n"})
+        assert paths(await search(root, "needle", case_sensitive=True)) == ["b.txt"]
+
+    async def test_case_insensitive(self, make_repo: Make) -> None:
+        """case_sensitive=False (smart case resolved upstream) matches any case."""
+        root = make_repo({"a.txt": "Needle\n", "b.txt": "needle\n"})
+        assert paths(await search(root, "NEEDLE", case_sensitive=False)) == ["a.txt", "b.txt"]
+
+    async def test_semantic_is_unsupported(self, make_repo: Make) -> None:
+        """ripgrep cannot search by meaning."""
+        root = make_repo({})
+        with pytest.raises(Unsupported, match="by meaning"):
+            await search(root, mode="semantic")
+
+
+class TestContext:
+    async def test_context_lines_around_hits(self, make_repo: Make) -> None:
+        """Hits carry up to N neighbouring lines, including other matching lines."""
+        root = make_repo({"a.txt": "one\ntwo\nneedle 3\nneedle 4\nfive\nsix\nseven\n"})
+        hits = (await search(root, context_lines=2)).files[0].hits
+        assert [(h.before, h.after) for h in hits] == [
+            (("one", "two"), ("needle 4", "five")),
+            (("two", "needle 3"), ("five", "six")),
+        ]
+
+    async def test_context_stops_at_file_edges_and_gaps(self, make_repo: Make) -> None:
+        """Context is only contiguous lines: fewer at the start of a file."""
+        root = make_repo({"a.txt": "needle 1\nx\ny\nz\nw\nv\nneedle 7\n"})
+        hits = (await search(root, context_lines=1)).files[0].hits
+        assert [(h.line, h.before, h.after) for h in hits] == [(1, (), ("x",)), (7, ("v",), ())]
+
+    async def test_no_context_by_default(self, make_repo: Make) -> None:
+        """Without context_lines hits have no neighbours."""
+        root = make_repo({"a.txt": "x\nneedle\ny\n"})
+        hit = (await search(root)).files[0].hits[0]
+        assert (hit.before, hit.after) == ((), ())
+
+
+class TestCaps:
+    async def test_file_cap(self, make_repo: Make) -> None:
+        """More matching files than max_files stops rg: status capped with max_files files."""
+        root = make_repo({f"f{i}.txt": "needle\n" for i in range(10)})
+        result = await search(root, settings={"max_files": 3})
+        assert (result.status, len(result.files)) == ("capped", 3)
+        assert result.reason == "stopped at 3 files (cap)"
+        assert rg_children() == set()
+
+    async def test_hit_cap(self, make_repo: Make) -> None:
+        """More hits than max_hits stops rg: status capped with max_hits hits."""
+        root = make_repo({"a.txt": "needle\n" * 100})
+        result = await search(root, settings={"max_hits": 7})
+        assert result.status == "capped"
+        assert sum(len(f.hits) for f in result.files) == 7
+        assert "7 hits" in result.reason
+
+
+class TestDeadline:
+    async def test_deadline_already_passed(self, make_repo: Make) -> None:
+        """A query whose deadline has passed times out and leaves no rg process."""
+        root = make_repo({"a.txt": "needle\n"})
+        result = await search(root, deadline=time.monotonic() - 1)
+        assert result.status == "timeout"
+        assert rg_children() == set()
+
+    async def test_short_deadline_on_slow_search(self, slow_repo: Path) -> None:
+        """A deadline reached mid-search returns what was read as timeout, rg killed and reaped."""
+        result = await search(slow_repo, settings={"max_hits": 10**9}, deadline=time.monotonic() + 0.2)
+        assert result.status == "timeout"
+        assert "deadline" in result.reason
+        assert rg_children() == set()
+
+    async def test_cancellation_kills_rg(self, slow_repo: Path) -> None:
+        """Cancelling a search kills rg and reaps it before the cancellation completes."""
+        backend = RipgrepBackend("t", RipgrepSettings(root=str(slow_repo), max_hits=10**9))
+        task = asyncio.create_task(backend.search(SearchQuery(text="needle", deadline=time.monotonic() + 60)))
+        pids: set[int] = set()
+        for _ in range(1000):
+            pids = rg_children()
+            if pids:
+                break
+            await asyncio.sleep(0.01)
+        assert len(pids) == 1
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        with pytest.raises(ProcessLookupError):
+            os.kill(pids.pop(), 0)
+
+
+class TestErrors:
+    async def test_rejected_regex_is_backend_error(self, make_repo: Make) -> None:
+        """A regex rg cannot parse is a BackendError carrying rg's message."""
+        root = make_repo({"a.txt": "needle\n"})
+        with pytest.raises(BackendError, match="regex parse error: unclosed group"):
+            await search(root, "a(", mode="regex")
+
+    def test_root_must_exist(self, tmp_path: Path) -> None:
+        """A missing root is a validation error naming root."""
+        with pytest.raises(pydantic.ValidationError) as info:
+            RipgrepSettings(root=str(tmp_path / "missing"))
+        assert info.value.errors()[0]["loc"] == ("root",)
+
+    def test_root_must_be_a_directory(self, tmp_path: Path) -> None:
+        """A root that is a file is a validation error naming root."""
+        (tmp_path / "f").write_text("x")
+        with pytest.raises(pydantic.ValidationError) as info:
+            RipgrepSettings(root=str(tmp_path / "f"))
+        assert info.value.errors()[0]["loc"] == ("root",)
+
+    def test_bad_exclude_glob(self, tmp_path: Path) -> None:
+        """An invalid exclude glob is a validation error naming exclude."""
+        with pytest.raises(pydantic.ValidationError) as info:
+            RipgrepSettings(root=str(tmp_path), exclude=["src/[abc"])
+        assert info.value.errors()[0]["loc"] == ("exclude",)
+
+
+class TestInvocation:
+    def test_argv_exact(self) -> None:
+        """Exact mode asks for fixed strings, line numbers, JSON, no config, and the pattern after -e."""
+        q = SearchQuery(text="-x", mode="exact", case_sensitive=False, context_lines=2)
+        assert build_argv("rg", q) == [
+            "rg", "--json", "--no-config", "--line-number", "-F", "-i", "-C", "2", "-e", "-x", "--", ".",
+        ]  # fmt: skip
+
+    def test_argv_passes_only_excludes(self) -> None:
+        """Include globs and languages never reach rg; excludes do, and risky flags never appear."""
+        q = SearchQuery(text="x", mode="regex", paths=("src/**", "!*.min.js"), languages=("python",))
+        argv = build_argv("rg", q, ["vendor"])
+        assert argv[argv.index("-s") + 1 : argv.index("-e")] == ["-g", "!vendor", "-g", "!*.min.js"]
+        assert not {"--pre", "-L", "--follow", "-P", "--sort", "-t"} & set(argv)
+
+
+class TestParser:
+    def test_recorded_output(self, fixtures_dir: Path) -> None:
+        """The recorded rg 14.1.0 output parses into ranked files with character columns."""
+        lines = (fixtures_dir / "ripgrep.jsonl").read_bytes().splitlines()
+        files = collect(lines, context_lines=1)
+        assert [f.path for f in files] == [
+            "src/widgets/registry.py",
+            "tests/test_registry.py",
+            "docs/legacy-\ufffd.txt",
+        ]
+        registry = files[0].hits
+        assert [(h.line, h.column) for h in registry] == [(6, 5), (12, 55)]
+        assert (
+            registry[1].text
+            == "    return _REGISTRY.get(name)  # café-safe lookup of register_widget entries"
+        )
+        assert (registry[0].before, registry[0].after) == (
+            ("",),
+            ('    """Register a widget factory under ``name``."""',),
+        )
+        assert files[2].hits[0].after == ("\ufffdsee Latin-1 byte above",)
+
+    def test_garbage_is_ignored(self) -> None:
+        """Lines that are not rg messages parse to None instead of raising."""
+        for raw in (
+            b"",
+            b"not json",
+            b"[1]",
+            b'{"type":"match","data":{}}',
+            b'{"type":"begin","data":{"path":{"bytes":"!!"}}}',
+        ):
+            assert parse_message(raw) is None
+
+    def test_bytes_lines_are_decoded(self) -> None:
+        """A base64 line is decoded with replacement and its byte offsets become a character column."""
+        raw = (
+            b'{"type":"match","data":{"path":{"text":"./a"},"lines":{"bytes":"/+kgbmVlZGxlCg=="},'
+            b'"line_number":3,"submatches":[{"start":3,"end":9}]}}'
+        )
+        event = parse_message(raw)
+        assert event is not None
+        assert (event.path, event.line, event.text, event.column) == ("a", 3, "\ufffd\ufffd needle", 4)
+
+
+class TestLineReader:
+    async def test_lines_across_chunks(self) -> None:
+        """Lines split across reads are joined; the last line needs no newline."""
+        stream = asyncio.StreamReader()
+        for piece in (b"ab", b"c\nd", b"e\n\nf"):
+            stream.feed_data(piece)
+        stream.feed_eof()
+        assert [line async for line in iter_lines(stream)] == [b"abc", b"de", b"", b"f"]
+
+    async def test_overlong_line_is_skipped_whole(self) -> None:
+        """A line over the limit is dropped entirely and the next line is intact."""
+        stream = asyncio.StreamReader()
+        stream.feed_data(b"ok\n" + b"x" * 50)
+        stream.feed_data(b"y" * 50 + b"\nnext\n")
+        stream.feed_eof()
+        assert [line async for line in iter_lines(stream, limit=20)] == [b"ok", b"next"]
+
+    async def test_overlong_line_across_reads_is_skipped(self) -> None:
+        """A line that outgrows the limit over several reads is dropped without being held."""
+        stream = asyncio.StreamReader()
+        lines = iter_lines(stream, limit=20)
+        stream.feed_data(b"ok\n" + b"x" * 50)
+        assert await anext(lines) == b"ok"
+        stream.feed_data(b"y" * 50 + b"\nnext\n")
+        stream.feed_eof()
+        assert [line async for line in lines] == [b"next"]
+
+
+class TestTree:
+    def test_tree_reads_the_root(self, make_repo: Make) -> None:
+        """tree() gives a LocalTree over the namespace root."""
+        root = make_repo({"a.txt": "hello\n"})
+        tree = RipgrepBackend("t", RipgrepSettings(root=str(root))).tree()
+        assert isinstance(tree, LocalTree)
+        assert tree.read_text("a.txt") == "hello\n"
