@@ -62,9 +62,11 @@ class TestSearch:
 
     async def test_get_equals_post(self, client: Client) -> None:
         """GET /v1/search with query parameters gives the same answer as POST."""
-        body = {"query": "register_widget", "namespaces": ["alpha", "team/*"], "files": 2, "context_lines": 1}
+        body = {"query": "register_widget", "namespaces": ["alpha", "team/*"], "files": 2,
+                "context_lines": 1}
         post = await (await client.post("/v1/search", json=body)).json()
-        params = [("q", "register_widget"), ("ns", "alpha"), ("ns", "team/*"), ("files", "2"), ("context", "1")]
+        params = [("q", "register_widget"), ("ns", "alpha"), ("ns", "team/*"), ("files", "2"),
+                  ("context", "1")]
         get = await (await client.get("/v1/search", params=params)).json()
         assert _strip_timing(get) == _strip_timing(post)
 
@@ -183,5 +185,6 @@ class TestOperations:
         await client.post("/v1/search", json={"query": "register_widget"})
         text = await (await client.get("/metrics")).text()
         assert 'fedsearch_http_requests_total{method="POST",route="/v1/search",status="200"} 1.0' in text
-        assert 'fedsearch_namespace_outcomes_total{backend="ripgrep",namespace="alpha",status="ok"} 1.0' in text
+        outcome = 'fedsearch_namespace_outcomes_total{backend="ripgrep",namespace="alpha",status="ok"} 1.0'
+        assert outcome in text
         assert "fedsearch_http_in_flight" in text
