@@ -1,0 +1,72 @@
+"""End to end on the embedded default: every match rg gives, grouped, ranked, reachable by paging."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.ripgrep import find_rg
+from gateway.config import config_from_env
+from gateway.service import SearchService
+from gateway.wire import parse_request
+from tests.corpus import make_corpus
+
+REPOS = {
+    f"repo{i}": {
+        **{f"pkg/mod{j}.py": f"# module {j}\ndef widget_{j}():\n    return 'widget'\n" for j in range(12)},
+        "README.md": "widgets everywhere\nWidget with capital\n",
+        ".gitignore": "ignored/\n",
+        "ignored/widget.py": "widget = 'never seen'\n",
+        ".hidden/widget.py": "widget = 'hidden'\n",
+    }
+    for i in range(4)
+}
+
+
+def _rg_matches(root: Path, query: str) -> set[tuple[str, str, int]]:
+    out: set[tuple[str, str, int]] = set()
+    for repo in sorted(REPOS):
+        proc = subprocess.run(
+            [find_rg(), "--json", "--no-config", "-S", "-F", "-e", query, "--", "."],
+            cwd=root / repo, capture_output=True, check=False,
+        )
+        for line in proc.stdout.splitlines():
+            msg = json.loads(line)
+            if msg["type"] == "match":
+                path = msg["data"]["path"]["text"].removeprefix("./")
+                out.add((repo, path, msg["data"]["line_number"]))
+    return out
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return make_corpus(tmp_path / "src", REPOS)
+
+
+@pytest.mark.parametrize("query", ["widget", "Widget", "return"])
+async def test_every_rg_match_is_reachable_by_paging(corpus: Path, query: str) -> None:
+    """Paging through fedsearch's answers yields exactly rg's matches, each file once, in one order."""
+    service = SearchService(config_from_env(root=str(corpus), env={}))
+    try:
+        request = parse_request({"query": query, "files": 7, "hit_budget": 10})
+        seen: set[tuple[str, str, int]] = set()
+        files: list[tuple[str, str]] = []
+        while True:
+            answer: dict[str, Any] = await service.search(request)
+            for group in answer["files"]:
+                files.append((group["namespace"], group["file_path"]))
+                assert group["hit_count"] == len(group["hits"])
+                seen |= {(group["namespace"], group["file_path"], h["start_line"]) for h in group["hits"]}
+            nxt = [a for a in answer.get("next", []) if a["reason"].startswith("next page")]
+            if not nxt:
+                assert not answer["truncated"]
+                break
+            request = parse_request(nxt[0]["args"])
+        assert seen == _rg_matches(corpus, query)
+        assert len(files) == len(set(files)) == answer["file_count"]
+    finally:
+        await service.aclose()
