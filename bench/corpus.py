@@ -1,0 +1,31 @@
+"""A real-sized local corpus: packages from this venv, each copied and `git init`ed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+PACKAGES = ("pip", "hypothesis", "mypy", "aiohttp", "pydantic", "setuptools", "mcp", "pygments")
+
+
+def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    """Copy each installed package under ``root`` as its own git checkout."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    out = []
+    for name in packages:
+        src = site / name
+        if not src.is_dir():
+            continue
+        dest = root / name
+        if not dest.exists():
+            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            subprocess.run(["git", "init", "-q", str(dest)], check=True)
+        out.append(dest)
+    return out
+
+
+def size(paths: list[Path]) -> tuple[int, int]:
+    files = [p for d in paths for p in d.rglob("*") if p.is_file() and ".git" not in p.parts]
+    return len(files), sum(p.stat().st_size for p in files)

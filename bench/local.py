@@ -1,0 +1,83 @@
+"""local: `fedsearch search` in-process vs one `rg --json` process over the same checkouts.
+
+    .venv/bin/python bench/local.py [--rounds 7] [--queries q1,q2,...] [--dir DIR]
+
+Runs A B A B (fedsearch, rg) for each query, prints min/median/max per side and the
+median ratio fedsearch/rg per query, then the median of those ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.ripgrep import find_rg  # noqa: E402
+from bench.corpus import build, size  # noqa: E402
+from gateway.config import config_from_env  # noqa: E402
+from gateway.log import configure  # noqa: E402
+from gateway.service import SearchService  # noqa: E402
+from gateway.wire import parse_request  # noqa: E402
+
+QUERIES = ("register_widget", "def __init__", "ClientSession", "TODO", "import os", "raise ValueError")
+
+
+def rg_once(rg: str, dirs: list[Path], query: str) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [rg, "--json", "--no-config", "-S", "-F", "-e", query, "--", *map(str, dirs)],
+        stdout=subprocess.DEVNULL, check=False,
+    )
+    return time.perf_counter() - started
+
+
+async def fed_once(service: SearchService, query: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    answer = await service.search(parse_request({"query": query, "timeout_ms": 60_000}))
+    return time.perf_counter() - started, answer["file_count"]
+
+
+def fmt(xs: list[float]) -> str:
+    return f"min {min(xs) * 1000:7.1f}  med {statistics.median(xs) * 1000:7.1f}  max {max(xs) * 1000:7.1f} ms"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--queries", default=",".join(QUERIES))
+    parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
+    args = parser.parse_args()
+    configure(level="error")
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
+    dirs = build(base)
+    nfiles, nbytes = size(dirs)
+    print(f"corpus: {len(dirs)} checkouts, {nfiles} files, {nbytes / 1e6:.1f} MB under {base}")
+    rg = find_rg()
+    service = SearchService(config_from_env(root=str(base), env={}))
+    ratios = []
+    try:
+        for query in args.queries.split(","):
+            await fed_once(service, query)  # warm
+            rg_once(rg, dirs, query)
+            fed, ripgrep, count = [], [], 0
+            for _ in range(args.rounds):
+                t, count = await fed_once(service, query)
+                fed.append(t)
+                ripgrep.append(rg_once(rg, dirs, query))
+            ratio = statistics.median(fed) / statistics.median(ripgrep)
+            ratios.append(ratio)
+            print(f"{query!r:20} files={count:5}  fedsearch {fmt(fed)} | rg {fmt(ripgrep)} | ratio {ratio:.2f}")
+    finally:
+        await service.aclose()
+    print(f"median ratio fedsearch/rg over {len(ratios)} queries: {statistics.median(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
