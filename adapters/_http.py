@@ -94,7 +94,8 @@ def check_status(resp: aiohttp.ClientResponse) -> None:
     if 300 <= status < 400:
         raise BackendError(f"HTTP {status}: redirect refused")
     headers = resp.headers
-    if status == 429 or (status == 403 and headers.get("x-ratelimit-remaining") == "0"):
+    exhausted = headers.get("x-ratelimit-remaining") == "0" or headers.get("RateLimit-Remaining") == "0"
+    if status == 429 or (status == 403 and (exhausted or "Retry-After" in headers)):
         wait = retry_after(headers)
         raise RateLimited(f"HTTP {status}: rate limited", retry_after=wait)
     if status in (401, 403):
