@@ -55,6 +55,16 @@ def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
     return event
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is at the time of writing (tests swap it; daemons redirect it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(level: str | None = None, json: bool | None = None) -> None:
     """Configure structlog and stdlib logging to stderr (idempotent)."""
     level_name = (level or os.environ.get("FEDSEARCH_LOG_LEVEL", "info")).upper()
@@ -75,7 +85,7 @@ def configure(level: str | None = None, json: bool | None = None) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)

@@ -20,7 +20,7 @@ from aiohttp.typedefs import Handler
 
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.log import get_logger
-from gateway.problems import PROBLEM_TYPE, invalid_problem, problem
+from gateway.problems import PROBLEM_TYPE, problem, problem_for
 from gateway.service import SearchService
 
 __all__ = [
@@ -80,17 +80,11 @@ _HTTP_TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed",
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except InvalidRequest as exc:
-        return web.Response(
-            body=orjson.dumps(invalid_problem(exc)), status=400, content_type=PROBLEM_TYPE
-        )
-    except NotFound as exc:
-        return problem_response(404, "Not found", str(exc))
-    except Unsupported as exc:
-        return problem_response(405, "Not supported", exc.reason)
+    except (InvalidRequest, NotFound, Unsupported) as exc:
+        return _problem_of(exc)
     except GatewayError as exc:
         log.warning("gateway_error", error=type(exc).__name__)
-        return problem_response(500, "Internal error", "the gateway could not answer")
+        return _problem_of(exc)
     except web.HTTPRequestEntityTooLarge as exc:
         return problem_response(413, "Payload too large", exc.text or "body too large", "body")
     except web.HTTPException as exc:
@@ -100,4 +94,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return problem_response(exc.status, title, exc.text or exc.reason)
     except Exception as exc:  # never a bare 500
         log.error("unhandled_error", error=type(exc).__name__, exc_info=exc)
-        return problem_response(500, "Internal error", "the gateway could not answer")
+        return _problem_of(exc)
+
+
+def _problem_of(exc: BaseException) -> web.Response:
+    body = problem_for(exc)
+    return web.Response(body=orjson.dumps(body), status=body["status"], content_type=PROBLEM_TYPE)

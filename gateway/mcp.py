@@ -1,0 +1,334 @@
+"""The MCP surface (SPEC §4): ``search``, ``read_file`` and ``namespaces`` over the ``mcp`` SDK.
+
+Thin, like the other surfaces: each tool validates its raw arguments the way HTTP
+does (``search`` through :func:`gateway.wire.parse_request`, so an error names the
+field exactly as a 400 does), calls :class:`SearchService`, and answers with the
+JSON the service built, serialised once with orjson. A bad call is a tool error
+(``isError``) whose text is the problem JSON HTTP would return.
+
+The tools are registered as ready-made :class:`Tool` objects rather than from a
+function signature: the SDK would otherwise derive the input schema from the
+parameters and validate (and coerce) the arguments itself, before
+``parse_request`` ever saw them. Here the published input schema is exactly
+``SearchRequest``'s (``additionalProperties: false``) and the arguments reach the
+tool untouched.
+
+``run_mcp`` serves stdio (stdout carries only the protocol; logs go to stderr) or
+streamable HTTP on ``HOST:PORT`` at ``/mcp``, and owns the service: it is opened
+before serving and closed after, also when SIGTERM/SIGINT stops the HTTP server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import orjson
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.config import Config
+from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
+from gateway.log import configure, get_logger
+from gateway.problems import problem_for
+from gateway.service import MAX_READ_LINES, Access, SearchService
+from gateway.wire import SearchRequest, SearchResponse, problem_fields
+
+__all__ = [
+    "MCP_PATH",
+    "NamespacesResult",
+    "ReadFileRequest",
+    "ReadFileResult",
+    "build_server",
+    "numbered",
+    "parse_endpoint",
+    "run_mcp",
+]
+
+MCP_PATH = "/mcp"
+SERVER_NAME = "fedsearch"
+
+INSTRUCTIONS = (
+    "Federated code search over many repositories (namespaces). Start with `search`; when an answer "
+    "is `truncated`, make the calls in its `next` list verbatim. Open a file you found with "
+    "`read_file`; list namespace names with `namespaces`."
+)
+
+SEARCH_DESCRIPTION = (
+    "Search source code across every namespace (repository) this gateway serves, in one call. "
+    "mode=exact (default) finds a literal substring, mode=regex takes RE2 syntax, mode=semantic "
+    "searches by meaning where a namespace can. Results are whole files grouped by namespace: each "
+    "entry of `files` is one file of one namespace with all of its hits (1-based lines, the matched "
+    "line, optional context), best files first; `namespaces` gives each namespace's status. "
+    "When `truncated` is true something was withheld: `next` lists follow-up calls; make them "
+    "verbatim (call `search` with that `args`, unchanged) instead of editing offsets yourself."
+)
+
+READ_FILE_DESCRIPTION = (
+    "Read one file of a namespace, lines numbered from 1, at most 2,000 lines per call. Use the "
+    "`namespace` and `file_path` of a search hit. Give start_line/end_line for a range; "
+    "`total_lines` tells how far the file goes."
+)
+
+NAMESPACES_DESCRIPTION = (
+    "List the namespaces you can search, with their backend kind, health and capabilities."
+)
+
+#: Every tool only reads: safe to call again, never destructive, over a closed set of namespaces.
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False
+)
+
+log = get_logger("fedsearch.mcp")
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReadFileRequest(BaseModel):
+    """The ``read_file`` tool's arguments."""
+
+    model_config = _STRICT
+    namespace: str = Field(min_length=1, description="The namespace, as in a search hit's `namespace`.")
+    path: str = Field(min_length=1, description="The file's path, as in a search hit's `file_path`.")
+    start_line: int | None = Field(default=None, ge=1, description="First line to read (default 1).")
+    end_line: int | None = Field(
+        default=None, ge=1, description=f"Last line to read (default: up to {MAX_READ_LINES} lines)."
+    )
+
+
+class ReadFileResult(BaseModel):
+    """What ``read_file`` answers (``SearchService.read_file``)."""
+
+    model_config = _STRICT
+    namespace: str
+    path: str
+    start_line: int
+    end_line: int
+    total_lines: int
+    lines: list[str]
+
+
+class NamespacesRequest(BaseModel):
+    """The ``namespaces`` tool takes no arguments."""
+
+    model_config = _STRICT
+
+
+class NamespaceInfo(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="allow")
+    name: str
+    backend: str
+    health: str
+    capabilities: dict[str, Any]
+
+
+class NamespacesResult(BaseModel):
+    """What ``namespaces`` answers: the same body as ``GET /v1/namespaces``."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    namespaces: list[NamespaceInfo]
+
+
+# --- tool plumbing ---------------------------------------------------------------------
+
+
+class _NoParameters(ArgModelBase):
+    pass
+
+
+class _RawArguments(FuncMetadata):
+    """Hands a tool the caller's arguments untouched; the tool validates them itself."""
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        return {"arguments": dict(arguments_to_validate)}
+
+
+Handler = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
+
+
+def _text(data: Any) -> TextContent:
+    return TextContent(type="text", text=orjson.dumps(data).decode())
+
+
+def _answer(data: dict[str, Any], text: str | None = None) -> CallToolResult:
+    """A result carrying ``data`` as structured content and (by default) the same JSON as text."""
+    content = TextContent(type="text", text=text) if text is not None else _text(data)
+    return CallToolResult(content=[content], structured_content=data)
+
+
+def _failure(body: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[_text(body)], is_error=True)
+
+
+def _guarded(name: str, handler: Handler) -> Handler:
+    """``handler`` with errors turned into problem-JSON tool errors, and one log event per call."""
+
+    async def call(arguments: dict[str, Any]) -> CallToolResult:
+        started = time.monotonic()
+        try:
+            result = await handler(arguments)
+        except GatewayError as exc:
+            if not isinstance(exc, InvalidRequest | NotFound | Unsupported):
+                log.warning("mcp_tool_failed", tool=name, error=type(exc).__name__)
+            result = _failure(problem_for(exc))
+        except Exception as exc:  # never a bare crash: the same 500 problem as HTTP
+            log.error("mcp_tool_crashed", tool=name, error=type(exc).__name__, exc_info=exc)
+            result = _failure(problem_for(exc))
+        log.info(
+            "mcp_tool",
+            tool=name,
+            error=result.is_error,
+            took_ms=round((time.monotonic() - started) * 1000),
+        )
+        return result
+
+    return call
+
+
+def _tool(
+    name: str,
+    title: str,
+    description: str,
+    handler: Handler,
+    input_model: type[BaseModel],
+    output_model: type[BaseModel],
+) -> Tool:
+    """A read-only tool whose schemas are exactly the given models' JSON schemas."""
+    return Tool(
+        fn=_guarded(name, handler),
+        name=name,
+        title=title,
+        description=description,
+        parameters=input_model.model_json_schema(),
+        fn_metadata=_RawArguments(
+            arg_model=_NoParameters,
+            output_schema=output_model.model_json_schema(),
+            output_model=output_model,
+        ),
+        is_async=True,
+        annotations=READ_ONLY,
+    )
+
+
+def _validate(model: type[BaseModel], arguments: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        field, message = problem_fields(exc)
+        raise InvalidRequest(field, message) from None
+
+
+def numbered(result: dict[str, Any], asked_end: int | None = None) -> str:
+    """``read_file``'s text: a header, each line prefixed by its number, and where to go on
+    when the line cap (not the caller's ``end_line``) stopped it."""
+    start, end, total = result["start_line"], result["end_line"], result["total_lines"]
+    head = f"{result['namespace']}:{result['path']} lines {start}-{end} of {total}"
+    width = len(str(max(end, 1)))
+    body = [f"{start + i:>{width}}\t{line}" for i, line in enumerate(result["lines"])]
+    capped = end < total and (asked_end is None or asked_end > end)
+    tail = [f"(more: read_file with start_line={end + 1})"] if capped else []
+    return "\n".join([head, *body, *tail]) + "\n"
+
+
+# --- the server ------------------------------------------------------------------------
+
+
+def build_server(service: SearchService, access: Access = None) -> MCPServer:
+    """The MCP server over ``service``, showing only what ``access`` lets the caller see."""
+
+    async def search(arguments: dict[str, Any]) -> CallToolResult:
+        return _answer(await service.search_json(arguments, access))
+
+    async def read_file(arguments: dict[str, Any]) -> CallToolResult:
+        req: ReadFileRequest = _validate(ReadFileRequest, arguments)
+        result = await service.read_file(req.namespace, req.path, req.start_line, req.end_line, access)
+        return _answer(result, text=numbered(result, req.end_line))
+
+    async def namespaces(arguments: dict[str, Any]) -> CallToolResult:
+        _validate(NamespacesRequest, arguments)
+        return _answer({"namespaces": service.namespaces(access)})
+
+    tools = [
+        _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse),
+        _tool("read_file", "Read a file", READ_FILE_DESCRIPTION, read_file, ReadFileRequest, ReadFileResult),
+        _tool(
+            "namespaces",
+            "List namespaces",
+            NAMESPACES_DESCRIPTION,
+            namespaces,
+            NamespacesRequest,
+            NamespacesResult,
+        ),
+    ]
+    return MCPServer(name=SERVER_NAME, title="fedsearch", instructions=INSTRUCTIONS, tools=tools)
+
+
+# --- running it ------------------------------------------------------------------------
+
+
+def parse_endpoint(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port), or InvalidRequest naming ``http``."""
+    host, sep, port_text = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise InvalidRequest("http", f"expected HOST:PORT, got {value!r}")
+    return host, int(port_text)
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn that stops gracefully on SIGINT/SIGTERM and then returns (no re-raised signal),
+    so the service is closed after it."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, self._stop)
+        try:
+            yield
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+    def _stop(self) -> None:
+        self.should_exit = True
+
+
+async def _serve_http(server: MCPServer, host: str, port: int) -> None:
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host=host, json_response=True, stateless_http=True
+    )
+    # log_config=None: uvicorn's loggers propagate to the stderr handler gateway.log set up.
+    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+    log.info("mcp_http_serving", host=host, port=port, path=MCP_PATH)
+    await _Uvicorn(config).serve()
+
+
+async def _serve(config: Config, endpoint: tuple[str, int] | None) -> None:
+    service = SearchService(config)
+    try:
+        server = build_server(service)
+        log.info("mcp_ready", namespaces=len(service.visible()), transport="http" if endpoint else "stdio")
+        if endpoint is None:
+            await server.run_stdio_async()
+        else:
+            await _serve_http(server, *endpoint)
+    finally:
+        await service.aclose()
+        log.info("mcp_stopped")
+
+
+def run_mcp(config: Config, http: str | None = None) -> None:
+    """Serve MCP: over stdio when ``http`` is None, else streamable HTTP on ``HOST:PORT`` at ``/mcp``."""
+    configure()  # logs to stderr: stdout belongs to the stdio transport
+    endpoint = parse_endpoint(http) if http is not None else None
+    asyncio.run(_serve(config, endpoint))

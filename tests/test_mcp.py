@@ -1,0 +1,558 @@
+"""The MCP surface (SPEC §4): tools, schemas, answers, errors, over memory, stdio and HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, Tool, jsonrpc_message_adapter
+
+from gateway.config import config_from_env
+from gateway.errors import InvalidRequest
+from gateway.mcp import (
+    MCP_PATH,
+    NamespacesResult,
+    ReadFileRequest,
+    ReadFileResult,
+    build_server,
+    parse_endpoint,
+)
+from gateway.models import BackendResult, SearchQuery
+from gateway.problems import invalid_problem
+from gateway.service import MAX_READ_LINES, SearchService
+from gateway.testing import MockBackend
+from gateway.web import create_app
+from gateway.wire import SearchRequest, SearchResponse, parse_request
+
+REPO = Path(__file__).resolve().parents[1]
+LONG_LINES = 2500
+
+FILES: dict[str, dict[str, str]] = {
+    "alpha": {
+        "src/widgets.py": "import os\n\n\ndef register_widget(name):\n    return name\n\n\nregister_widget('x')\n",
+        "src/util.py": "# helpers\nfrom widgets import register_widget\nVALUE = 1\n",
+        "README.md": "Alpha: call register_widget to add one.\n",
+        "long.txt": "".join(f"line {n}\n" for n in range(1, LONG_LINES + 1)),
+    },
+    "beta": {
+        "lib/registry.go": "package lib\n\nfunc RegisterWidget() {}\n\n// register_widget compat\n",
+        "docs/guide.md": "Use register_widget() from alpha.\nNothing else.\n",
+    },
+}
+
+QUERY = {"query": "register_widget"}
+
+MCPClient = Client
+HttpClient = TestClient[Any, Any]
+
+
+def make_checkouts(root: Path) -> Path:
+    """One ``git init`` checkout per key of FILES under ``root``."""
+    for repo, contents in FILES.items():
+        base = root / repo
+        base.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(base)], check=True)
+        for rel, text in contents.items():
+            path = base / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+    return root
+
+
+def strip_timing(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer without its timing fields (top level and per namespace)."""
+    out = {k: v for k, v in answer.items() if k != "took_ms"}
+    out["namespaces"] = [{k: v for k, v in s.items() if k != "took_ms"} for s in answer["namespaces"]]
+    return out
+
+
+def problem_of(result: CallToolResult) -> dict[str, Any]:
+    """The problem JSON of a tool error (asserting it is one)."""
+    assert result.is_error and result.structured_content is None
+    [content] = result.content
+    assert content.type == "text"
+    body: dict[str, Any] = json.loads(content.text)
+    return body
+
+
+def text_of(result: CallToolResult) -> str:
+    [content] = result.content
+    assert content.type == "text"
+    return content.text
+
+
+def fedsearch_command() -> list[str]:
+    """The installed ``fedsearch`` entry point beside this interpreter, else ``python -m``."""
+    script = Path(sys.executable).with_name("fedsearch")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "gateway.cli"]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "FEDSEARCH_CONFIG"}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_checkouts(tmp_path_factory.mktemp("checkouts"))
+
+
+@pytest.fixture
+async def service(root: Path) -> AsyncIterator[SearchService]:
+    svc = SearchService(config_from_env(None, str(root), env={}))
+    yield svc
+    await svc.aclose()
+
+
+async def held_client(target: Any, **options: Any) -> AsyncIterator[MCPClient]:
+    """A connected Client, entered and exited in one task of its own.
+
+    The SDK client holds anyio cancel scopes, which must be left in the task that
+    entered them; pytest-asyncio sets a fixture up and tears it down in different tasks.
+    """
+    connected: asyncio.Future[MCPClient] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        async with Client(target, raise_exceptions=True, **options) as c:
+            connected.set_result(c)
+            await stop.wait()
+
+    task = asyncio.create_task(hold())
+    pending: list[asyncio.Future[Any]] = [task, connected]
+    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    if not connected.done():
+        task.result()  # raises what failed the connection
+    try:
+        yield connected.result()
+    finally:
+        stop.set()
+        await task
+
+
+@pytest.fixture
+async def client(service: SearchService) -> AsyncIterator[MCPClient]:
+    async for c in held_client(build_server(service)):
+        yield c
+
+
+async def tools_by_name(client: MCPClient) -> dict[str, Tool]:
+    return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+
+class TestTools:
+    async def test_three_tools_with_names_without_dots(self, client: MCPClient) -> None:
+        """The server offers search, read_file and namespaces, named in [a-z0-9_] only."""
+        tools = await tools_by_name(client)
+        assert set(tools) == {"search", "read_file", "namespaces"}
+        assert all(re.fullmatch(r"[a-z0-9_]{1,64}", name) for name in tools)
+
+    async def test_every_tool_is_read_only(self, client: MCPClient) -> None:
+        """Every tool is annotated read-only, idempotent and not destructive."""
+        for tool in (await tools_by_name(client)).values():
+            assert tool.annotations is not None
+            assert tool.annotations.read_only_hint is True
+            assert tool.annotations.idempotent_hint is True
+            assert tool.annotations.destructive_hint is False
+
+    async def test_search_input_schema_is_search_request(self, client: MCPClient) -> None:
+        """search's input schema is SearchRequest's, unknown fields forbidden."""
+        schema = (await tools_by_name(client))["search"].input_schema
+        assert schema == SearchRequest.model_json_schema()
+        assert schema["additionalProperties"] is False
+        assert set(schema["properties"]) == set(SearchRequest.model_fields)
+        assert schema["required"] == ["query"]
+        assert schema["properties"]["files"]["maximum"] == 200
+
+    async def test_search_output_schema_is_search_response(self, client: MCPClient) -> None:
+        """search's output schema is SearchResponse's."""
+        tool = (await tools_by_name(client))["search"]
+        assert tool.output_schema == SearchResponse.model_json_schema()
+
+    async def test_read_file_and_namespaces_schemas(self, client: MCPClient) -> None:
+        """read_file and namespaces publish their request and answer models, no extra arguments."""
+        tools = await tools_by_name(client)
+        assert tools["read_file"].input_schema == ReadFileRequest.model_json_schema()
+        assert tools["read_file"].input_schema["required"] == ["namespace", "path"]
+        assert tools["read_file"].output_schema == ReadFileResult.model_json_schema()
+        assert tools["namespaces"].input_schema["additionalProperties"] is False
+        assert tools["namespaces"].output_schema == NamespacesResult.model_json_schema()
+
+    async def test_search_description_tells_how_to_use_it(self, client: MCPClient) -> None:
+        """The description says results are whole files by namespace and to follow `next` verbatim."""
+        description = (await tools_by_name(client))["search"].description or ""
+        for phrase in ("whole files grouped by namespace", "`truncated`", "`next`", "verbatim", "`args`"):
+            assert phrase in description
+
+
+class TestSearch:
+    async def test_structured_content_is_the_service_answer(
+        self, client: MCPClient, service: SearchService
+    ) -> None:
+        """structuredContent is what service.search answers, timing aside."""
+        result = await client.call_tool("search", QUERY)
+        expected = await service.search(parse_request(QUERY))
+        assert not result.is_error
+        assert result.structured_content["files"]
+        assert strip_timing(result.structured_content) == strip_timing(expected)
+
+    async def test_text_is_the_same_json(self, client: MCPClient) -> None:
+        """The text content is the structured answer serialised with orjson, byte for byte."""
+        result = await client.call_tool("search", QUERY)
+        assert text_of(result) == orjson.dumps(result.structured_content).decode()
+
+    async def test_same_answer_as_http(
+        self, client: MCPClient, service: SearchService, aiohttp_client: Callable[..., Awaitable[HttpClient]]
+    ) -> None:
+        """MCP and POST /v1/search give the same JSON for the same request (invariant 10)."""
+        http = await aiohttp_client(create_app(service.config))
+        response = await http.post("/v1/search", json=QUERY)
+        assert response.status == 200
+        result = await client.call_tool("search", QUERY)
+        assert strip_timing(result.structured_content) == strip_timing(await response.json())
+
+    async def test_next_args_work_verbatim(self, client: MCPClient) -> None:
+        """A next action's args, passed unchanged, are a valid search call for the next page."""
+        first = await client.call_tool("search", {**QUERY, "files": 1})
+        answer = first.structured_content
+        assert answer["truncated"] and answer["next"]
+        action = answer["next"][0]
+        assert action["tool"] == "search"
+        second = await client.call_tool(action["tool"], action["args"])
+        assert not second.is_error
+        assert second.structured_content["limits"]["offset"] == 1
+        assert second.structured_content["files"] != answer["files"]
+
+    async def test_paging_by_next_yields_every_file_once(self, client: MCPClient) -> None:
+        """Following the next-page action from offset 0 yields every matching file exactly once, in order."""
+        whole = (await client.call_tool("search", {**QUERY, "files": 200})).structured_content
+        expected = [(f["namespace"], f["file_path"]) for f in whole["files"]]
+        seen: list[tuple[str, str]] = []
+        args: dict[str, Any] = {**QUERY, "files": 1}
+        while True:
+            answer = (await client.call_tool("search", args)).structured_content
+            seen += [(f["namespace"], f["file_path"]) for f in answer["files"]]
+            if not answer["truncated"]:
+                break
+            [action] = answer["next"]
+            args = action["args"]
+        assert len(expected) > 2
+        assert seen == expected
+
+    async def test_legacy_handshake_client(self, service: SearchService) -> None:
+        """A 2025-era client (initialize handshake) gets the same answer."""
+        async with Client(build_server(service), mode="legacy", raise_exceptions=True) as legacy:
+            result = await legacy.call_tool("search", QUERY)
+        expected = await service.search(parse_request(QUERY))
+        assert strip_timing(result.structured_content) == strip_timing(expected)
+
+    async def test_access_hides_namespaces(self, service: SearchService) -> None:
+        """A namespace the caller may not see is in no part of the answer (invariant 7)."""
+        server = build_server(service, access=lambda name: name == "alpha")
+        async with Client(server, raise_exceptions=True) as limited:
+            result = await limited.call_tool("search", QUERY)
+        assert "beta" not in text_of(result)
+        assert [s["name"] for s in result.structured_content["namespaces"]] == ["alpha"]
+
+
+class TestBadRequests:
+    @pytest.mark.parametrize(
+        ("arguments", "field"),
+        [
+            ({"query": "   "}, "query"),
+            ({"query": "x", "bogus": 1}, "bogus"),
+            ({"query": "(unclosed", "mode": "regex"}, "query"),
+            ({"query": "x", "files": 0}, "files"),
+            ({"query": "x", "files": 201}, "files"),
+            ({"query": "x", "mode": "fuzzy"}, "mode"),
+            ({}, "query"),
+        ],
+    )
+    async def test_is_a_tool_error_naming_the_field(
+        self, client: MCPClient, arguments: dict[str, Any], field: str
+    ) -> None:
+        """A bad request is isError with exactly the 400 problem JSON, naming the field."""
+        with pytest.raises(InvalidRequest) as caught:
+            parse_request(arguments)
+        result = await client.call_tool("search", arguments)
+        body = problem_of(result)
+        assert body == invalid_problem(caught.value)
+        assert body["status"] == 400 and body["field"] == field
+
+    async def test_unknown_namespace_pattern(self, client: MCPClient) -> None:
+        """A namespace pattern matching nothing visible is a 400 problem naming namespaces."""
+        body = problem_of(await client.call_tool("search", {**QUERY, "namespaces": ["nope-*"]}))
+        assert body["status"] == 400 and body["field"] == "namespaces"
+
+    async def test_same_problem_as_http(
+        self, client: MCPClient, service: SearchService, aiohttp_client: Callable[..., Awaitable[HttpClient]]
+    ) -> None:
+        """The tool error's text is byte for byte HTTP's 400 body."""
+        bad = {"query": "x", "hit_budget": 0}
+        http = await aiohttp_client(create_app(service.config))
+        response = await http.post("/v1/search", json=bad)
+        assert response.status == 400
+        result = await client.call_tool("search", bad)
+        assert result.is_error
+        assert text_of(result).encode() == await response.read()
+
+
+class TestReadFile:
+    async def test_lines_are_numbered(self, client: MCPClient, service: SearchService) -> None:
+        """read_file answers the service's lines, numbered in its text."""
+        arguments = {"namespace": "alpha", "path": "src/widgets.py"}
+        result = await client.call_tool("read_file", arguments)
+        assert not result.is_error
+        assert result.structured_content == await service.read_file("alpha", "src/widgets.py")
+        lines = text_of(result).splitlines()
+        assert lines[0] == "alpha:src/widgets.py lines 1-8 of 8"
+        assert lines[4] == "4\tdef register_widget(name):"
+
+    async def test_a_range(self, client: MCPClient) -> None:
+        """start_line and end_line select a range, numbered from start_line."""
+        arguments = {"namespace": "alpha", "path": "src/widgets.py", "start_line": 4, "end_line": 5}
+        result = await client.call_tool("read_file", arguments)
+        assert result.structured_content["lines"] == ["def register_widget(name):", "    return name"]
+        assert text_of(result).splitlines()[1:] == ["4\tdef register_widget(name):", "5\t    return name"]
+
+    async def test_at_most_2000_lines(self, client: MCPClient) -> None:
+        """A long file is cut at 2,000 lines and the text says where to go on."""
+        result = await client.call_tool("read_file", {"namespace": "alpha", "path": "long.txt"})
+        answer = result.structured_content
+        assert len(answer["lines"]) == MAX_READ_LINES == 2000
+        assert answer["total_lines"] == LONG_LINES
+        assert text_of(result).splitlines()[-1] == "(more: read_file with start_line=2001)"
+
+    @pytest.mark.parametrize(
+        "arguments",
+        [
+            {"namespace": "alpha", "path": "../beta/docs/guide.md"},
+            {"namespace": "alpha", "path": "missing.py"},
+            {"namespace": "nope", "path": "src/widgets.py"},
+        ],
+    )
+    async def test_not_found(self, client: MCPClient, arguments: dict[str, Any]) -> None:
+        """An unknown namespace or file, or a path leaving the root, is a 404 problem."""
+        assert problem_of(await client.call_tool("read_file", arguments))["status"] == 404
+
+    @pytest.mark.parametrize(
+        ("extra", "field"),
+        [
+            ({"start_line": 0}, "start_line"),
+            ({"start_line": 5, "end_line": 2}, "end_line"),
+            ({"start_line": "two"}, "start_line"),
+            ({"bogus": True}, "bogus"),
+        ],
+    )
+    async def test_bad_arguments(self, client: MCPClient, extra: dict[str, Any], field: str) -> None:
+        """Bad line numbers or unknown arguments are a 400 problem naming the field."""
+        arguments = {"namespace": "alpha", "path": "src/widgets.py", **extra}
+        body = problem_of(await client.call_tool("read_file", arguments))
+        assert body["status"] == 400 and body["field"] == field
+
+    async def test_unreadable_backend(self) -> None:
+        """A namespace whose backend cannot read files is a 405 problem."""
+
+        async def nothing(query: SearchQuery) -> BackendResult:
+            return BackendResult(files=())
+
+        service = SearchService.with_backends([MockBackend(nothing, name="remote")])
+        async with Client(build_server(service), raise_exceptions=True) as c:
+            result = await c.call_tool("read_file", {"namespace": "remote", "path": "a.py"})
+        assert problem_of(result)["status"] == 405
+
+    async def test_hidden_namespace_is_not_found(self, service: SearchService) -> None:
+        """A file of a namespace the caller may not see is not found, like a missing one."""
+        server = build_server(service, access=lambda name: name == "alpha")
+        async with Client(server, raise_exceptions=True) as limited:
+            result = await limited.call_tool("read_file", {"namespace": "beta", "path": "docs/guide.md"})
+        assert problem_of(result)["status"] == 404
+
+
+class TestNamespaces:
+    async def test_lists_the_visible_namespaces(self, client: MCPClient, service: SearchService) -> None:
+        """namespaces answers the service's list, as GET /v1/namespaces does."""
+        result = await client.call_tool("namespaces", {})
+        assert result.structured_content == {"namespaces": service.namespaces()}
+        assert [ns["name"] for ns in result.structured_content["namespaces"]] == ["alpha", "beta"]
+        assert json.loads(text_of(result)) == result.structured_content
+
+    async def test_only_what_access_allows(self, service: SearchService) -> None:
+        """A caller sees only the namespaces access lets it see."""
+        server = build_server(service, access=lambda name: name == "beta")
+        async with Client(server, raise_exceptions=True) as limited:
+            result = await limited.call_tool("namespaces", {})
+        assert [ns["name"] for ns in result.structured_content["namespaces"]] == ["beta"]
+
+
+class TestEndpoint:
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [("127.0.0.1:8081", ("127.0.0.1", 8081)), ("[::1]:9000", ("::1", 9000)), ("localhost:1", ("localhost", 1))],
+    )
+    def test_host_port(self, value: str, expected: tuple[str, int]) -> None:
+        """--http HOST:PORT is split into host and port."""
+        assert parse_endpoint(value) == expected
+
+    @pytest.mark.parametrize("value", ["8080", ":8080", "host:", "host:http", "host:70000", "host:0"])
+    def test_bad_host_port(self, value: str) -> None:
+        """A malformed --http value is an error naming http."""
+        with pytest.raises(InvalidRequest) as caught:
+            parse_endpoint(value)
+        assert caught.value.field == "http"
+
+
+class TestStdio:
+    async def test_search_over_a_subprocess(self, root: Path, service: SearchService) -> None:
+        """`fedsearch mcp --root DIR` answers search over stdio like the in-process service."""
+        command, *args = fedsearch_command()
+        params = StdioServerParameters(
+            command=command, args=[*args, "mcp", "--root", str(root)], env=subprocess_env(), cwd=str(REPO)
+        )
+        async with Client(params, raise_exceptions=True) as remote:
+            tools = await tools_by_name(remote)
+            result = await remote.call_tool("search", QUERY)
+        assert tools["search"].input_schema == SearchRequest.model_json_schema()
+        expected = await service.search(parse_request(QUERY))
+        assert strip_timing(result.structured_content) == strip_timing(expected)
+
+    async def test_stdout_carries_only_the_protocol(self, root: Path) -> None:
+        """Every line the stdio server writes to stdout is a JSON-RPC message; logs go to stderr."""
+        messages: list[dict[str, Any]] = [
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"},
+                },
+            },
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": QUERY}},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "search", "arguments": {}}},
+        ]
+        proc = await asyncio.create_subprocess_exec(
+            *fedsearch_command(),
+            "mcp",
+            "--root",
+            str(root),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO,
+            env=subprocess_env(FEDSEARCH_LOG_LEVEL="debug"),
+        )
+        assert proc.stdin is not None and proc.stdout is not None
+        replies: dict[int, dict[str, Any]] = {}
+        for message in messages:
+            proc.stdin.write(orjson.dumps(message) + b"\n")
+            await proc.stdin.drain()
+            if "id" in message:  # wait for the answer before the next request
+                while message["id"] not in replies:
+                    line = await proc.stdout.readline()
+                    assert line, "the server closed stdout early"
+                    jsonrpc_message_adapter.validate_json(line)
+                    reply = json.loads(line)
+                    replies[reply.get("id")] = reply
+        proc.stdin.close()
+        rest, stderr = await proc.communicate()
+        for line in rest.splitlines():
+            jsonrpc_message_adapter.validate_json(line)
+        assert proc.returncode == 0
+        assert replies[2]["result"]["structuredContent"]["files"]
+        assert replies[3]["result"]["isError"] is True
+        assert b"mcp_tool" in stderr and b"namespace_done" in stderr
+        assert b"mcp_stopped" in stderr  # the service was closed after stdin ended
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_for_port(proc: asyncio.subprocess.Process, port: int, seconds: float = 30.0) -> None:
+    """Return once 127.0.0.1:port accepts connections; fail if the process exits first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while loop.time() < deadline:
+        if proc.returncode is not None:
+            pytest.fail(f"the server exited with {proc.returncode}")
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        await writer.wait_closed()
+        return
+    pytest.fail(f"nothing listened on port {port}")
+
+
+class TestStreamableHttp:
+    async def test_search_over_http(self, root: Path, service: SearchService) -> None:
+        """`fedsearch mcp --http 127.0.0.1:PORT` answers search at /mcp and stops cleanly on SIGTERM."""
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            *fedsearch_command(),
+            "mcp",
+            "--root",
+            str(root),
+            "--http",
+            f"127.0.0.1:{port}",
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO,
+            env=subprocess_env(),
+        )
+        try:
+            await wait_for_port(proc, port)
+            async with Client(f"http://127.0.0.1:{port}{MCP_PATH}", raise_exceptions=True) as remote:
+                result = await remote.call_tool("search", QUERY)
+                bad = await remote.call_tool("search", {"query": "x", "files": 0})
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+            stdout, stderr = await proc.communicate()
+        expected = await service.search(parse_request(QUERY))
+        assert strip_timing(result.structured_content) == strip_timing(expected)
+        assert problem_of(bad)["field"] == "files"
+        assert proc.returncode == 0, stderr.decode(errors="replace")
+        assert b"mcp_stopped" in stderr  # the service was closed after SIGTERM
+        assert stdout == b""
+
+    async def test_malformed_endpoint_exits_2(self, root: Path) -> None:
+        """`fedsearch mcp --http` with a malformed HOST:PORT exits 2 naming http, serving nothing."""
+        proc = await asyncio.create_subprocess_exec(
+            *fedsearch_command(),
+            "mcp",
+            "--root",
+            str(root),
+            "--http",
+            "8080",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=REPO,
+            env=subprocess_env(),
+        )
+        stdout, stderr = await proc.communicate()
+        assert proc.returncode == 2
+        assert b"invalid http" in stderr and stdout == b""
