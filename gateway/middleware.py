@@ -24,6 +24,7 @@ from gateway.problems import PROBLEM_TYPE, problem, problem_for
 from gateway.service import SearchService
 
 __all__ = [
+    "ACCESS",
     "SERVICE",
     "error_middleware",
     "json_response",
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 SERVICE = web.AppKey("service", SearchService)
+#: The caller's access predicate, set per request by auth middleware (None: everything).
+ACCESS = web.RequestKey("access", object)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 log = get_logger("fedsearch.http")

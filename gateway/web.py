@@ -14,11 +14,12 @@ import orjson
 from aiohttp import web
 from multidict import MultiMapping
 
+from gateway.afi import add_afi_routes
 from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.log import get_logger
 from gateway.metrics import Metrics
-from gateway.middleware import SERVICE, error_middleware, json_response, request_id_middleware
+from gateway.middleware import ACCESS, SERVICE, error_middleware, json_response, request_id_middleware
 from gateway.openapi import openapi
 from gateway.service import SearchService
 from gateway.wire import SearchRequest
@@ -27,8 +28,6 @@ __all__ = ["ACCESS", "SERVICE", "create_app", "get_params", "read_json_body"]
 
 log = get_logger("fedsearch.web")
 
-#: The request-scoped access predicate (set by auth middleware; None = open).
-ACCESS = "fedsearch.access"
 METRICS = web.AppKey("metrics", Metrics)
 
 #: GET /v1/search query parameters -> SearchRequest fields (lists are repeatable).
@@ -181,4 +180,5 @@ def create_app(
     router.add_get("/readyz", readyz)
     router.add_get("/metrics", metrics.handler)
     router.add_get("/openapi.json", get_openapi)
+    add_afi_routes(app)  # last: it owns /afi/* (unknown AFI operations answer `unsupported`)
     return app

@@ -1,0 +1,240 @@
+"""livegrep: ``GET /api/v1/search/<index>``.
+
+Asking: ``q`` in livegrep's query language, the operators first — ``repo:<repos>``,
+``file:`` (the path globs, or else the language globs: livegrep takes one) and
+``-file:`` as regexes, ``max_matches:N`` (enough lines for the page) — then the pattern
+as RE2 (exact mode escaped as Go's ``regexp.QuoteMeta``). Operators come first so that
+a ``(`` inside a character class cannot swallow them; in the pattern, spaces become
+``\\x20`` (livegrep trims and splits on them) and the colon after a word livegrep
+knows as an operator (``file:``, ``repo:``...) is escaped. ``fold_case`` carries the
+case choice and ``regex=true``.
+
+Reading: ``lno`` is 1-based and ``bounds`` count characters, so the column is
+``bounds[0] + 1``; ``context_before`` comes nearest line first and is turned round.
+A file's path is ``<tree>/<path>``, so the same path in two repositories stays two
+files; path globs apply to the path inside the repository. Files come in the order of
+their first result; ``file_results`` (path-only matches) become ``kind="file"`` hits.
+livegrep sets no Content-Type of its own (Go sniffs ``text/plain``), so JSON or plain
+text is accepted and anything else refused.
+
+Capped when ``info.why`` is not ``NONE`` (``MATCH_LIMIT``, ``TIMEOUT``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Self
+
+import aiohttp
+import orjson
+import re2
+from pydantic import Field, field_validator, model_validator
+
+from adapters._http import (
+    HttpBackend,
+    HttpSettings,
+    check_status,
+    map_client_errors,
+    read_body,
+    token_from_env,
+)
+from gateway.errors import BackendError, Unsupported
+from gateway.globs import PathFilter, glob_to_regex
+from gateway.languages import globs_for
+from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
+
+__all__ = ["LivegrepBackend", "LivegrepSettings", "build_params", "parse_response", "protect"]
+
+#: Matching lines asked for per file of the page, and at least livegrep's default.
+MATCHES_PER_FILE = 10
+MIN_MATCHES = 50
+ACCEPTED_TYPES = ("application/json", "text/plain")
+_GO_META = frozenset("\\.+*?()|[]{}^$")
+_OPERATOR_COLON = re2.compile(r"(file|path|repo|tags|case|lit|max_matches):")
+_SPACES = {" ": "\\x20", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\v": "\\v"}
+
+
+class LivegrepSettings(HttpSettings):
+    """``url`` of the livegrep web server, ``index`` its backend id (empty: the first one)."""
+
+    index: str = Field(default="", description="livegrep backend id (`/api/v1/search/<index>`).")
+    repos: str = Field(default="", description="Optional regex on repository names (livegrep `repo:`).")
+
+    @model_validator(mode="after")
+    def _http_url(self) -> Self:
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError("`url` must be an http(s) URL")
+        return self
+
+    @field_validator("repos")
+    @classmethod
+    def _repos_is_a_regex(cls, value: str) -> str:
+        if value:
+            try:
+                re2.compile(value)
+            except re2.error as exc:
+                raise ValueError(f"invalid regex: {exc}") from None
+        return value
+
+
+def go_quote_meta(text: str) -> str:
+    """``text`` as a regular expression matching itself (Go's ``regexp.QuoteMeta``)."""
+    return "".join("\\" + c if c in _GO_META else c for c in text)
+
+
+def _no_spaces(regex: str) -> str:
+    """``regex`` with every whitespace character written as an escape (same meaning in RE2)."""
+    out: list[str] = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\" and i + 1 < len(regex):
+            nxt = regex[i + 1]
+            out.append(_SPACES[nxt] if nxt in _SPACES else c + nxt)
+            i += 2
+            continue
+        out.append(_SPACES.get(c, c))
+        i += 1
+    return "".join(out)
+
+
+def protect(regex: str) -> str:
+    """``regex`` written so that livegrep's query parser hands it to RE2 unchanged."""
+    return str(_OPERATOR_COLON.sub(r"\1\\:", _no_spaces(regex)))
+
+
+def _union(globs: Iterable[str]) -> str:
+    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
+
+
+def max_matches(query: SearchQuery) -> int:
+    return max(MIN_MATCHES, MATCHES_PER_FILE * max(1, query.max_files))
+
+
+def build_query(query: SearchQuery, repos: str = "") -> str:
+    """The ``q`` parameter for ``query``."""
+    ops: list[str] = []
+    if repos:
+        ops.append("repo:" + _no_spaces(repos))
+    include = _union(g for g in query.paths if not g.startswith("!")) or _union(globs_for(query.languages))
+    if include:
+        ops.append("file:" + _no_spaces(include))
+    exclude = _union(g[1:] for g in query.paths if g.startswith("!"))
+    if exclude:
+        ops.append("-file:" + _no_spaces(exclude))
+    ops.append(f"max_matches:{max_matches(query)}")
+    pattern = go_quote_meta(query.text) if query.mode == "exact" else query.text
+    return " ".join([*ops, protect(pattern)])
+
+
+def build_params(query: SearchQuery, repos: str = "") -> dict[str, str]:
+    """The query parameters of the search request."""
+    return {
+        "q": build_query(query, repos),
+        "fold_case": "false" if query.case_sensitive else "true",
+        "regex": "true",
+    }
+
+
+def _context(values: Any, count: int, nearest_first: bool) -> tuple[str, ...]:
+    if count <= 0:
+        return ()
+    lines = [str(v) for v in values or ()][:count]
+    if nearest_first:
+        lines.reverse()
+    return tuple(cut_text(line) for line in lines)
+
+
+def _reason(why: str, query: SearchQuery) -> str:
+    if why == "MATCH_LIMIT":
+        return f"livegrep stopped at {max_matches(query)} matching lines"
+    if why == "TIMEOUT":
+        return "livegrep timed out; results are partial"
+    return f"livegrep stopped early ({why[:40]})"
+
+
+def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
+    """Our result from livegrep's ``{"info": ..., "results": [...], "file_results": [...]}``."""
+    n = query.context_lines
+    files: dict[str, dict[int, Hit]] = {}
+    for result in data["results"]:
+        if not keep(str(result["path"])):
+            continue
+        hits = files.setdefault(f"{result['tree']}/{result['path']}", {})
+        number = int(result["lno"])
+        column = int(result["bounds"][0]) + 1
+        old = hits.get(number)
+        if old is not None and old.column is not None and old.column <= column:
+            continue
+        line = str(result["line"])
+        hits[number] = Hit(
+            line=number,
+            text=cut_text(line, column),
+            column=column,
+            before=_context(result.get("context_before"), n, nearest_first=True),
+            after=_context(result.get("context_after"), n, nearest_first=False),
+        )
+    names: dict[str, Hit] = {}
+    for result in data.get("file_results") or ():
+        path = f"{result['tree']}/{result['path']}"
+        if path in files or path in names or not keep(str(result["path"])):
+            continue
+        column = int(result["bounds"][0]) + 1
+        names[path] = Hit(line=1, text=cut_text(str(result["path"]), column), column=column, kind="file")
+    matches = [FileMatch(path=p, hits=tuple(h[k] for k in sorted(h))) for p, h in files.items()]
+    matches.extend(FileMatch(path=p, hits=(hit,)) for p, hit in names.items())
+    why = str((data.get("info") or {}).get("why") or "NONE")
+    if why == "NONE":
+        return BackendResult(files=tuple(matches))
+    return BackendResult(files=tuple(matches), status="capped", reason=_reason(why, query))
+
+
+async def _rejection(resp: aiohttp.ClientResponse) -> str:
+    """The reason livegrep gave for a 400 (``{"error": {"code", "message"}}``), short."""
+    body = await resp.content.read(4096)
+    try:
+        error: Mapping[str, Any] = orjson.loads(body)["error"]
+        message = str(error.get("message") or error.get("code") or "")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        message = ""
+    return f"livegrep rejected the query: {message[:200]}" if message else "HTTP 400"
+
+
+class LivegrepBackend(HttpBackend[LivegrepSettings]):
+    """A livegrep web server (its JSON API)."""
+
+    kind = "livegrep"
+    Settings = LivegrepSettings
+
+    def headers(self) -> dict[str, str]:
+        headers = super().headers()
+        token = token_from_env(self.settings.token_env)
+        if token:  # livegrep has no auth of its own; this is for a proxy in front of it
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        if query.mode not in self.modes:
+            raise Unsupported(f"livegrep cannot search in {query.mode} mode")
+        if self.settings.token_env and not token_from_env(self.settings.token_env):
+            raise BackendError(f"token variable {self.settings.token_env} is not set")
+        keep = PathFilter.build(query.paths, query.languages)
+        params = build_params(query, self.settings.repos)
+        index = urllib.parse.quote(self.settings.index, safe="")
+        url = self.settings.url.rstrip("/") + "/api/v1/search/" + index
+        async with map_client_errors():
+            async with self.session.get(
+                url, params=params, timeout=self.budget(query.remaining()), allow_redirects=False
+            ) as resp:
+                if resp.status == 400:
+                    raise BackendError(await _rejection(resp))
+                check_status(resp)
+                got = resp.headers.get("Content-Type", "")
+                if got and not got.startswith(ACCEPTED_TYPES):
+                    raise BackendError(f"wrong content type {got.split(';')[0]!r}")
+                body = await read_body(resp, self.settings.max_bytes)
+            try:
+                return parse_response(orjson.loads(body), query, keep)
+            except AttributeError as exc:
+                raise BackendError("unexpected response shape") from exc
