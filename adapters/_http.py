@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "HttpBackend",
     "HttpSettings",
+    "check_status",
     "map_client_errors",
     "read_body",
     "read_json",
@@ -106,9 +107,12 @@ def check_status(resp: aiohttp.ClientResponse) -> None:
 
 
 async def read_body(
-    resp: aiohttp.ClientResponse, max_bytes: int = DEFAULT_MAX_BYTES, content_type: str = ""
+    resp: aiohttp.ClientResponse, max_bytes: int = DEFAULT_MAX_BYTES, content_type: str | tuple[str, ...] = ""
 ) -> bytes:
-    """The body of a 2xx response, at most ``max_bytes`` (else BackendCapped)."""
+    """The body of a 2xx response, at most ``max_bytes`` (else BackendCapped).
+
+    ``content_type`` is the media type (or types) accepted; anything else is an error.
+    """
     check_status(resp)
     if content_type and not resp.headers.get("Content-Type", "").startswith(content_type):
         got = resp.headers.get("Content-Type", "none").split(";")[0]
@@ -127,7 +131,9 @@ async def read_body(
 
 
 async def read_json(
-    resp: aiohttp.ClientResponse, max_bytes: int = DEFAULT_MAX_BYTES, content_type: str = "application/json"
+    resp: aiohttp.ClientResponse,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    content_type: str | tuple[str, ...] = "application/json",
 ) -> Any:
     """The JSON body of a 2xx response, parsed once with orjson."""
     body = await read_body(resp, max_bytes, content_type)
@@ -158,7 +164,7 @@ async def map_client_errors() -> AsyncIterator[None]:
         raise BackendError(f"HTTP client error: {type(exc).__name__}") from exc
     except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BackendError("undecodable response") from exc
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise BackendError(f"unexpected response shape: {type(exc).__name__}") from exc
 
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.ripgrep import find_rg  # noqa: E402
-from bench.corpus import build, size  # noqa: E402
-from gateway.config import config_from_env  # noqa: E402
-from gateway.log import configure  # noqa: E402
-from gateway.service import SearchService  # noqa: E402
-from gateway.wire import parse_request  # noqa: E402
+from adapters.ripgrep import find_rg
+from bench.corpus import build, size
+from gateway.config import config_from_env
+from gateway.log import configure
+from gateway.service import SearchService
+from gateway.wire import parse_request
 
 QUERIES = ("register_widget", "def __init__", "ClientSession", "TODO", "import os", "raise ValueError")
 
