@@ -60,6 +60,8 @@ class AsyncBackend(abc.ABC, Generic[S]):
     kind: ClassVar[str]
     Settings: ClassVar[type[BackendSettings]]
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
+    #: Whether it serves several namespaces of its own (``<name>/<sub>``), like a peer gateway.
+    serves_children: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: S) -> None:
         self.name = name

@@ -36,6 +36,8 @@ class Route:
     backend: AsyncBackend[Any]
     weight: float = 1.0
     timeout_ms: int | None = None
+    #: Globs of the backend's own sub-namespaces to search (a peer gateway); empty: all.
+    sub_namespaces: tuple[str, ...] = ()
 
 
 def _counts(result: BackendResult | None) -> tuple[int, int]:
@@ -58,7 +60,9 @@ async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore) -> Out
     if query.mode not in backend.modes:
         status, error = "unsupported", f"{kind} cannot search in {query.mode} mode"
     else:
-        asked = query if deadline == query.deadline else replace(query, deadline=deadline)
+        asked = query
+        if deadline != query.deadline or route.sub_namespaces != query.sub_namespaces:
+            asked = replace(query, deadline=deadline, sub_namespaces=route.sub_namespaces)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + GRACE_S):
                 async with gate:

@@ -49,6 +49,10 @@ class SearchQuery:
     max_files: int = 20
     threshold: float = 0.5
     deadline: float = field(default_factory=lambda: time.monotonic() + 5.0)
+    #: For a backend serving several namespaces (a peer gateway): the globs of its own
+    #: namespaces that were asked for (``team/*`` of a request pattern ``peer/team/*``);
+    #: empty means all of them.
+    sub_namespaces: tuple[str, ...] = ()
 
     def remaining(self) -> float:
         """Seconds left before the deadline, never negative."""

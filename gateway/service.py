@@ -107,21 +107,34 @@ class SearchService:
         return entry.backend
 
     def resolve(self, patterns: Sequence[str], access: Access = None) -> list[Route]:
-        """Routes for the visible namespaces matching ``patterns`` (all when empty)."""
+        """Routes for the visible namespaces matching ``patterns`` (all when empty).
+
+        A pattern ``<name>/<rest>`` where ``<name>`` is a visible namespace whose backend
+        serves sub-namespaces (a peer gateway) routes to it with ``<rest>`` as one of its
+        ``sub_namespaces``; a pattern matching the namespace itself asks for all of them.
+        """
         names = self.visible(access)
+        whole: set[str] = set()
+        subs: dict[str, list[str]] = {}
         if patterns:
-            chosen: set[str] = set()
             for pattern in patterns:
                 match = namespace_matcher(pattern)
                 hits = [n for n in names if match(n)]
-                if not hits:
+                parents = [
+                    n for n in names
+                    if pattern.startswith(n + "/") and self._entries[n].backend.serves_children
+                ]
+                if not hits and not parents:
                     raise UnknownNamespace(pattern)
-                chosen.update(hits)
-            names = [n for n in names if n in chosen]
+                whole.update(hits)
+                for name in parents:
+                    subs.setdefault(name, []).append(pattern[len(name) + 1 :])
+            names = [n for n in names if n in whole or n in subs]
         routes = []
         for name in names:
             entry = self._entries[name]
-            routes.append(Route(name, entry.backend, entry.config.weight, entry.config.timeout_ms))
+            sub = () if name in whole else tuple(subs.get(name, ()))
+            routes.append(Route(name, entry.backend, entry.config.weight, entry.config.timeout_ms, sub))
         return routes
 
     def namespaces(self, access: Access = None) -> list[dict[str, Any]]:

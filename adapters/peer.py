@@ -1,0 +1,295 @@
+"""Another fedsearch gateway: ``POST <url>/v1/search``, its namespaces under ours.
+
+Asking: the query becomes a complete ``SearchRequest`` (case explicit, ``files`` up
+to 200 per page, ``hit_budget`` at its maximum so pages are cut by files only, a
+``timeout_ms`` just inside our remaining deadline, ``namespaces`` the configured
+remote globs). The peer's next-page action (the one whose ``offset`` moves on) is
+followed, offset by offset, until ``query.max_files`` files are in or the deadline
+is near; a peer that still had pages left makes the result ``capped``.
+
+Reading: each FileGroup becomes a ``FileMatch`` whose ``namespace`` suffix is the
+remote namespace, so ``rank`` shows it as ``<name>/<remote>``; files keep the
+peer's rank order. Each remote ``NamespaceStatus`` becomes a ``ChildStatus`` (a
+later page's failure wins over an earlier ``ok``), and ``rank`` turns failed
+children into our own next actions. A 400 problem from the peer (a remote glob
+matching nothing, say) is a BackendError carrying the peer's detail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Self, cast, get_args
+
+import aiohttp
+import orjson
+from pydantic import Field, field_validator, model_validator
+
+from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
+from gateway.errors import BackendError, BackendTimeout
+from gateway.globs import namespace_matcher
+from gateway.models import BackendResult, ChildStatus, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+
+__all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
+
+#: The peer's own bounds (SPEC §2).
+MAX_PAGE_FILES = 200
+MAX_HIT_BUDGET = 5000
+MIN_TIMEOUT_MS = 100
+MAX_TIMEOUT_MS = 60_000
+MAX_OFFSET = 100_000
+#: Time kept back from the peer's ``timeout_ms`` for the transfer: this share, at least the floor.
+MARGIN_SHARE = 0.1
+MARGIN_FLOOR_S = 0.05
+#: Another page is asked only with this much time left, and never more than this many pages.
+MIN_PAGE_S = 0.15
+MAX_PAGES = 50
+_STATUSES: frozenset[str] = frozenset(get_args(Status))
+
+
+class PeerSettings(HttpSettings):
+    """``url`` of the peer gateway; ``namespaces`` the remote globs to search (all when empty)."""
+
+    namespaces: list[str] = Field(default_factory=list, description="Remote namespace globs.")
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _has_url(self) -> Self:
+        if not self.url:
+            raise ValueError("set `url`")
+        return self
+
+    @field_validator("namespaces")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern or len(pattern) > 256 or "\x00" in pattern:
+                raise ValueError(f"invalid namespace pattern {pattern!r}")
+        return value
+
+
+def peer_timeout_ms(remaining_s: float) -> int:
+    """The peer's ``timeout_ms``: our remaining time less a margin, within the peer's bounds."""
+    margin = max(MARGIN_FLOOR_S, remaining_s * MARGIN_SHARE)
+    return min(MAX_TIMEOUT_MS, max(MIN_TIMEOUT_MS, int((remaining_s - margin) * 1000)))
+
+
+def build_request(query: SearchQuery, offset: int = 0, namespaces: Sequence[str] = ()) -> dict[str, Any]:
+    """The peer's ``SearchRequest`` for one page of ``query`` from ``offset``."""
+    body: dict[str, Any] = {
+        "query": query.text,
+        "mode": query.mode,
+        "case_sensitive": query.case_sensitive,
+        "paths": list(query.paths),
+        "languages": list(query.languages),
+        "context_lines": query.context_lines,
+        "files": max(1, min(MAX_PAGE_FILES, query.max_files)),
+        "offset": offset,
+        "hit_budget": MAX_HIT_BUDGET,
+        "timeout_ms": peer_timeout_ms(query.remaining()),
+        "threshold": query.threshold,
+    }
+    if namespaces:
+        body["namespaces"] = list(namespaces)
+    return body
+
+
+def next_offset(answer: Mapping[str, Any], offset: int) -> int | None:
+    """The offset of the peer's next-page action, if it offered one."""
+    for action in answer.get("next") or ():
+        if not isinstance(action, Mapping) or action.get("tool") != "search":
+            continue
+        args = action.get("args")
+        if not isinstance(args, Mapping):
+            continue
+        moved = args.get("offset")
+        if isinstance(moved, int) and not isinstance(moved, bool) and offset < moved <= MAX_OFFSET:
+            return moved
+    return None
+
+
+def _lines(value: Any) -> tuple[str, ...]:
+    return tuple(cut_text(str(line)) for line in value or ())
+
+
+def _hit(item: Mapping[str, Any], mode: Mode) -> Hit:
+    start = int(item["start_line"])
+    end = int(item.get("end_line") or start)
+    column = item.get("column")
+    kind = str(item.get("kind") or "line")
+    context = item.get("context") or {}
+    score = item.get("score")
+    return Hit(
+        line=start,
+        end_line=end if end > start else 0,
+        column=int(column) if column is not None else None,
+        text=cut_text(str(item.get("text") or ""), column),
+        kind=kind,
+        symbol=str(item.get("name") or "") if kind not in ("line", "file") else "",
+        before=_lines(context.get("before")),
+        after=_lines(context.get("after")),
+        score=float(score) if mode == "semantic" and score is not None else None,
+    )
+
+
+def _child(status: Mapping[str, Any]) -> ChildStatus:
+    raw = str(status.get("status"))
+    state = cast(Status, raw) if raw in _STATUSES else "error"
+    return ChildStatus(
+        name=str(status["name"]),
+        backend=str(status.get("backend") or "unknown"),
+        status=state,
+        took_ms=int(status.get("took_ms") or 0),
+        files=int(status.get("files") or 0),
+        hits=int(status.get("hits") or 0),
+        error=str(status.get("error") or ("" if state == "ok" else raw)),
+    )
+
+
+def parse_page(answer: Any, mode: Mode) -> tuple[list[FileMatch], list[ChildStatus]]:
+    """One peer answer as our files (the peer's order, remote namespace as suffix) and child statuses."""
+    files: list[FileMatch] = []
+    for group in answer["files"]:
+        namespace = str(group["namespace"])
+        if not namespace:
+            raise ValueError("file group without a namespace")
+        hits = tuple(_hit(item, mode) for item in group["hits"])
+        if hits:
+            files.append(FileMatch(path=str(group["file_path"]), hits=hits, namespace=namespace))
+    children = [_child(s) for s in answer.get("namespaces") or ()]
+    return files, children
+
+
+async def _rejection(resp: aiohttp.ClientResponse, secret: str | None = None) -> str:
+    """The peer's reason for a 400 problem (``field: detail``), short, never holding ``secret``."""
+    body = await resp.content.read(4096)
+    try:
+        problem = orjson.loads(body)
+        detail = str(problem.get("detail") or "")
+        field = str(problem.get("field") or "")
+    except (orjson.JSONDecodeError, AttributeError):
+        detail, field = "", ""
+    if not detail:
+        return "peer rejected the request (HTTP 400)"
+    where = f"{field}: " if field else ""
+    reason = f"peer rejected the request: {where}{detail}"
+    return (reason.replace(secret, "[REDACTED]") if secret else reason)[:300]
+
+
+class _Gathered:
+    """Files and child statuses gathered over the peer's pages."""
+
+    def __init__(self, allowed: Sequence[str]) -> None:
+        self.files: list[FileMatch] = []
+        self.children: dict[str, ChildStatus] = {}
+        self.seen: set[tuple[str, str]] = set()
+        self.dropped = 0
+        self.file_count = 0
+        self.allow = [namespace_matcher(p) for p in allowed]
+
+    def _allowed(self, namespace: str) -> bool:
+        return not self.allow or any(match(namespace) for match in self.allow)
+
+    def add(self, answer: Mapping[str, Any], mode: Mode) -> None:
+        try:
+            files, children = parse_page(answer, mode)
+        except AttributeError as exc:  # a list or string where an object belongs
+            raise BackendError("unexpected response shape: AttributeError") from exc
+        self.file_count = max(self.file_count, int(answer.get("file_count") or 0))
+        for file in files:
+            key = (file.namespace, file.path)
+            if not self._allowed(file.namespace):
+                self.dropped += 1
+            elif key not in self.seen:
+                self.seen.add(key)
+                self.files.append(file)
+        for child in children:
+            if not self._allowed(child.name):
+                continue
+            known = self.children.get(child.name)
+            if known is None or (known.status == "ok" and child.status != "ok"):
+                self.children[child.name] = child
+
+    def result(self, status: Status = "ok", reason: str = "") -> BackendResult:
+        count = None
+        if not self.dropped and self.file_count > len(self.files):
+            count = self.file_count
+        return BackendResult(
+            files=tuple(self.files),
+            status=status,
+            reason=reason,
+            file_count=count,
+            children=tuple(sorted(self.children.values(), key=lambda c: c.name)),
+        )
+
+
+class PeerBackend(HttpBackend[PeerSettings]):
+    """Another fedsearch gateway; its namespaces appear as ``<name>/<remote namespace>``."""
+
+    kind = "gateway"
+    Settings = PeerSettings
+    modes: frozenset[Mode] = frozenset({"exact", "regex", "semantic"})
+    #: It serves namespaces of its own, ``<name>/<remote>`` (for the service's routing).
+    serves_children: ClassVar[bool] = True
+
+    def headers(self) -> dict[str, str]:
+        headers = super().headers()
+        token = token_from_env(self.settings.token_env)
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def remote_patterns(self, query: SearchQuery) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(globs sent to the peer, globs its answer is held to locally).
+
+        A query naming sub-namespaces (``sub_namespaces``, once the service fills it
+        for ``<name>/<remote>`` patterns) asks for those; the configured globs still
+        bound what is shown.
+        """
+        configured = tuple(self.settings.namespaces)
+        asked = query.sub_namespaces
+        if asked:
+            return asked, configured
+        return configured, ()
+
+    async def _page(self, body: dict[str, Any], query: SearchQuery) -> Any:
+        url = self.settings.url + "/v1/search"
+        async with self.session.post(
+            url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False
+        ) as resp:
+            if resp.status == 400:
+                raise BackendError(await _rejection(resp, token_from_env(self.settings.token_env)))
+            answer = await read_json(resp, self.settings.max_bytes)
+        if not isinstance(answer, Mapping):
+            raise BackendError("unexpected response shape: not a JSON object")
+        return answer
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        if self.settings.token_env and not token_from_env(self.settings.token_env):
+            raise BackendError(f"token variable {self.settings.token_env} is not set")
+        sent, bound = self.remote_patterns(query)
+        got = _Gathered(bound)
+        offset = 0
+        async with map_client_errors():
+            answer = await self._page(build_request(query, offset, sent), query)
+            got.add(answer, query.mode)
+        pages = 1
+        while (moved := next_offset(answer, offset)) is not None:
+            if len(got.files) >= query.max_files or query.remaining() < MIN_PAGE_S or pages >= MAX_PAGES:
+                total = max(got.file_count, len(got.files))
+                return got.result("capped", f"fetched {len(got.files)} of {total} files the peer matched")
+            offset, pages = moved, pages + 1
+            try:
+                async with map_client_errors():
+                    answer = await self._page(build_request(query, offset, sent), query)
+                    got.add(answer, query.mode)
+            except BackendTimeout:
+                return got.result("timeout", f"the peer's page at offset {offset} timed out")
+            except BackendError as exc:
+                return got.result("capped", f"the peer's page at offset {offset} failed: {exc.reason}")
+        return got.result()
