@@ -171,6 +171,11 @@ async def map_client_errors() -> AsyncIterator[None]:
 S = TypeVar("S", bound=HttpSettings)
 
 
+def _dumps(value: Any) -> str:
+    """JSON request bodies through orjson (aiohttp's default is the stdlib's)."""
+    return orjson.dumps(value).decode()
+
+
 class HttpBackend(AsyncBackend[S]):
     """A backend reached over HTTP: one persistent session, closed by :meth:`aclose`."""
 
@@ -193,6 +198,7 @@ class HttpBackend(AsyncBackend[S]):
                 headers=self.headers(),
                 connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True),
                 trust_env=False,
+                json_serialize=_dumps,
             )
         return self._session
 

@@ -49,13 +49,11 @@ _DEFINITION = re.compile(
     r"(?:def|class|func|fn|struct|interface|type|trait|enum|impl|module|function|object|record|"
     r"message|service|protocol|typedef|macro_rules!|defmodule|defn|let|const|var|val)\b"
 )
-_VENDORED = re.compile(
+_DEMOTED = re.compile(  # vendored, generated, minified
     r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
     r"dist|site-packages|\.yarn)/"
-)
-_GENERATED = re.compile(
-    r"(?:\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
-    r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$)"
+    r"|\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
+    r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$"
 )
 
 
@@ -108,7 +106,11 @@ class QueryMatcher:
         return bool(self.regex.search(value))
 
 
-Signal = Callable[[RankedFile], float]
+#: A ranking stage: (file, whether its path matched the query) -> a positive factor.
+Signal = Callable[[FileMatch, bool], float]
+
+#: Hits scanned per file for a definition (a backend lists its best lines first).
+DEFINITION_SCAN = 16
 
 
 class PathSignal:
@@ -117,26 +119,24 @@ class PathSignal:
     def __init__(self, matcher: QueryMatcher) -> None:
         self.matcher = matcher
 
-    def __call__(self, item: RankedFile) -> float:
-        if not item.path_match:
+    def __call__(self, file: FileMatch, path_match: bool) -> float:
+        if not path_match:
             return 1.0
-        return PATH_NAME_BOOST if self.matcher(posixpath.basename(item.file.path)) else PATH_BOOST
+        return PATH_NAME_BOOST if self.matcher(posixpath.basename(file.path)) else PATH_BOOST
 
 
-def definition_signal(item: RankedFile) -> float:
+def definition_signal(file: FileMatch, path_match: bool) -> float:
     """Boost a file with a hit that looks like a definition or carries a symbol."""
-    for hit in item.file.hits:
-        if hit.symbol or hit.kind not in ("line", "file") or _DEFINITION.match(hit.text):
+    definition = _DEFINITION.match
+    for hit in file.hits[:DEFINITION_SCAN]:
+        if hit.symbol or hit.kind not in ("line", "file") or definition(hit.text):
             return DEFINITION_BOOST
     return 1.0
 
 
-def demotion_signal(item: RankedFile) -> float:
+def demotion_signal(file: FileMatch, path_match: bool) -> float:
     """Demote vendored, generated and minified files."""
-    path = item.file.path
-    if _VENDORED.search(path) or _GENERATED.search(path):
-        return DEMOTION
-    return 1.0
+    return DEMOTION if _DEMOTED.search(file.path) else 1.0
 
 
 # --- fusion -------------------------------------------------------------------------
@@ -181,12 +181,11 @@ def fuse(
             place += 1
             if hits is not file.hits:
                 file = FileMatch(path=file.path, hits=hits, namespace=file.namespace)
-            base = outcome.weight / (K + place)
-            item = RankedFile(namespace, file, base, matcher(file.path))
-            score = base
+            path_match = matcher(file.path)
+            score = outcome.weight / (K + place)
             for signal in signals:
-                score *= signal(item)
-            merged[key] = RankedFile(namespace, file, score, item.path_match)
+                score *= signal(file, path_match)
+            merged[key] = RankedFile(namespace, file, score, path_match)
     for item in merged.values():
         files, nhits = counts.get(item.namespace, (0, 0))
         counts[item.namespace] = (files + 1, nhits + len(item.file.hits))

@@ -1,0 +1,104 @@
+"""scale: one query over 1,000 namespaces (fake Zoekt backends, many namespaces per port).
+
+    .venv/bin/python bench/scale.py [--namespaces 1000] [--ports 4] [--rounds 5]
+
+Each namespace answers after its own delay (20-80 ms; one straggler at 150 ms). Prints the
+answer's latency against the slowest backend's, and this process's peak RSS
+(targets: within slowest + 100 ms, <= 300 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.overhead import consecutive_ports
+from gateway.config import parse_config
+from gateway.log import configure
+from gateway.service import SearchService
+from gateway.wire import parse_request
+
+SLOWEST_MS = 150
+
+
+def delay_ms(n: int) -> int:
+    return SLOWEST_MS if n == 7 else 20 + (n * 37) % 61
+
+
+SERVER = r'''
+import asyncio, base64, json, re, sys
+from aiohttp import web
+base, ports = int(sys.argv[1]), int(sys.argv[2])
+def answer(n):
+    line = base64.b64encode(f"def register_widget_{n}(x):\n".encode()).decode()
+    files = [{"FileName": f"src/m{i}.py", "Repository": f"repo{n}", "Score": 100.0 - i, "LineMatches": [
+        {"Line": line, "LineNumber": 3, "FileName": False, "LineFragments": [{"LineOffset": 4}]}]}
+        for i in range(5)]
+    return json.dumps({"Result": {"Files": files, "FileCount": 5, "MatchCount": 5}}).encode()
+ANSWERS = {}
+async def handler(request):
+    body = await request.json()
+    n = int(re.search(r"ns(\d+)", body["Q"]).group(1))
+    await asyncio.sleep(DELAYS(n) / 1000)
+    return web.Response(body=ANSWERS.setdefault(n, answer(n)), content_type="application/json")
+async def main():
+    for p in range(ports):
+        app = web.Application(); app.router.add_post("/api/search", handler)
+        runner = web.AppRunner(app, access_log=None); await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", base + p, backlog=2048).start()
+    print("ready", flush=True); await asyncio.Event().wait()
+asyncio.run(main())
+'''
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--namespaces", type=int, default=1000)
+    parser.add_argument("--ports", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    configure(level="warning")
+    base = consecutive_ports(args.ports)
+    code = SERVER.replace("DELAYS(n)", f"({SLOWEST_MS} if n == 7 else 20 + (n * 37) % 61)")
+    server = subprocess.Popen([sys.executable, "-c", code, str(base), str(args.ports)], stdout=subprocess.PIPE)
+    assert server.stdout is not None
+    server.stdout.readline()
+    namespaces = [
+        {"name": f"ns{n}", "backend": "zoekt", "urls": [f"http://127.0.0.1:{base + n % args.ports}"],
+         "repos": f"ns{n}$"}
+        for n in range(args.namespaces)
+    ]
+    config = parse_config({"server": {"concurrency": args.namespaces}, "namespaces": namespaces})
+    service = SearchService(config)
+    slowest = max(delay_ms(n) for n in range(args.namespaces))
+    times = []
+    try:
+        request = parse_request({"query": "register_widget", "timeout_ms": 10_000})
+        for _ in range(args.rounds + 1):
+            started = time.perf_counter()
+            answer = await service.search(request)
+            times.append(time.perf_counter() - started)
+            ok = sum(1 for s in answer["namespaces"] if s["status"] == "ok")
+            assert ok == args.namespaces, json.dumps(answer["namespaces"][:3])
+        times = times[1:]  # the first round opens 1,000 sessions
+    finally:
+        await service.aclose()
+        server.terminate()
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    med = statistics.median(times) * 1000
+    print(f"scale: {args.namespaces} namespaces on {args.ports} ports, slowest backend {slowest} ms: "
+          f"answer min {min(times) * 1000:.0f}  med {med:.0f}  max {max(times) * 1000:.0f} ms "
+          f"(slowest + {med - slowest:.0f} ms; target + 100); peak RSS {rss_mb:.0f} MB (target <= 300)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
