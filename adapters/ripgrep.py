@@ -13,31 +13,35 @@ never holds a file rg would have skipped.
 
 rg runs multi-threaded; files are ordered here by ``(-min(hits, 50), path)``.
 Output is read line by line until the deadline or a cap, and rg is always killed
-and reaped before :meth:`RipgrepBackend.search` returns or raises.
+and reaped. Namespaces searched for the same thing at the same time share one rg
+process (:mod:`adapters.rg_batch`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import binascii
-import contextlib
-import functools
 import os
-import shutil
-import sysconfig
-from collections.abc import AsyncGenerator, Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable
 
-import orjson
 from pydantic import Field, field_validator
 
+from adapters._rg import (
+    DEFAULT_MAX_FILES,
+    DEFAULT_MAX_HITS,
+    RANK_HIT_CAP,
+    Collector,
+    RgEvent,
+    build_argv,
+    collect,
+    find_rg,
+    iter_lines,
+    parse_message,
+)
+from adapters.rg_batch import Batcher, Member
 from gateway.backend import AsyncBackend, BackendSettings
 from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter, validate_glob
 from gateway.localfs import LocalTree
-from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.models import BackendResult, Mode, SearchQuery
 
 __all__ = [
     "RANK_HIT_CAP",
@@ -50,17 +54,6 @@ __all__ = [
     "iter_lines",
     "parse_message",
 ]
-
-DEFAULT_MAX_FILES = 10_000
-DEFAULT_MAX_HITS = 100_000
-#: Files are ranked by their hit count, counted up to this many.
-RANK_HIT_CAP = 50
-#: A JSON line longer than this (bytes) is skipped rather than held in memory.
-MAX_LINE_BYTES = 64 * 1024 * 1024
-_CHUNK = 256 * 1024
-_STDERR_KEEP = 4096
-
-EventKind = Literal["begin", "match", "context", "end", "summary"]
 
 
 class RipgrepSettings(BackendSettings):
@@ -90,259 +83,8 @@ class RipgrepSettings(BackendSettings):
         return globs
 
 
-# -- parsing rg --json: pure functions ----------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class RgEvent:
-    """One rg ``--json`` message: its type, path and (match/context) line."""
-
-    kind: EventKind
-    path: str = ""
-    line: int = 0
-    text: str = ""
-    column: int | None = None
-
-
-def _data(obj: Any) -> bytes | None:
-    """The bytes of an rg "arbitrary data" object (``{"text"}`` or ``{"bytes": base64}``)."""
-    if not isinstance(obj, dict):
-        return None
-    text = obj.get("text")
-    if isinstance(text, str):
-        return text.encode("utf-8", errors="surrogatepass")
-    raw = obj.get("bytes")
-    if isinstance(raw, str):
-        try:
-            return base64.b64decode(raw, validate=True)
-        except (binascii.Error, ValueError):
-            return None
-    return None
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="replace")
-
-
-def parse_message(raw: bytes) -> RgEvent | None:
-    """Parse one line of ``rg --json`` output; ``None`` for anything unusable."""
-    try:
-        msg = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(msg, dict):
-        return None
-    kind, data = msg.get("type"), msg.get("data")
-    if kind == "summary":
-        return RgEvent("summary")
-    if kind not in ("begin", "match", "context", "end") or not isinstance(data, dict):
-        return None
-    path_bytes = _data(data.get("path"))
-    if path_bytes is None:
-        return None
-    path = _decode(path_bytes).removeprefix("./")
-    if kind in ("begin", "end"):
-        return RgEvent(kind, path)
-    line_number = data.get("line_number")
-    lines = _data(data.get("lines"))
-    if not isinstance(line_number, int) or lines is None:
-        return None
-    first = lines.split(b"\n", 1)[0].removesuffix(b"\r")
-    column = None
-    submatches = data.get("submatches")
-    if kind == "match" and isinstance(submatches, list) and submatches:
-        start = submatches[0].get("start") if isinstance(submatches[0], dict) else None
-        if isinstance(start, int) and 0 <= start <= len(first):
-            column = 1 + len(_decode(first[:start]))
-    return RgEvent(kind, path, line_number, _decode(first), column)
-
-
-class _Collector:
-    """Gathers events into FileMatches, applying the local filter and the caps."""
-
-    def __init__(
-        self,
-        *,
-        context_lines: int = 0,
-        accept: Callable[[str], bool] | None = None,
-        max_files: int = DEFAULT_MAX_FILES,
-        max_hits: int = DEFAULT_MAX_HITS,
-    ) -> None:
-        self.context_lines = context_lines
-        self.accept = accept
-        self.max_files = max_files
-        self.max_hits = max_hits
-        self.files: list[FileMatch] = []
-        self.started = 0
-        self.hits = 0
-        self.events = 0
-        self.capped = ""
-        self._path: str | None = None
-        self._skip = False
-        self._lines: dict[int, str] = {}
-        self._matches: list[Hit] = []
-
-    def feed(self, event: RgEvent) -> bool:
-        """Take one event; ``False`` once a cap is reached (stop reading)."""
-        self.events += 1
-        if event.kind == "summary":
-            return True
-        if event.kind == "end":
-            self.flush()
-            return True
-        if event.path != self._path:
-            self.flush()
-            self._path = event.path
-            self._skip = self.accept is not None and not self.accept(event.path)
-            if not self._skip:
-                if self.started >= self.max_files:
-                    self.capped = f"stopped at {self.max_files} files (cap)"
-                    self._skip = True
-                    return False
-                self.started += 1
-        if self._skip or event.kind == "begin":
-            return True
-        if self.context_lines:
-            self._lines[event.line] = cut_text(event.text)
-        if event.kind == "match":
-            if self.hits >= self.max_hits:
-                self.capped = f"stopped at {self.max_hits} hits (cap)"
-                return False
-            self.hits += 1
-            text = cut_text(event.text, event.column)
-            self._matches.append(Hit(line=event.line, end_line=event.line, text=text, column=event.column))
-        return True
-
-    def _around(self, line: int, step: int) -> tuple[str, ...]:
-        out: list[str] = []
-        n = line + step
-        while len(out) < self.context_lines and n in self._lines:
-            out.append(self._lines[n])
-            n += step
-        return tuple(reversed(out)) if step < 0 else tuple(out)
-
-    def flush(self) -> None:
-        """Close the current file (also when reading stopped in the middle of it)."""
-        if self._path is not None and not self._skip and self._matches:
-            hits = self._matches
-            if self.context_lines:
-                hits = [
-                    Hit(
-                        line=h.line,
-                        end_line=h.end_line,
-                        text=h.text,
-                        column=h.column,
-                        before=self._around(h.line, -1),
-                        after=self._around(h.line, 1),
-                    )
-                    for h in hits
-                ]
-            self.files.append(FileMatch(path=self._path, hits=tuple(hits)))
-        self._path, self._skip = None, False
-        self._lines, self._matches = {}, []
-
-    def ranked(self) -> list[FileMatch]:
-        """The files, most hits first (counted up to RANK_HIT_CAP), then by path."""
-        self.flush()
-        return sorted(self.files, key=lambda f: (-min(len(f.hits), RANK_HIT_CAP), f.path))
-
-
-def collect(
-    lines: Iterable[bytes],
-    *,
-    context_lines: int = 0,
-    accept: Callable[[str], bool] | None = None,
-) -> list[FileMatch]:
-    """Parse a whole recorded ``rg --json`` output into ranked FileMatches."""
-    collector = _Collector(context_lines=context_lines, accept=accept)
-    for raw in lines:
-        event = parse_message(raw)
-        if event is not None:
-            collector.feed(event)
-    return collector.ranked()
-
-
-# -- running rg ---------------------------------------------------------------------
-
-
-@functools.cache
-def find_rg() -> str | None:
-    """The ``rg`` of the ``ripgrep`` wheel (beside this Python), else the one on PATH."""
-    name = "rg.exe" if os.name == "nt" else "rg"
-    candidate = os.path.join(sysconfig.get_path("scripts"), name)
-    if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-        return candidate
-    return shutil.which("rg")
-
-
-def build_argv(rg: str, query: SearchQuery, exclude: Iterable[str] = ()) -> list[str]:
-    """rg's argument vector for ``query``; excludes only (see the module docstring)."""
-    argv = [rg, "--json", "--no-config", "--line-number"]
-    if query.mode == "exact":
-        argv.append("-F")
-    argv.append("-s" if query.case_sensitive else "-i")
-    if query.context_lines > 0:
-        argv += ["-C", str(query.context_lines)]
-    for glob in [*exclude, *(g[1:] for g in query.paths if g.startswith("!"))]:
-        argv += ["-g", "!" + glob]
-    argv += ["-e", query.text, "--", "."]
-    return argv
-
-
-async def iter_lines(
-    stream: asyncio.StreamReader, limit: int = MAX_LINE_BYTES
-) -> AsyncGenerator[bytes, None]:
-    """The lines of ``stream`` (no ``\\n``); a line longer than ``limit`` bytes is skipped whole."""
-    pending = bytearray()
-    skipping = False
-    while chunk := await stream.read(_CHUNK):
-        *complete, tail = chunk.split(b"\n")
-        if complete:
-            first: bytes | None = bytes(pending + complete[0])
-            if skipping:
-                first, skipping = None, False
-            pending = bytearray()
-            for line in (first, *complete[1:]):
-                if line is not None and len(line) <= limit:
-                    yield line
-        if not skipping:
-            pending += tail
-            if len(pending) > limit:
-                pending, skipping = bytearray(), True
-    if pending and not skipping:
-        yield bytes(pending)
-
-
-async def _drain(stream: asyncio.StreamReader | None) -> bytes:
-    """Read ``stream`` to its end, keeping its first bytes."""
-    kept = bytearray()
-    if stream is None:
-        return b""
-    while chunk := await stream.read(_CHUNK):
-        if len(kept) < _STDERR_KEEP:
-            kept += chunk[: _STDERR_KEEP - len(kept)]
-    return bytes(kept)
-
-
-async def _reap(proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> None:
-    """Kill rg if it still runs, let its pipes close and wait for it."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-    await _drain(proc.stdout)
-    await asyncio.gather(stderr, return_exceptions=True)
-    await proc.wait()
-
-
-def _error_line(stderr: bytes) -> str:
-    """rg's first stderr line, completed by its ``error:`` line (a regex parse error)."""
-    lines = [line.strip() for line in _decode(stderr).splitlines() if line.strip()]
-    if not lines:
-        return "rg failed"
-    detail = next((line for line in lines[1:] if line.startswith("error:")), "")
-    if detail:
-        return f"{lines[0].rstrip(':')}: {detail.removeprefix('error:').strip()}"
-    return lines[0]
+#: Concurrent searches of several ripgrep namespaces for the same query share one rg.
+BATCHER = Batcher()
 
 
 class RipgrepBackend(AsyncBackend[RipgrepSettings]):
@@ -355,6 +97,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
     def __init__(self, name: str, settings: RipgrepSettings) -> None:
         super().__init__(name, settings)
         self._tree = LocalTree(settings.root)
+        self._root = os.path.abspath(settings.root)
 
     def tree(self) -> LocalTree:
         return self._tree
@@ -375,59 +118,13 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         rg = find_rg()
         if rg is None:
             raise BackendError("the rg binary was not found (install the 'ripgrep' package)")
-        collector = _Collector(
+        if query.remaining() <= 0:
+            return BackendResult(status="timeout", reason="the deadline passed before rg started")
+        collector = Collector(
             context_lines=query.context_lines,
             accept=self._filter(query),
             max_files=self.settings.max_files,
             max_hits=self.settings.max_hits,
         )
-        if query.remaining() <= 0:
-            return BackendResult(status="timeout", reason="the deadline passed before rg started")
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *build_argv(rg, query, self.settings.exclude),
-                cwd=self.settings.root,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-            )
-        except OSError as exc:
-            raise BackendError(f"cannot start rg: {exc.strerror or exc}") from exc
-        stderr = asyncio.create_task(_drain(proc.stderr))
-        try:
-            return await self._read(proc, stderr, collector, query.deadline)
-        finally:
-            await asyncio.shield(_reap(proc, stderr))
+        return await BATCHER.search(rg, query, self.settings.exclude, Member(self._root, collector))
 
-    async def _read(
-        self,
-        proc: asyncio.subprocess.Process,
-        stderr: asyncio.Task[bytes],
-        collector: _Collector,
-        deadline: float,
-    ) -> BackendResult:
-        if proc.stdout is None:  # pragma: no cover - created with stdout=PIPE
-            raise BackendError("rg has no stdout")
-        try:
-            async with asyncio.timeout_at(deadline):
-                async with contextlib.aclosing(iter_lines(proc.stdout)) as lines:
-                    async for raw in lines:
-                        event = parse_message(raw)
-                        if event is not None and not collector.feed(event):
-                            break
-                if collector.capped:
-                    return self._result(collector, "capped", collector.capped)
-                returncode = await proc.wait()
-                err = await stderr
-        except TimeoutError:
-            reason = f"stopped at the deadline after {collector.started} files"
-            return self._result(collector, "timeout", reason)
-        if returncode == 2 and collector.events == 0:
-            raise BackendError(_error_line(err))
-        if returncode not in (0, 1, 2):
-            raise BackendError(f"rg exited with status {returncode}")
-        return self._result(collector, "ok", "")
-
-    @staticmethod
-    def _result(collector: _Collector, status: Status, reason: str) -> BackendResult:
-        return BackendResult(files=collector.ranked(), status=status, reason=reason)

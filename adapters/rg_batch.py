@@ -1,0 +1,208 @@
+"""One ``rg`` process for every ripgrep namespace a fan-out asks the same thing.
+
+A fan-out starts every namespace's search in the same turn of the event loop. The
+:class:`Batcher` lets them gather for two turns, then runs ONE ``rg`` over all their
+roots (``rg … -- /root/a /root/b``) and hands each namespace its own files, filtered
+and capped by its own :class:`~adapters._rg.Collector`. Spawning one process instead
+of N is most of what a local search costs over plain ``rg``.
+
+Namespaces are batched only when rg would see exactly what it sees alone: the same
+query and the same excludes, and roots of which none lies inside another. A lone
+namespace runs from its own root, as before. rg is killed and reaped in every case
+(done, capped, deadline, error, or every caller cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+
+from adapters._rg import Collector, build_argv, drain, error_line, iter_lines, parse_message, reap
+from gateway.errors import BackendError
+from gateway.models import BackendResult, SearchQuery, Status
+
+__all__ = ["Batcher", "Member", "run"]
+
+
+@dataclass(slots=True)
+class Member:
+    """One namespace's part in a batch."""
+
+    root: str
+    collector: Collector
+    future: asyncio.Future[BackendResult] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    batch: _Batch | None = None
+
+    def open(self) -> bool:
+        return not self.future.done() and not self.collector.capped
+
+    def finish(self, status: Status, reason: str) -> None:
+        if not self.future.done():
+            self.future.set_result(BackendResult(files=self.collector.ranked(), status=status, reason=reason))
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Members searched by one rg, the process once started, and the task running it."""
+
+    members: Sequence[Member]
+    proc: asyncio.subprocess.Process | None = None
+    task: asyncio.Task[None] | None = None
+
+    def abandoned(self, _: asyncio.Future[BackendResult]) -> None:
+        """Every caller answered or gone, one at least cancelled: end rg (the task reaps it)."""
+        futures = [m.future for m in self.members]
+        gone = all(f.done() for f in futures) and any(f.cancelled() for f in futures)
+        if gone and self.proc is not None and self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+def _locator(members: Sequence[Member]) -> dict[str, Member]:
+    return {m.root.rstrip("/") + "/": m for m in members}
+
+
+async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member]) -> None:
+    """Search every member's root with one rg; settle each member's future."""
+    batch = members[0].batch
+    roots: tuple[str, ...] = (".",)
+    if len(members) == 1:
+        cwd = members[0].root
+    else:
+        cwd, roots = "/", tuple(m.root for m in members)
+        for m in members:
+            m.collector.strip = len(m.root.rstrip("/")) + 1
+    prefixes = sorted(_locator(members).items(), key=lambda kv: -len(kv[0]))
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *build_argv(rg, query, exclude, roots),
+            cwd=cwd,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+    except OSError as exc:
+        error = BackendError(f"cannot start rg: {exc.strerror or exc}")
+        for m in members:
+            m.fail(error)
+        return
+    if batch is not None:
+        batch.proc = proc
+    stderr = asyncio.create_task(drain(proc.stderr))
+    try:
+        await _read(proc, stderr, query.deadline, members, prefixes)
+    except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
+        for m in members:
+            m.fail(exc if isinstance(exc, Exception) else BackendError("search cancelled"))
+        raise
+    finally:
+        await asyncio.shield(reap(proc, stderr))
+
+
+async def _read(
+    proc: asyncio.subprocess.Process,
+    stderr: asyncio.Task[bytes],
+    deadline: float,
+    members: Sequence[Member],
+    prefixes: Sequence[tuple[str, Member]],
+) -> None:
+    if proc.stdout is None:  # pragma: no cover - created with stdout=PIPE
+        raise BackendError("rg has no stdout")
+    single = members[0] if len(members) == 1 else None
+    parsed = 0
+    path: str | None = None
+    member: Member | None = None
+    try:
+        async with asyncio.timeout_at(deadline):
+            async with contextlib.aclosing(iter_lines(proc.stdout)) as lines:
+                async for raw in lines:
+                    event = parse_message(raw)
+                    if event is None:
+                        continue
+                    parsed += 1
+                    if event.kind == "summary":
+                        continue
+                    if event.path != path:
+                        path = event.path
+                        member = single or next((m for p, m in prefixes if path.startswith(p)), None)
+                    if member is None or not member.open():
+                        continue
+                    if not member.collector.feed(event):
+                        member.finish("capped", member.collector.capped)
+                        if not any(m.open() for m in members):
+                            return
+            returncode = await proc.wait()
+            err = await stderr
+    except TimeoutError:
+        for m in members:
+            m.finish("timeout", f"stopped at the deadline after {m.collector.started} files")
+        return
+    if returncode == 2 and parsed == 0:
+        error = BackendError(error_line(err))
+        for m in members:
+            m.fail(error)
+        return
+    if returncode not in (0, 1, 2):
+        error = BackendError(f"rg exited with status {returncode}")
+        for m in members:
+            m.fail(error)
+        return
+    for m in members:
+        m.finish("ok", "")
+
+
+def _independent(members: list[Member]) -> list[list[Member]]:
+    """Groups to run: all together, unless one root lies inside (or is) another."""
+    roots = sorted(m.root.rstrip("/") + "/" for m in members)
+    nested = any(b.startswith(a) for a, b in itertools.pairwise(roots))
+    return [[m] for m in members] if nested else [members]
+
+
+class Batcher:
+    """Coalesces concurrent searches that ask the same thing into one rg per turn."""
+
+    def __init__(self) -> None:
+        self._pending: dict[Hashable, tuple[str, SearchQuery, tuple[str, ...], list[Member]]] = {}
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def search(self, rg: str, query: SearchQuery, exclude: Sequence[str], member: Member) -> BackendResult:
+        key = (rg, query, tuple(exclude))
+        batch = self._pending.get(key)
+        if batch is None:
+            batch = (rg, query, tuple(exclude), [])
+            self._pending[key] = batch
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._launch, key)  # two turns: let the whole fan-out join
+        batch[3].append(member)
+        try:
+            return await member.future
+        finally:
+            # The last of a batch to leave waits until rg is reaped: no process outlives its callers.
+            done = member.batch
+            if done is not None and done.task is not None and all(m.future.done() for m in done.members):
+                await asyncio.wait({done.task})
+
+    def _launch(self, key: Hashable) -> None:
+        rg, query, exclude, members = self._pending.pop(key)
+        for group in _independent(members):
+            batch = _Batch(group)
+            for m in group:
+                m.batch = batch
+                m.future.add_done_callback(batch.abandoned)
+            task = asyncio.get_running_loop().create_task(run(rg, query, exclude, group))
+            batch.task = task
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+            task.add_done_callback(_retrieve)
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # settled on the members' futures already

@@ -1,0 +1,115 @@
+"""Several ripgrep namespaces searched for the same thing share one rg process."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from adapters.ripgrep import RipgrepBackend, RipgrepSettings
+from gateway.models import BackendResult, SearchQuery
+from tests.test_ripgrep import rg_children
+
+
+def _repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+async def _together(backends: list[RipgrepBackend], query: SearchQuery) -> list[BackendResult]:
+    return list(await asyncio.gather(*(b.search(query) for b in backends)))
+
+
+def _query(**kw: object) -> SearchQuery:
+    return SearchQuery(text="needle", deadline=time.monotonic() + 30, **kw)  # type: ignore[arg-type]
+
+
+class TestBatch:
+    async def test_each_namespace_gets_its_own_files(self, tmp_path: Path) -> None:
+        """Concurrent searches come back split by namespace, paths relative to each root."""
+        a = _repo(tmp_path / "a", {"x.py": "needle\n", "sub/y.py": "needle\n"})
+        b = _repo(tmp_path / "b", {"z.py": "needle\nneedle\n", ".gitignore": "ign/\n", "ign/w.py": "needle\n"})
+        ra, rb = await _together(
+            [RipgrepBackend("a", RipgrepSettings(root=str(a))), RipgrepBackend("b", RipgrepSettings(root=str(b)))],
+            _query(),
+        )
+        assert sorted(f.path for f in ra.files) == ["sub/y.py", "x.py"]
+        assert [(f.path, len(f.hits)) for f in rb.files] == [("z.py", 2)]
+
+    async def test_own_excludes_and_caps_hold_in_a_batch(self, tmp_path: Path) -> None:
+        """Each namespace keeps its anchored excludes and its caps when batched."""
+        a = _repo(tmp_path / "a", {"sub/y.py": "needle\n", "x.py": "needle\n"})
+        b = _repo(tmp_path / "b", {f"f{i}.txt": "needle\n" for i in range(6)})
+        ra, rb = await _together(
+            [
+                RipgrepBackend("a", RipgrepSettings(root=str(a), exclude=["sub/**"])),
+                RipgrepBackend("b", RipgrepSettings(root=str(b), exclude=["sub/**"], max_files=2)),
+            ],
+            _query(),
+        )
+        assert [f.path for f in ra.files] == ["x.py"] and ra.status == "ok"
+        assert rb.status == "capped" and len(rb.files) == 2
+
+    async def test_nested_roots_are_searched_apart(self, tmp_path: Path) -> None:
+        """A root inside another is not batched with it, so neither sees the other's files twice."""
+        outer = _repo(tmp_path / "outer", {"o.txt": "needle\n"})
+        inner = _repo(outer / "inner", {"i.txt": "needle\n"})
+        ro, ri = await _together(
+            [
+                RipgrepBackend("o", RipgrepSettings(root=str(outer))),
+                RipgrepBackend("i", RipgrepSettings(root=str(inner))),
+            ],
+            _query(),
+        )
+        assert [f.path for f in ri.files] == ["i.txt"]
+        assert "o.txt" in [f.path for f in ro.files]
+
+    async def test_one_process_for_the_batch(self, tmp_path: Path) -> None:
+        """Three namespaces searched together run one rg, reaped when they all return."""
+        big = b"needle in a haystack\n" * 400_000
+        roots = []
+        for name in "abc":
+            root = _repo(tmp_path / name, {})
+            (root / "many.txt").write_bytes(big)
+            roots.append(root)
+        backends = [
+            RipgrepBackend(n, RipgrepSettings(root=str(r), max_hits=10**9)) for n, r in zip("abc", roots, strict=True)
+        ]
+        task = asyncio.create_task(_together(backends, _query()))
+        seen: set[int] = set()
+        for _ in range(500):
+            seen = rg_children()
+            if seen or task.done():
+                break
+            await asyncio.sleep(0.01)
+        assert len(seen) == 1
+        results = await task
+        assert all(r.status == "ok" and r.files for r in results)
+        assert rg_children() == set()
+
+    async def test_cancelling_every_caller_kills_rg(self, tmp_path: Path) -> None:
+        """When every caller of a batch is cancelled, rg is killed and reaped."""
+        roots = []
+        for name in "ab":
+            root = _repo(tmp_path / name, {})
+            (root / "many.txt").write_bytes(b"needle\n" * 2_000_000)
+            roots.append(root)
+        backends = [
+            RipgrepBackend(n, RipgrepSettings(root=str(r), max_hits=10**9)) for n, r in zip("ab", roots, strict=True)
+        ]
+        task = asyncio.create_task(_together(backends, _query()))
+        for _ in range(500):
+            if rg_children():
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert rg_children() == set()
