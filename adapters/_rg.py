@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_MAX_FILES",
     "DEFAULT_MAX_HITS",
     "RANK_HIT_CAP",
+    "SKIPPED_PREFIXES",
     "Collector",
     "RgEvent",
     "build_argv",
@@ -83,6 +84,40 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
+def _first_line(obj: Any) -> str | bytes | None:
+    """The first line of an rg "lines" object, as text when rg sent text."""
+    if isinstance(obj, dict):
+        text = obj.get("text")
+        if isinstance(text, str):
+            return text.split("\n", 1)[0].removesuffix("\r")
+    raw = _data(obj)
+    return None if raw is None else raw.split(b"\n", 1)[0].removesuffix(b"\r")
+
+
+def _path(obj: Any) -> str | None:
+    if isinstance(obj, dict):
+        text = obj.get("text")
+        if isinstance(text, str):
+            return text.removeprefix("./")
+    raw = _data(obj)
+    return None if raw is None else _decode(raw).removeprefix("./")
+
+
+def _column(first: str | bytes, start: Any) -> int | None:
+    """1-based character column of a byte offset into the line."""
+    if not isinstance(start, int) or start < 0:
+        return None
+    if isinstance(first, str):
+        if first.isascii():
+            return start + 1 if start <= len(first) else None
+        first = first.encode("utf-8", errors="surrogatepass")
+    return 1 + len(_decode(first[:start])) if start <= len(first) else None
+
+
+#: rg's begin/end records carry nothing a search needs (a new path starts a new file).
+SKIPPED_PREFIXES = (b'{"type":"begin"', b'{"type":"end"')
+
+
 def parse_message(raw: bytes) -> RgEvent | None:
     """Parse one line of ``rg --json`` output; ``None`` for anything unusable."""
     try:
@@ -96,24 +131,21 @@ def parse_message(raw: bytes) -> RgEvent | None:
         return RgEvent("summary")
     if kind not in ("begin", "match", "context", "end") or not isinstance(data, dict):
         return None
-    path_bytes = _data(data.get("path"))
-    if path_bytes is None:
+    path = _path(data.get("path"))
+    if path is None:
         return None
-    path = _decode(path_bytes).removeprefix("./")
     if kind in ("begin", "end"):
         return RgEvent(kind, path)
     line_number = data.get("line_number")
-    lines = _data(data.get("lines"))
-    if not isinstance(line_number, int) or lines is None:
+    first = _first_line(data.get("lines"))
+    if not isinstance(line_number, int) or first is None:
         return None
-    first = lines.split(b"\n", 1)[0].removesuffix(b"\r")
     column = None
     submatches = data.get("submatches")
-    if kind == "match" and isinstance(submatches, list) and submatches:
-        start = submatches[0].get("start") if isinstance(submatches[0], dict) else None
-        if isinstance(start, int) and 0 <= start <= len(first):
-            column = 1 + len(_decode(first[:start]))
-    return RgEvent(kind, path, line_number, _decode(first), column)
+    if kind == "match" and isinstance(submatches, list) and submatches and isinstance(submatches[0], dict):
+        column = _column(first, submatches[0].get("start"))
+    text = first if isinstance(first, str) else _decode(first)
+    return RgEvent(kind, path, line_number, text, column)
 
 
 class Collector:

@@ -20,7 +20,16 @@ import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from adapters._rg import Collector, build_argv, drain, error_line, iter_lines, parse_message, reap
+from adapters._rg import (
+    SKIPPED_PREFIXES,
+    Collector,
+    build_argv,
+    drain,
+    error_line,
+    iter_lines,
+    parse_message,
+    reap,
+)
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 
@@ -123,10 +132,12 @@ async def _read(
         async with asyncio.timeout_at(deadline):
             async with contextlib.aclosing(iter_lines(proc.stdout)) as lines:
                 async for raw in lines:
+                    parsed += 1
+                    if raw.startswith(SKIPPED_PREFIXES):
+                        continue
                     event = parse_message(raw)
                     if event is None:
                         continue
-                    parsed += 1
                     if event.kind == "summary":
                         continue
                     if event.path != path:

@@ -1,21 +1,29 @@
-"""local: `fedsearch search` in-process vs one `rg --json` process over the same checkouts.
+"""local: fedsearch vs one `rg --json` process over the same checkouts.
 
-    .venv/bin/python bench/local.py [--rounds 7] [--queries q1,q2,...] [--dir DIR]
+    .venv/bin/python bench/local.py [--rounds 7] [--queries q1,q2,...] [--dir DIR] [--http]
 
-Runs A B A B (fedsearch, rg) for each query, prints min/median/max per side and the
-median ratio fedsearch/rg per query, then the median of those ratios.
+fedsearch runs in-process (SearchService.search), or with --http as `fedsearch serve`
+asked over HTTP (warm). rg's output is read through a pipe, as any consumer of it
+must. Runs A B A B for each query, prints min/median/max per side and the median
+ratio fedsearch/rg per query, then the median of those ratios.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -24,7 +32,7 @@ from bench.corpus import build, size
 from gateway.config import config_from_env
 from gateway.log import configure
 from gateway.service import SearchService
-from gateway.wire import parse_request
+from gateway.wire import SearchRequest, parse_request
 
 QUERIES = ("register_widget", "def __init__", "ClientSession", "TODO", "import os", "raise ValueError")
 
@@ -33,12 +41,45 @@ def rg_once(rg: str, dirs: list[Path], query: str) -> float:
     started = time.perf_counter()
     subprocess.run(
         [rg, "--json", "--no-config", "-S", "-F", "-e", query, "--", *map(str, dirs)],
-        stdout=subprocess.DEVNULL, check=False,
+        stdout=subprocess.PIPE, check=False,
     )
     return time.perf_counter() - started
 
 
-async def fed_once(service: SearchService, query: str) -> tuple[float, int]:
+class Http:
+    """`fedsearch serve` over the corpus, asked over HTTP."""
+
+    def __init__(self, base: Path) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(self.port)],
+            stderr=subprocess.DEVNULL, env=dict(os.environ, FEDSEARCH_LOG_LEVEL="warning"),
+        )
+        self.session: aiohttp.ClientSession | None = None
+
+    async def search(self, request: SearchRequest) -> dict[str, Any]:
+        if self.session is None:
+            self.session = aiohttp.ClientSession()
+        url = f"http://127.0.0.1:{self.port}/v1/search"
+        for _ in range(300):
+            try:
+                async with self.session.post(url, data=orjson.dumps(request.model_dump())) as resp:
+                    data: dict[str, Any] = await resp.json()
+                    return data
+            except aiohttp.ClientConnectorError:
+                await asyncio.sleep(0.1)
+        raise RuntimeError("fedsearch serve did not come up")
+
+    async def aclose(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+async def fed_once(service: SearchService | Http, query: str) -> tuple[float, int]:
     started = time.perf_counter()
     answer = await service.search(parse_request({"query": query, "timeout_ms": 60_000}))
     return time.perf_counter() - started, answer["file_count"]
@@ -53,6 +94,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--queries", default=",".join(QUERIES))
     parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
+    parser.add_argument("--http", action="store_true", help="ask `fedsearch serve` over HTTP")
     args = parser.parse_args()
     configure(level="error")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
@@ -60,7 +102,10 @@ async def main() -> None:
     nfiles, nbytes = size(dirs)
     print(f"corpus: {len(dirs)} checkouts, {nfiles} files, {nbytes / 1e6:.1f} MB under {base}")
     rg = find_rg()
-    service = SearchService(config_from_env(root=str(base), env={}))
+    service: SearchService | Http = (
+        Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
+    )
+    print(f"fedsearch: {'HTTP (fedsearch serve, warm)' if args.http else 'in-process'}")
     ratios = []
     try:
         for query in args.queries.split(","):
