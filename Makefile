@@ -7,7 +7,7 @@ ROOT   ?= .
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest fuzz bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ pytest: $(STAMP)
 	$(BIN)/coverage report --precision=1 | tail -n 1
 
 test: lint typecheck pytest
+
+# The long fuzz run: ten times the in-suite budget (about 10,000 cases); prints the count.
+fuzz: $(STAMP)
+	FEDSEARCH_FUZZ_SCALE=10 $(BIN)/pytest tests/test_fuzz.py -p no:cacheprovider --timeout=3600
 
 bench: $(STAMP)
 	$(BIN)/python bench/local.py

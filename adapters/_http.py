@@ -30,12 +30,15 @@ from gateway.errors import (
     BackendTimeout,
     BackendUnavailable,
     RateLimited,
+    Transient,
 )
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "ConnectionLost",
     "HttpBackend",
     "HttpSettings",
+    "Unreachable",
     "check_status",
     "map_client_errors",
     "read_body",
@@ -55,6 +58,14 @@ class HttpSettings(BackendSettings):
     url: str = Field(default="", description="The backend's base URL.")
     token_env: str | None = Field(default=None, description="Environment variable holding the token.")
     max_bytes: int = Field(default=DEFAULT_MAX_BYTES, ge=1024, description="Response size cap.")
+
+
+class Unreachable(BackendUnavailable, Transient):
+    """Refused, not connected in time, or answered 502/503/504: a retry (elsewhere, later) may work."""
+
+
+class ConnectionLost(BackendError, Transient):
+    """The connection was closed or reset before the answer was whole: a retry may work."""
 
 
 def token_from_env(name: str | None) -> str | None:
@@ -102,7 +113,7 @@ def check_status(resp: aiohttp.ClientResponse) -> None:
     if status in (401, 403):
         raise BackendError(f"HTTP {status}: not authorised")
     if status in (502, 503, 504):
-        raise BackendUnavailable(f"HTTP {status}", retry_after=retry_after(headers))
+        raise Unreachable(f"HTTP {status}", retry_after=retry_after(headers))
     raise BackendError(f"HTTP {status}")
 
 
@@ -150,16 +161,20 @@ async def map_client_errors() -> AsyncIterator[None]:
         yield
     except BackendError:
         raise
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise Unreachable("cannot connect: timed out") from exc
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raise BackendTimeout("timed out") from exc
+    except aiohttp.ClientSSLError as exc:
+        raise BackendUnavailable(f"TLS failure: {type(exc).__name__}") from exc
     except aiohttp.ClientConnectorError as exc:
-        raise BackendUnavailable(f"cannot connect: {exc.os_error.strerror or 'refused'}") from exc
+        raise Unreachable(f"cannot connect: {exc.os_error.strerror or 'refused'}") from exc
     except aiohttp.ServerDisconnectedError as exc:
-        raise BackendError("connection closed by the server") from exc
+        raise ConnectionLost("connection closed by the server") from exc
     except aiohttp.ClientPayloadError as exc:
-        raise BackendError("connection reset mid-body") from exc
+        raise ConnectionLost("connection reset mid-body") from exc
     except aiohttp.ClientOSError as exc:
-        raise BackendError(f"connection error: {exc.strerror or type(exc).__name__}") from exc
+        raise ConnectionLost(f"connection error: {exc.strerror or type(exc).__name__}") from exc
     except aiohttp.ClientError as exc:
         raise BackendError(f"HTTP client error: {type(exc).__name__}") from exc
     except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:

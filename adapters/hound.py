@@ -31,6 +31,7 @@ from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_js
 from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
+from gateway.log import scrub
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
 
 __all__ = ["HoundBackend", "HoundSettings", "build_params", "parse_response"]
@@ -122,7 +123,7 @@ def _file(repo: str, raw: Mapping[str, Any], query: SearchQuery, column: Callabl
 def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
     """Our result from Hound's ``{"Results": {repo: {...}}}``."""
     if data.get("Error"):
-        raise BackendError(f"hound rejected the query: {str(data['Error'])[:200]}")
+        raise BackendError(f"hound rejected the query: {scrub(str(data['Error']))[:200]}")
     column = matcher(query)
     files: list[FileMatch] = []
     sent = found = 0

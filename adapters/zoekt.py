@@ -49,7 +49,12 @@ _GO_META = frozenset("\\.+*?()|[]{}^$")
 
 
 class ZoektSettings(HttpSettings):
-    """``urls`` are replicas of one index (the first is asked); ``repos`` a regex on repository names."""
+    """``urls`` are replicas of one index; ``repos`` a regex on repository names.
+
+    :meth:`ZoektBackend.search` asks the first replica; the resilience layer
+    (:mod:`gateway.resilience`) spreads requests over all of them, fails over and
+    hedges through :meth:`ZoektBackend.search_replica`.
+    """
 
     urls: list[str] = Field(default_factory=list, description="zoekt-webserver replicas.")
     repos: str = Field(default="", description="Regex on repository names (zoekt `repo:`).")
@@ -297,14 +302,22 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
+    def replicas(self) -> int:
+        """How many replicas serve this index."""
+        return len(self.settings.endpoints)
+
     async def search(self, query: SearchQuery) -> BackendResult:
+        return await self.search_replica(query, 0)
+
+    async def search_replica(self, query: SearchQuery, replica: int) -> BackendResult:
+        """Search on replica ``replica`` (an index into ``urls``)."""
         if query.mode not in self.modes:
             raise Unsupported(f"zoekt cannot search in {query.mode} mode")
         if self.settings.token_env and not token_from_env(self.settings.token_env):
             raise BackendError(f"token variable {self.settings.token_env} is not set")
         keep = PathFilter.build(query.paths, query.languages)
         body = build_request(query, self.settings.repos)
-        url = self.settings.endpoints[0].rstrip("/") + "/api/search"
+        url = self.settings.endpoints[replica].rstrip("/") + "/api/search"
         async with map_client_errors():
             async with self.session.post(
                 url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False

@@ -54,8 +54,9 @@ from gateway.backend import FileTree
 from gateway.errors import BackendUnavailable, InvalidRequest, NotFound, Unsupported
 from gateway.globs import MAX_GLOB_LENGTH, validate_glob
 from gateway.log import get_logger
-from gateway.middleware import ACCESS, SERVICE, json_response
+from gateway.middleware import ACCESS, json_response
 from gateway.models import Mode
+from gateway.reload import service_of
 from gateway.service import Access, SearchService
 from gateway.wire import SearchRequest, parse_request, problem_fields
 
@@ -165,7 +166,7 @@ def _afi(handler: Handler) -> Handler:
 def _context(request: web.Request) -> tuple[SearchService, Access]:
 
     access: Access = request.get(ACCESS)
-    return request.app[SERVICE], access
+    return service_of(request), access
 
 
 # --- paths ---------------------------------------------------------------------------

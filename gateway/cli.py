@@ -63,10 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     _common(v)
     v.add_argument("--host", help="bind address (default from config, 127.0.0.1)")
     v.add_argument("--port", type=int, help="port (default from config, 8080)")
+    v.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes sharing the port (default 1)")
 
     m = sub.add_parser("mcp", help="serve MCP over stdio, or streamable HTTP with --http")
     _common(m)
     m.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    m.add_argument(
+        "--token",
+        metavar="TOKEN|env:VAR",
+        help="stdio only: see what this configured token sees (env:VAR reads it from $VAR)",
+    )
 
     n = sub.add_parser("namespaces", help="list the namespaces")
     _common(n)
@@ -199,15 +205,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from gateway.server import serve
 
     config = _config(args)
-    serve(config, host=args.host, port=args.port)
-    return EXIT_OK
+    return serve(config, host=args.host, port=args.port, workers=args.workers, load=lambda: _config(args))
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     import importlib
 
     run_mcp = importlib.import_module("gateway.mcp").run_mcp  # written with the MCP surface
-    run_mcp(_config(args), http=args.http)
+    run_mcp(_config(args), http=args.http, token=args.token)
     return EXIT_OK
 
 

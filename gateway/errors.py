@@ -15,6 +15,9 @@
         │                                 that can return partial results; see BackendResult)
         └── Unsupported                   cannot do what was asked (a mode, reading files)
 
+    Transient                             a mixin marking a BackendError a retry may cure:
+                                          a connection refused or reset, a 502/503/504
+
 Adapters translate foreign errors (aiohttp, JSON, subprocess) into this tree once,
 at their edge; nothing above an adapter sees a library's exception.
 """
@@ -33,6 +36,7 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "RateLimited",
+    "Transient",
     "UnknownNamespace",
     "Unsupported",
 ]
@@ -112,3 +116,7 @@ class Unsupported(BackendError):
     """The backend cannot do what was asked (a search mode, reading files)."""
 
     status: Status = "unsupported"
+
+
+class Transient:
+    """Mixin marking a :class:`BackendError` a retry may cure (refused or reset connection, 502/503/504)."""

@@ -5,6 +5,13 @@ request's)``; a bounded semaphore keeps at most ``concurrency`` backends busy at
 once, so a thousand namespaces work. A namespace that raises, hangs or answers
 garbage costs only itself: its Outcome says how, and the others are untouched.
 Outcomes come back in the order of the routes, whatever order backends answer in.
+
+Deadlines: a namespace's backend is handed its own deadline in the query (adapters
+forward it to backends that take one, and return what they found when it comes); it
+gets ``GRACE_S`` more to hand that back, then it is cancelled and reported ``timeout``
+(a late answer is dropped). The answer itself never waits past the request's deadline
+plus ``GRACE_S`` and twice ``SETTLE_S``: a backend that ignores its cancellation is
+left behind (and logged), never waited for.
 """
 
 from __future__ import annotations
@@ -20,10 +27,15 @@ from gateway.errors import BackendError
 from gateway.log import get_logger
 from gateway.models import BackendResult, Outcome, SearchQuery, Status
 
-__all__ = ["GRACE_S", "Route", "fan_out"]
+__all__ = ["GRACE_S", "SETTLE_S", "Route", "fan_out"]
 
 #: How long past its deadline a backend may take to hand back what it has.
 GRACE_S = 0.03
+#: How long a cancelled namespace may take to let go before the answer leaves without it.
+SETTLE_S = 0.005
+
+#: Namespaces that ignored their cancellation, kept referenced until they end.
+_abandoned: set[asyncio.Task[Outcome]] = set()
 
 log = get_logger("fedsearch.fanout")
 
@@ -46,11 +58,15 @@ def _counts(result: BackendResult | None) -> tuple[int, int]:
     return len(result.files), sum(len(f.hits) for f in result.files)
 
 
-async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore) -> Outcome:
-    start = time.monotonic()
-    deadline = query.deadline
-    if route.timeout_ms is not None:
-        deadline = min(deadline, start + route.timeout_ms / 1000)
+def _deadline(route: Route, query: SearchQuery, start: float) -> float:
+    """``min(its timeout_ms, what is left of the request's)`` as an absolute time."""
+    if route.timeout_ms is None:
+        return query.deadline
+    return min(query.deadline, start + route.timeout_ms / 1000)
+
+
+async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start: float) -> Outcome:
+    deadline = _deadline(route, query, start)
     backend = route.backend
     kind = backend.kind
     status: Status = "ok"
@@ -76,6 +92,18 @@ async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore) -> Out
         except Exception as exc:  # a bug in one adapter costs only its namespace
             status, error = "error", f"internal error in {kind} adapter: {type(exc).__name__}"
             log.error("backend_crashed", namespace=route.namespace, backend=kind, exc_info=exc)
+    return _outcome(route, status, start, result, error, retry_after)
+
+
+def _outcome(
+    route: Route,
+    status: Status,
+    start: float,
+    result: BackendResult | None = None,
+    error: str = "",
+    retry_after: float | None = None,
+) -> Outcome:
+    kind = route.backend.kind
     took_ms = round((time.monotonic() - start) * 1000)
     files, hits = _counts(result)
     log.info(
@@ -100,9 +128,49 @@ async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore) -> Out
     )
 
 
+def _late(route: Route, query: SearchQuery, start: float) -> Outcome:
+    """The outcome of a namespace that had to be cancelled from outside."""
+    limit = round((_deadline(route, query, start) - start) * 1000)
+    return _outcome(route, "timeout", start, error=f"no answer within {limit} ms")
+
+
+async def _settle(tasks: Sequence[asyncio.Task[Outcome]]) -> None:
+    """Cancel ``tasks``, give them SETTLE_S to end, and abandon (but keep referenced) the rest."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    _, stuck = await asyncio.wait(tasks, timeout=SETTLE_S)
+    for task in stuck:
+        log.warning("backend_ignores_cancellation", task=task.get_name())
+        _abandoned.add(task)
+        task.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Task[Outcome]) -> None:
+    _abandoned.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: nobody waits for it any more
+
+
 async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int = 64) -> list[Outcome]:
     """Search every route concurrently (at most ``concurrency`` at once) under the query's deadline."""
     if not routes:
         return []
     gate = asyncio.Semaphore(concurrency)
-    return list(await asyncio.gather(*(_one(route, query, gate) for route in routes)))
+    start = time.monotonic()
+    tasks = [
+        asyncio.create_task(_one(route, query, gate, start), name=f"fanout:{route.namespace}") for route in routes
+    ]
+    try:
+        limit = max(0.0, query.deadline + GRACE_S - time.monotonic()) + SETTLE_S
+        _, pending = await asyncio.wait(tasks, timeout=limit)
+        await _settle([t for t in tasks if t in pending])
+    except BaseException:
+        await asyncio.shield(_settle(tasks))
+        raise
+    return [
+        task.result() if task.done() and not task.cancelled() and task.exception() is None
+        else _late(route, query, start)
+        for task, route in zip(tasks, routes, strict=True)
+    ]

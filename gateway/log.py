@@ -1,9 +1,22 @@
-"""The structlog chain, configured once: contextvars first, redaction, renderer last.
+"""The structlog chain, configured once: contextvars first, tracebacks, redaction, renderer last.
 
 Logs go to stderr (stdout belongs to the CLI's answer and to MCP's stdio
 transport): JSON lines when stderr is not a terminal, readable console lines on
-one. Values of the environment variables named by ``token_env`` settings, and
-anything under a secret-looking key, are redacted before rendering.
+one.
+
+Secrets never reach a log line:
+
+* values registered with :func:`redact_values` (``open_backend`` registers the
+  value of every ``token_env``), also percent-encoded, become ``[REDACTED]``;
+* so does anything under a secret-looking key (``authorization``, ``token``,
+  ``api_key`` ...) and anything that looks like a credential (``Bearer …``,
+  ``ghp_…``, ``glpat-…``, ``sgp_…``), matched with RE2;
+* tracebacks are rendered as plain text *before* redaction (so an exception
+  message carrying a secret is scrubbed too) and never with frame locals: the
+  stock ``dict_tracebacks`` / rich tracebacks that show locals are not used;
+* stdlib logging (aiohttp, uvicorn, mcp) goes through one handler whose filter
+  scrubs the formatted message and traceback the same way. aiohttp's access log
+  is off (``access_log=None``): its default format logs the full request line.
 """
 
 from __future__ import annotations
@@ -11,15 +24,26 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Iterable, MutableMapping
 from typing import Any
+from urllib.parse import quote
 
+import re2
 import structlog
 
-__all__ = ["configure", "get_logger", "redact_values"]
+__all__ = ["REDACTED", "configure", "get_logger", "redact", "redact_values", "scrub"]
 
-_SECRET_KEYS = ("token", "secret", "password", "authorization", "cookie", "api_key")
+REDACTED = "[REDACTED]"
+_SECRET_KEYS = ("token", "secret", "password", "passwd", "authorization", "cookie", "api_key", "apikey",
+                "credential")
+#: Credential-looking text: an auth scheme and its value, or a well-known token prefix.
+_CREDENTIAL = re2.compile(
+    r"(?i)((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}"
+    r"|\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,}|glpat-[A-Za-z0-9_-]{16,}|sgp_[A-Za-z0-9_]{16,})"
+)
 _secret_values: set[str] = set()
+_HANDLER_NAME = "fedsearch"
 
 
 def redact_values(values: Iterable[str | None]) -> None:
@@ -27,32 +51,72 @@ def redact_values(values: Iterable[str | None]) -> None:
     for value in values:
         if value and len(value) >= 4:
             _secret_values.add(value)
+            _secret_values.add(quote(value, safe=""))
+
+
+def _mask(match: Any) -> str:
+    prefix = match.group(1)
+    return (prefix + REDACTED) if prefix else REDACTED
+
+
+def scrub(text: str) -> str:
+    """``text`` with every registered secret value and credential-looking token replaced."""
+    for secret in _secret_values:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return str(_CREDENTIAL.sub(_mask, text))
 
 
 def _scrub(value: Any) -> Any:
     if isinstance(value, str):
-        for secret in _secret_values:
-            if secret in value:
-                value = value.replace(secret, "[REDACTED]")
-        return value
+        return scrub(value)
+    if isinstance(value, bytes):
+        return scrub(value.decode("utf-8", "replace"))
     if isinstance(value, dict):
         return {k: _redact_pair(k, v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(_scrub(v) for v in value)
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_scrub(v) for v in value]
+    if isinstance(value, BaseException):
+        return scrub(f"{type(value).__name__}: {value}")
     return value
 
 
 def _redact_pair(key: Any, value: Any) -> Any:
     if isinstance(key, str) and any(s in key.lower() for s in _SECRET_KEYS):
-        return "[REDACTED]"
+        return REDACTED
     return _scrub(value)
 
 
 def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """A structlog processor: secret keys and registered secret values become [REDACTED]."""
+    """A structlog processor: secret keys, registered secret values and credentials become [REDACTED]."""
     for key in list(event):
+        if key == "exc_info":  # rendered (as text, without locals) by the processor before this one
+            continue
         event[key] = _redact_pair(key, event[key])
     return event
+
+
+def _plain_traceback(exc_info: Any) -> str:
+    """A traceback as text: frames and source lines, never frame locals."""
+    return "".join(traceback.format_exception(*exc_info)).rstrip("\n")
+
+
+class _RedactingFilter(logging.Filter):
+    """Scrubs a stdlib record's message, traceback and stack before any handler formats it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string: log the template alone
+            message = str(record.msg)
+        record.msg, record.args = scrub(message), None
+        if record.exc_info and record.exc_info[0] is not None:
+            record.exc_text = scrub(_plain_traceback(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = scrub(record.exc_text)
+        if record.stack_info:
+            record.stack_info = scrub(record.stack_info)
+        return True
 
 
 class _Stderr:
@@ -65,6 +129,19 @@ class _Stderr:
         sys.stderr.flush()
 
 
+def _stdlib_handler(level: int) -> None:
+    """One root handler to stderr with the redacting filter (replaced, not duplicated, on reconfigure)."""
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(old)
+    handler = logging.StreamHandler(_Stderr())
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(logging.Formatter(logging.BASIC_FORMAT))
+    handler.addFilter(_RedactingFilter())
+    root.addHandler(handler)
+    root.setLevel(level)
+
+
 def configure(level: str | None = None, json: bool | None = None) -> None:
     """Configure structlog and stdlib logging to stderr (idempotent)."""
     level_name = (level or os.environ.get("FEDSEARCH_LOG_LEVEL", "info")).upper()
@@ -73,22 +150,22 @@ def configure(level: str | None = None, json: bool | None = None) -> None:
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if as_json
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     )
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,  # plain text, no locals; before redaction
             redact,
-            structlog.processors.format_exc_info,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    logging.basicConfig(level=max(numeric, logging.WARNING), stream=sys.stderr)
+    _stdlib_handler(max(numeric, logging.WARNING))
 
 
 def get_logger(name: str = "fedsearch") -> Any:

@@ -16,6 +16,14 @@ tool untouched.
 ``run_mcp`` serves stdio (stdout carries only the protocol; logs go to stderr) or
 streamable HTTP on ``HOST:PORT`` at ``/mcp``, and owns the service: it is opened
 before serving and closed after, also when SIGTERM/SIGINT stops the HTTP server.
+
+Access. Over HTTP with ``[[tokens]]`` configured, :class:`BearerAuth` checks every
+request's ``Authorization: Bearer`` token exactly as the HTTP gateway does (the same
+uniform 401 problem) and puts that token's namespace predicate in the ASGI scope's
+``state``; each tool call reads it from its request (:func:`caller_access`), and a
+call without one sees nothing. Over stdio the server runs as the local user and sees
+everything, unless ``--token`` (a token, or ``env:VAR`` naming the variable holding
+it) picks a configured token's view (:func:`stdio_access`).
 """
 
 from __future__ import annotations
@@ -29,12 +37,13 @@ from typing import Any
 
 import orjson
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gateway.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.log import configure, get_logger
@@ -44,13 +53,17 @@ from gateway.wire import SearchRequest, SearchResponse, problem_fields
 
 __all__ = [
     "MCP_PATH",
+    "BearerAuth",
     "NamespacesResult",
     "ReadFileRequest",
     "ReadFileResult",
     "build_server",
+    "caller_access",
+    "http_app",
     "numbered",
     "parse_endpoint",
     "run_mcp",
+    "stdio_access",
 ]
 
 MCP_PATH = "/mcp"
@@ -151,7 +164,8 @@ class _RawArguments(FuncMetadata):
         return {"arguments": dict(arguments_to_validate)}
 
 
-Handler = Callable[[dict[str, Any]], Awaitable[CallToolResult]]
+Handler = Callable[[dict[str, Any], Access], Awaitable[CallToolResult]]
+ToolFn = Callable[..., Awaitable[CallToolResult]]
 
 
 def _text(data: Any) -> TextContent:
@@ -168,13 +182,13 @@ def _failure(body: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[_text(body)], is_error=True)
 
 
-def _guarded(name: str, handler: Handler) -> Handler:
-    """``handler`` with errors turned into problem-JSON tool errors, and one log event per call."""
+def _guarded(name: str, handler: Handler, access: Access) -> ToolFn:
+    """``handler`` with the caller's access, errors turned into problem-JSON tool errors, one log event."""
 
-    async def call(arguments: dict[str, Any]) -> CallToolResult:
+    async def call(arguments: dict[str, Any], ctx: Context | None = None) -> CallToolResult:
         started = time.monotonic()
         try:
-            result = await handler(arguments)
+            result = await handler(arguments, caller_access(ctx, access))
         except GatewayError as exc:
             if not isinstance(exc, InvalidRequest | NotFound | Unsupported):
                 log.warning("mcp_tool_failed", tool=name, error=type(exc).__name__)
@@ -200,10 +214,11 @@ def _tool(
     handler: Handler,
     input_model: type[BaseModel],
     output_model: type[BaseModel],
+    access: Access,
 ) -> Tool:
     """A read-only tool whose schemas are exactly the given models' JSON schemas."""
     return Tool(
-        fn=_guarded(name, handler),
+        fn=_guarded(name, handler, access),
         name=name,
         title=title,
         description=description,
@@ -214,6 +229,7 @@ def _tool(
             output_model=output_model,
         ),
         is_async=True,
+        context_kwarg="ctx",
         annotations=READ_ONLY,
     )
 
@@ -242,23 +258,26 @@ def numbered(result: dict[str, Any], asked_end: int | None = None) -> str:
 
 
 def build_server(service: SearchService, access: Access = None) -> MCPServer:
-    """The MCP server over ``service``, showing only what ``access`` lets the caller see."""
+    """The MCP server over ``service``, showing only what ``access`` lets the caller see
+    (unless :class:`BearerAuth` gave the request its own access)."""
 
-    async def search(arguments: dict[str, Any]) -> CallToolResult:
+    async def search(arguments: dict[str, Any], access: Access) -> CallToolResult:
         return _answer(await service.search_json(arguments, access))
 
-    async def read_file(arguments: dict[str, Any]) -> CallToolResult:
+    async def read_file(arguments: dict[str, Any], access: Access) -> CallToolResult:
         req: ReadFileRequest = _validate(ReadFileRequest, arguments)
         result = await service.read_file(req.namespace, req.path, req.start_line, req.end_line, access)
         return _answer(result, text=numbered(result, req.end_line))
 
-    async def namespaces(arguments: dict[str, Any]) -> CallToolResult:
+    async def namespaces(arguments: dict[str, Any], access: Access) -> CallToolResult:
         _validate(NamespacesRequest, arguments)
         return _answer({"namespaces": service.namespaces(access)})
 
     tools = [
-        _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse),
-        _tool("read_file", "Read a file", READ_FILE_DESCRIPTION, read_file, ReadFileRequest, ReadFileResult),
+        _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse, access),
+        _tool(
+            "read_file", "Read a file", READ_FILE_DESCRIPTION, read_file, ReadFileRequest, ReadFileResult, access
+        ),
         _tool(
             "namespaces",
             "List namespaces",
@@ -266,9 +285,26 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
             namespaces,
             NamespacesRequest,
             NamespacesResult,
+            access,
         ),
     ]
     return MCPServer(name=SERVER_NAME, title="fedsearch", instructions=INSTRUCTIONS, tools=tools)
+
+
+# --- access ------------------------------------------------------------------------------
+
+def caller_access(ctx: Context | None, default: Access) -> Access:
+    """The access :class:`BearerAuth` put in this call's HTTP request, else ``default``."""
+    request = None
+    if ctx is not None:
+        with contextlib.suppress(ValueError, AttributeError):
+            request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    if isinstance(state, dict) and ACCESS_STATE in state:
+        found: Access = state[ACCESS_STATE]
+        return found
+    return default
 
 
 # --- running it ------------------------------------------------------------------------
@@ -303,32 +339,48 @@ class _Uvicorn(uvicorn.Server):
         self.should_exit = True
 
 
-async def _serve_http(server: MCPServer, host: str, port: int) -> None:
-    app = server.streamable_http_app(
+def http_app(server: MCPServer, host: str, table: TokenTable) -> Any:
+    """The ASGI app serving ``server`` at ``/mcp``, behind :class:`BearerAuth` when tokens exist."""
+    app: Any = server.streamable_http_app(
         streamable_http_path=MCP_PATH, host=host, json_response=True, stateless_http=True
     )
+    return BearerAuth(app, table) if table else app
+
+
+async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable) -> None:
+    app = http_app(server, host, table)
     # log_config=None: uvicorn's loggers propagate to the stderr handler gateway.log set up.
     config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
     log.info("mcp_http_serving", host=host, port=port, path=MCP_PATH)
     await _Uvicorn(config).serve()
 
 
-async def _serve(config: Config, endpoint: tuple[str, int] | None) -> None:
+async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access) -> None:
     service = SearchService(config)
+    table = TokenTable(config.tokens)
     try:
-        server = build_server(service)
-        log.info("mcp_ready", namespaces=len(service.visible()), transport="http" if endpoint else "stdio")
+        # over HTTP with tokens, a request without BearerAuth's access sees nothing (fail closed)
+        server = build_server(service, nobody if endpoint is not None and table else access)
+        log.info("mcp_ready", namespaces=len(service.visible(access)), transport="http" if endpoint else "stdio")
         if endpoint is None:
             await server.run_stdio_async()
         else:
-            await _serve_http(server, *endpoint)
+            await _serve_http(server, *endpoint, table)
     finally:
         await service.aclose()
         log.info("mcp_stopped")
 
 
-def run_mcp(config: Config, http: str | None = None) -> None:
-    """Serve MCP: over stdio when ``http`` is None, else streamable HTTP on ``HOST:PORT`` at ``/mcp``."""
+def run_mcp(config: Config, http: str | None = None, token: str | None = None) -> None:
+    """Serve MCP: over stdio when ``http`` is None, else streamable HTTP on ``HOST:PORT`` at ``/mcp``.
+
+    ``token`` (stdio only) picks a configured token's view: the token, or ``env:VAR``.
+    """
     configure()  # logs to stderr: stdout belongs to the stdio transport
     endpoint = parse_endpoint(http) if http is not None else None
-    asyncio.run(_serve(config, endpoint))
+    if endpoint is not None and token is not None:
+        raise InvalidRequest("token", "only for stdio: over --http each request brings its bearer token")
+    access = stdio_access(config, token)
+    if endpoint is not None:
+        warn_if_open(config, endpoint[0], "mcp")
+    asyncio.run(_serve(config, endpoint, access))

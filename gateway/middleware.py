@@ -21,7 +21,7 @@ from aiohttp.typedefs import Handler
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.log import get_logger
 from gateway.problems import PROBLEM_TYPE, problem, problem_for
-from gateway.service import SearchService
+from gateway.reload import SERVICE
 
 __all__ = [
     "ACCESS",
@@ -32,7 +32,6 @@ __all__ = [
     "request_id_middleware",
 ]
 
-SERVICE = web.AppKey("service", SearchService)
 #: The caller's access predicate, set per request by auth middleware (None: everything).
 ACCESS = web.RequestKey("access", object)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")

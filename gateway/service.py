@@ -24,6 +24,7 @@ from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
 from gateway.rank import rank
 from gateway.registry import load_kind
+from gateway.resilience import wrap
 from gateway.wire import SearchRequest, build_response, parse_request
 
 __all__ = ["Access", "SearchService", "open_backend"]
@@ -40,12 +41,12 @@ log = get_logger("fedsearch.service")
 
 
 def open_backend(ns: NamespaceConfig) -> AsyncBackend[Any]:
-    """Instantiate the adapter of one configured namespace."""
+    """Instantiate the adapter of one configured namespace, behind the resilience layer."""
     cls = load_kind(ns.backend, f"namespaces.{ns.name}.backend")
     token_env = getattr(ns.settings, "token_env", None)
     if token_env:
         redact_values([os.environ.get(token_env)])
-    return cls(ns.name, ns.settings)
+    return wrap(cls(ns.name, ns.settings))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,17 @@ from typing import Any
 import orjson
 from aiohttp import web
 from multidict import MultiMapping
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway.afi import add_afi_routes
+from gateway.auth import TokenTable, auth_middleware, nobody, tokens_of, visible_metrics
 from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.log import get_logger
 from gateway.metrics import Metrics
 from gateway.middleware import ACCESS, SERVICE, error_middleware, json_response, request_id_middleware
 from gateway.openapi import openapi
+from gateway.reload import ServiceHolder, service_middleware, service_of
 from gateway.service import SearchService
 from gateway.wire import SearchRequest
 
@@ -82,13 +85,13 @@ def _access(request: web.Request) -> Any:
 
 
 async def post_search(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
+    service = service_of(request)
     data = await read_json_body(request)
     return json_response(await service.search_json(data, _access(request)))
 
 
 async def get_search(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
+    service = service_of(request)
     try:
         data = get_params(request.query)
         return json_response(await service.search_json(data, _access(request)))
@@ -100,7 +103,7 @@ async def get_search(request: web.Request) -> web.Response:
 
 
 async def get_namespaces(request: web.Request) -> web.Response:
-    return json_response({"namespaces": request.app[SERVICE].namespaces(_access(request))})
+    return json_response({"namespaces": service_of(request).namespaces(_access(request))})
 
 
 def _line_param(request: web.Request, name: str) -> int | None:
@@ -114,7 +117,7 @@ def _line_param(request: web.Request, name: str) -> int | None:
 
 
 async def get_file(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
+    service = service_of(request)
     access = _access(request)
     namespace, path = service.split_path(request.match_info["rest"], access)
     result = await service.read_file(
@@ -133,10 +136,21 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    service = request.app.get(SERVICE)
-    if service is None:
+    holder = request.app.get(SERVICE)
+    if holder is None:
         return json_response({"status": "starting"}, status=503)
-    return json_response({"status": "ready", "namespaces": len(service.visible())})
+    access = _access(request)
+    if access is nobody:  # an open route without a valid token: not even a count
+        return json_response({"status": "ready"})
+    return json_response({"status": "ready", "namespaces": len(holder.current.visible(access))})
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    """Prometheus text; with tokens, only the namespaces the caller may see appear in labels."""
+    body = visible_metrics(request.app[METRICS].registry, _access(request))
+    response = web.Response(body=body)
+    response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+    return response
 
 
 async def get_openapi(request: web.Request) -> web.Response:
@@ -153,8 +167,15 @@ def create_app(
 ) -> web.Application:
     """The gateway's aiohttp application over ``config``."""
     metrics = Metrics()
+    initial = TokenTable(config.tokens)
+
+    def tokens(request: web.Request) -> TokenTable:
+        holder = request.app.get(SERVICE)
+        return initial if holder is None else tokens_of(holder.current.config)
+
     app = web.Application(
-        middlewares=[request_id_middleware, metrics.middleware, error_middleware],
+        middlewares=[request_id_middleware, metrics.middleware, auth_middleware(tokens), error_middleware,
+                     service_middleware],
         client_max_size=config.server.max_body_bytes,
     )
     app[METRICS] = metrics
@@ -163,12 +184,13 @@ def create_app(
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         service = factory(config)
         service.observers.append(metrics.observe)
-        app[SERVICE] = service
+        holder = ServiceHolder(service, prepare=lambda new: new.observers.append(metrics.observe))
+        app[SERVICE] = holder
         log.info("service_ready", namespaces=len(service.visible()), source=config.source)
         try:
             yield
         finally:
-            await service.aclose()
+            await holder.aclose()
 
     app.cleanup_ctx.append(service_ctx)
     router = app.router
@@ -178,7 +200,8 @@ def create_app(
     router.add_get("/v1/files/{rest:.+}", get_file)
     router.add_get("/healthz", healthz)
     router.add_get("/readyz", readyz)
-    router.add_get("/metrics", metrics.handler)
+    router.add_get("/metrics", get_metrics)
     router.add_get("/openapi.json", get_openapi)
-    add_afi_routes(app)  # last: it owns /afi/* (unknown AFI operations answer `unsupported`)
+    # last: it owns /afi/* (unknown AFI operations answer `unsupported`)
+    add_afi_routes(app, auth_methods=("bearer",) if initial else ())
     return app

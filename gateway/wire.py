@@ -149,15 +149,73 @@ class SearchRequest(BaseModel):
         return data
 
 
+_RE2_HINTS = (
+    ("invalid escape sequence: \\1", "backreferences are not supported (RE2)"),
+    ("invalid escape sequence: \\", "unsupported escape (RE2 has no backreferences)"),
+    ("invalid perl operator: (?=", "lookahead is not supported (RE2)"),
+    ("invalid perl operator: (?!", "negative lookahead is not supported (RE2)"),
+    ("invalid perl operator: (?<", "lookbehind is not supported (RE2)"),
+    ("invalid repetition size", "repetition counts are limited to 1000 (RE2)"),
+)
+
+
+def _re2_reason(exc: Exception) -> str:
+    raw = exc.args[0] if exc.args else exc
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    for needle, hint in _RE2_HINTS:
+        if needle in text:
+            return f"{text} ({hint})"
+    return text
+
+
+def _bare_brace(pattern: str) -> int | None:
+    """Index of a ``{`` that is not a repetition ``{n}``, ``{n,}``, ``{n,m}`` (RE2 reads it
+    literally, ripgrep and others reject it), outside classes and escapes; else None."""
+    i, n, in_class = 0, len(pattern), False
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            if i + 2 < n and pattern[i + 1] in "pP" and pattern[i + 2] == "{":
+                end = pattern.find("}", i + 3)
+                i = n if end < 0 else end + 1
+                continue
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if pattern.startswith("[^]", i) or pattern.startswith("[]", i):
+                i += 3 if pattern[i + 1] == "^" else 2
+                continue
+        elif c == "{":
+            j = i + 1
+            while j < n and pattern[j].isdigit():
+                j += 1
+            digits = j > i + 1
+            if j < n and pattern[j] == ",":
+                j += 1
+                while j < n and pattern[j].isdigit():
+                    j += 1
+            if not digits or j >= n or pattern[j] != "}":
+                return i
+            i = j
+        i += 1
+    return None
+
+
 def check_regex(pattern: str) -> None:
-    """Compile ``pattern`` with RE2 or raise ValueError with RE2's reason."""
+    """Compile ``pattern`` with RE2 or raise ValueError with RE2's reason (and a hint)."""
     options = re2.Options()
     options.max_mem = RE2_MAX_MEM
     options.log_errors = False
     try:
         re2.compile(pattern, options)
     except re2.error as exc:
-        raise ValueError(f"invalid RE2 regex: {exc}") from None
+        raise ValueError(f"invalid RE2 regex: {_re2_reason(exc)}") from None
+    brace = _bare_brace(pattern)
+    if brace is not None:
+        raise ValueError(f"invalid regex: '{{' at {brace + 1} is not a repetition; write \\{{ for a literal brace")
 
 
 def problem_fields(exc: ValidationError) -> tuple[str, str]:

@@ -11,7 +11,8 @@ A server plays its replies in order, one per request, the last one repeating. Ev
 request is recorded (:class:`Recorded`: method, path, query, headers, body) before it
 is answered. Reply builders: :func:`json_reply`, :func:`text_reply`, :func:`stream`,
 :func:`rate_limited`, :func:`server_error`, :func:`garbage`, :func:`wrong_type`,
-:func:`redirect`, :func:`hang`.
+:func:`redirect`, :func:`hang`, and for fault tests :func:`slow_drip`,
+:func:`reset_mid_body`, :func:`huge_body`.
 
 A hanging handler awaits an :class:`asyncio.Event` that is never set; when the client
 gives up and closes the connection aiohttp cancels the handler, and
@@ -21,6 +22,8 @@ gives up and closes the connection aiohttp cancels the handler, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -36,11 +39,15 @@ __all__ = [
     "Reply",
     "garbage",
     "hang",
+    "huge_body",
     "json_reply",
     "leftover_tasks",
+    "open_sockets",
     "rate_limited",
     "redirect",
+    "reset_mid_body",
     "server_error",
+    "slow_drip",
     "stream",
     "text_reply",
     "wrong_type",
@@ -56,6 +63,9 @@ class Reply:
     ``chunks`` are written one by one after the headers (a streamed body); with
     ``hang`` the handler never finishes: before the headers when there are no chunks,
     after the last chunk otherwise. ``content_type=None`` sends no Content-Type.
+    ``repeat`` writes the chunks that many times (a huge body, never held whole),
+    ``drip_s`` waits before each chunk, ``reset`` drops the connection after the
+    chunks instead of ending the body.
     """
 
     status: int = 200
@@ -64,6 +74,9 @@ class Reply:
     headers: Mapping[str, str] = field(default_factory=dict)
     chunks: tuple[bytes, ...] = ()
     hang: bool = False
+    repeat: int = 1
+    drip_s: float = 0.0
+    reset: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +145,26 @@ def redirect(location: str = "/elsewhere", status: int = 302) -> Reply:
 def hang() -> Reply:
     """A request that is never answered."""
     return Reply(hang=True)
+
+
+def slow_drip(body: bytes = b'{"Result": {}}', every_s: float = 0.05, piece: int = 1) -> Reply:
+    """A 200 whose body comes ``piece`` bytes at a time, one piece every ``every_s`` seconds."""
+    chunks = tuple(body[i : i + piece] for i in range(0, len(body), piece))
+    return Reply(chunks=chunks, drip_s=every_s)
+
+
+def reset_mid_body(prefix: bytes = b'{"Result": {"Files": [') -> Reply:
+    """A 200 that sends ``prefix`` of its body, then drops the connection."""
+    return Reply(chunks=(prefix,), reset=True)
+
+
+def huge_body(size: int, declare_length: bool = False, chunk: int = 1 << 16) -> Reply:
+    """A 200 of ``size`` bytes of JSON whitespace, streamed (with Content-Length if ``declare_length``)."""
+    count, rest = divmod(size, chunk)
+    if rest:
+        raise ValueError("size must be a multiple of chunk")
+    headers = {"Content-Length": str(size)} if declare_length else {}
+    return Reply(chunks=(b" " * chunk,), repeat=count, headers=headers)
 
 
 class FakeServer:
@@ -209,12 +242,28 @@ class FakeServer:
             return web.Response(status=reply.status, body=reply.body, headers=headers)
         response = web.StreamResponse(status=reply.status, headers=headers)
         await response.prepare(request)
-        for chunk in reply.chunks:
-            await response.write(chunk)
+        for _ in range(reply.repeat):
+            for chunk in reply.chunks:
+                if reply.drip_s:
+                    await asyncio.sleep(reply.drip_s)
+                await response.write(chunk)
+        if reply.reset:
+            if request.transport is not None:
+                request.transport.abort()
+            raise asyncio.CancelledError  # the connection is gone: nothing more to send
         if reply.hang:
             await self._wait_forever()
         await response.write_eof()
         return response
+
+
+def open_sockets() -> int:
+    """How many sockets this process holds open (Linux: /proc/self/fd)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+    return count
 
 
 def leftover_tasks() -> list[asyncio.Task[Any]]:
