@@ -22,7 +22,7 @@ when zoekt found more files (``FileCount``) or matches (``MatchCount``) than it 
 
 from __future__ import annotations
 
-import base64
+import binascii
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Self
 
@@ -135,7 +135,7 @@ def build_request(query: SearchQuery, repos: str = "") -> dict[str, Any]:
 
 
 def _b64(value: Any) -> bytes:
-    return base64.b64decode(value or "", validate=True)
+    return binascii.a2b_base64(value or "", strict_mode=True)
 
 
 def _text(raw: bytes) -> str:
@@ -151,8 +151,10 @@ def _context(lines: Sequence[str], count: int, tail: bool) -> tuple[str, ...]:
 
 def _context_run(value: Any, count: int, tail: bool) -> tuple[str, ...]:
     """Context lines from a base64 run of lines (each ending in a newline)."""
+    if count <= 0 or not value:
+        return ()
     text = _text(_b64(value))
-    if not text or count <= 0:
+    if not text:
         return ()
     if text.endswith("\n"):
         text = text[:-1]

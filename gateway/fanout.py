@@ -24,7 +24,7 @@ from typing import Any
 
 from gateway.backend import AsyncBackend
 from gateway.errors import BackendError
-from gateway.log import get_logger
+from gateway.log import get_logger, scrub
 from gateway.models import BackendResult, Outcome, SearchQuery, Status
 
 __all__ = ["GRACE_S", "SETTLE_S", "Route", "fan_out"]
@@ -106,6 +106,7 @@ def _outcome(
     kind = route.backend.kind
     took_ms = round((time.monotonic() - start) * 1000)
     files, hits = _counts(result)
+    error = scrub(error) if error else error  # a backend may echo what we sent it (a token) in its error text
     log.info(
         "namespace_done",
         namespace=route.namespace,

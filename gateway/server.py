@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import io
 import os
 import signal
@@ -236,8 +237,13 @@ def serve(
 
 
 def run_worker(config: Config, sock: socket.socket, load: Load | None, grace_s: float) -> int:
-    """Serve ``config`` on the listening ``sock`` in this process until told to stop."""
-    return asyncio.run(_run(guard(create_app(config)), sock, load, grace_s))
+    """Serve ``config`` on the listening ``sock`` in this process until told to stop (uvloop if installed)."""
+    main = _run(guard(create_app(config)), sock, load, grace_s)
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency where it builds
+        return asyncio.run(main)
+    return uvloop.run(main)
 
 
 async def _run(app: web.Application, sock: socket.socket, load: Load | None, grace_s: float) -> int:
@@ -267,6 +273,8 @@ async def _run(app: web.Application, sock: socket.socket, load: Load | None, gra
         app, handle_signals=False, shutdown_timeout=grace_s, access_log=None, **LIMITS.runner_options()
     )
     await runner.setup()  # opens the service (cleanup_ctx)
+    gc.collect()
+    gc.freeze()  # the start-up heap is long-lived: keep full collections from walking it per request
     try:
         site = web.SockSite(runner, sock, backlog=BACKLOG)
         await site.start()
