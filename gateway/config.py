@@ -143,6 +143,11 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
     if not isinstance(raw_tokens, list):
         raise ConfigError("tokens", "must be an array of tables ([[tokens]])")
     tokens = tuple(_model(TokenConfig, t, f"tokens[{i}]") for i, t in enumerate(raw_tokens))
+    digests: set[str] = set()
+    for i, token in enumerate(tokens):
+        if token.sha256.lower() in digests:
+            raise ConfigError(f"tokens[{i}].sha256", "the same token twice (digests must be unique)")
+        digests.add(token.sha256.lower())
     return Config(
         server=_model(ServerConfig, data.get("server"), "server"),
         defaults=_model(DefaultsConfig, data.get("defaults"), "defaults"),

@@ -18,6 +18,7 @@ from gateway.models import Outcome
 
 __all__ = ["Metrics"]
 
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -65,7 +66,8 @@ class Metrics:
             raise
         finally:
             self.in_flight.dec()
-            self.requests.labels(request.method, route, str(status)).inc()
+            method = request.method if request.method in _METHODS else "other"  # bounded label values
+            self.requests.labels(method, route, str(status)).inc()
             self.latency.labels(route).observe(time.monotonic() - started)
 
     async def handler(self, request: web.Request) -> web.Response:

@@ -49,6 +49,15 @@ def open_backend(ns: NamespaceConfig) -> AsyncBackend[Any]:
     return wrap(cls(ns.name, ns.settings))
 
 
+def _health(backend: AsyncBackend[Any]) -> str:
+    """``ok``; ``degraded`` when some replica's breaker is open; ``unavailable`` when all are."""
+    breakers = getattr(backend, "breakers", None)
+    states = [b.state for b in breakers()] if callable(breakers) else []
+    if not states or all(s == "closed" for s in states):
+        return "ok"
+    return "unavailable" if all(s == "open" for s in states) else "degraded"
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     config: NamespaceConfig
@@ -147,7 +156,7 @@ class SearchService:
                 {
                     "name": name,
                     "backend": backend.kind,
-                    "health": "ok",
+                    "health": _health(backend),
                     "capabilities": {
                         "modes": sorted(backend.modes),
                         "read": backend.tree() is not None,

@@ -93,3 +93,10 @@ class TestDiscovery:
         with pytest.raises(ConfigError) as info:
             discover(tmp_path / "nope")
         assert info.value.key == "root"
+
+
+class TestTokens:
+    def test_the_same_token_twice_is_refused(self) -> None:
+        """Two [[tokens]] with one digest would make access ambiguous: refused, naming the key."""
+        token = {"name": "a", "sha256": "b" * 64}
+        assert _key({"tokens": [token, {**token, "name": "c"}]}) == "tokens[1].sha256"
