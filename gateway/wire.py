@@ -150,8 +150,7 @@ class SearchRequest(BaseModel):
 
 
 _RE2_HINTS = (
-    ("invalid escape sequence: \\1", "backreferences are not supported (RE2)"),
-    ("invalid escape sequence: \\", "unsupported escape (RE2 has no backreferences)"),
+    *((f"invalid escape sequence: \\{d}", "backreferences are not supported (RE2)") for d in "123456789"),
     ("invalid perl operator: (?=", "lookahead is not supported (RE2)"),
     ("invalid perl operator: (?!", "negative lookahead is not supported (RE2)"),
     ("invalid perl operator: (?<", "lookbehind is not supported (RE2)"),
@@ -169,12 +168,15 @@ def _re2_reason(exc: Exception) -> str:
 
 
 def _bare_brace(pattern: str) -> int | None:
-    """Index of a ``{`` that is not a repetition ``{n}``, ``{n,}``, ``{n,m}`` (RE2 reads it
-    literally, ripgrep and others reject it), outside classes and escapes; else None."""
+    """Index of what RE2 accepts but ripgrep and other backends refuse, else None: a ``{``
+    that is not a repetition ``{n}``, ``{n,}``, ``{n,m}`` (RE2 reads it literally), or the
+    escapes ``\\C``, ``\\Q``, ``\\E``; classes and other escapes are skipped."""
     i, n, in_class = 0, len(pattern), False
     while i < n:
         c = pattern[i]
         if c == "\\":
+            if i + 1 < n and pattern[i + 1] in "CQE":
+                return i
             if i + 2 < n and pattern[i + 1] in "pP" and pattern[i + 2] == "{":
                 end = pattern.find("}", i + 3)
                 i = n if end < 0 else end + 1
@@ -213,9 +215,11 @@ def check_regex(pattern: str) -> None:
         re2.compile(pattern, options)
     except re2.error as exc:
         raise ValueError(f"invalid RE2 regex: {_re2_reason(exc)}") from None
-    brace = _bare_brace(pattern)
-    if brace is not None:
-        raise ValueError(f"invalid regex: '{{' at {brace + 1} is not a repetition; write \\{{ for a literal brace")
+    at = _bare_brace(pattern)
+    if at is not None and pattern[at] == "{":
+        raise ValueError(f"invalid regex: '{{' at {at + 1} is not a repetition; write \\{{ for a literal brace")
+    if at is not None:
+        raise ValueError(f"invalid regex: {pattern[at:at + 2]!r} at {at + 1} is not supported by every backend")
 
 
 def problem_fields(exc: ValidationError) -> tuple[str, str]:

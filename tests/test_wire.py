@@ -49,6 +49,10 @@ class TestRequestValidation:
             ({"query": "(unclosed", "mode": "regex"}, "query"),
             ({"query": "(a)\\1", "mode": "regex"}, "query"),
             ({"query": "(?=look)", "mode": "regex"}, "query"),
+            ({"query": "a{", "mode": "regex"}, "query"),
+            ({"query": "x{,5}", "mode": "regex"}, "query"),
+            ({"query": "\\Qa.b\\E", "mode": "regex"}, "query"),
+            ({"query": "\\C", "mode": "regex"}, "query"),
             (["not", "an", "object"], "body"),
         ],
     )
@@ -65,6 +69,11 @@ class TestRequestValidation:
         """A regex RE2 cannot compile is refused with RE2's reason."""
         with pytest.raises(InvalidRequest, match="RE2"):
             parse_request({"query": "a{1,100000}", "mode": "regex"})
+
+    def test_portable_regexes_pass(self) -> None:
+        """Repetitions, escaped braces, classes and Unicode classes are accepted."""
+        for pattern in ("a{2}", "a{2,}", "a{2,3}", "\\{x\\}", "[{}]", "\\p{Greek}+", "(?i)foo"):
+            assert parse_request({"query": pattern, "mode": "regex"}).query == pattern
 
     def test_smart_case(self) -> None:
         """null case_sensitive means sensitive iff the query has an upper-case letter."""
