@@ -28,7 +28,7 @@ typecheck: $(STAMP)
 
 pytest: $(STAMP)
 	$(BIN)/coverage run -m pytest
-	$(BIN)/coverage report --precision=1 | tail -n 1
+	$(BIN)/coverage report --precision=1 | grep -E "^TOTAL"
 
 test: lint typecheck pytest
 
