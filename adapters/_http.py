@@ -17,11 +17,12 @@ import email.utils
 import os
 import time
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import aiohttp
 import orjson
-from pydantic import Field
+import re2
+from pydantic import AfterValidator, Field
 
 from gateway.backend import AsyncBackend, BackendSettings
 from gateway.errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "ConnectionLost",
     "HttpBackend",
     "HttpSettings",
+    "RepoRegex",
     "Unreachable",
     "check_status",
     "map_client_errors",
@@ -66,6 +68,19 @@ class Unreachable(BackendUnavailable, Transient):
 
 class ConnectionLost(BackendError, Transient):
     """The connection was closed or reset before the answer was whole: a retry may work."""
+
+
+def _re2_regex(value: str) -> str:
+    if value:
+        try:
+            re2.compile(value)
+        except re2.error as exc:
+            raise ValueError(f"invalid regex: {exc}") from None
+    return value
+
+
+#: A settings field holding a backend-side regex (``repos``): checked with RE2 at load.
+RepoRegex = Annotated[str, AfterValidator(_re2_regex)]
 
 
 def token_from_env(name: str | None) -> str | None:
@@ -198,9 +213,18 @@ class HttpBackend(AsyncBackend[S]):
         super().__init__(name, settings)
         self._session: aiohttp.ClientSession | None = None
 
+    #: How the ``token_env`` secret is sent: in this header, after this scheme (None: bare).
+    #: Backends without auth of their own get it as a bearer token, for a proxy in front.
+    auth_header: ClassVar[str] = "Authorization"
+    auth_scheme: ClassVar[str | None] = "Bearer"
+
     def headers(self) -> dict[str, str]:
-        """Headers sent with every request (an adapter adds its auth header here)."""
-        return {"User-Agent": "fedsearch/0.1", "Accept": "application/json"}
+        """Headers sent with every request: identity, JSON, and the token in the API's own header."""
+        headers = {"User-Agent": "fedsearch/0.1", "Accept": "application/json"}
+        token = token_from_env(self.settings.token_env)
+        if token:
+            headers[self.auth_header] = f"{self.auth_scheme} {token}" if self.auth_scheme else token
+        return headers
 
     @property
     def session(self) -> aiohttp.ClientSession:

@@ -273,12 +273,6 @@ class AfiBackend(HttpBackend[AfiSettings]):
         self._manifest: Manifest | None = None
         self._manifest_lock = asyncio.Lock()
 
-    def headers(self) -> dict[str, str]:
-        headers = super().headers()
-        token = token_from_env(self.settings.token_env)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
 
     async def manifest(self, query: SearchQuery) -> Manifest:
         """The provider's manifest, read once and kept until a search fails."""

@@ -200,11 +200,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
     modes: frozenset[Mode] = frozenset({"exact"})
 
     def headers(self) -> dict[str, str]:
-        headers = super().headers() | {"X-GitHub-Api-Version": API_VERSION}
-        token = token_from_env(self.settings.token_env)
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
+        return super().headers() | {"X-GitHub-Api-Version": API_VERSION}
 
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode != "exact":

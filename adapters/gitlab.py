@@ -232,12 +232,8 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         if settings.search_type == "zoekt":
             self.modes = frozenset({"exact", "regex"})
 
-    def headers(self) -> dict[str, str]:
-        headers = super().headers()
-        token = token_from_env(self.settings.token_env)
-        if token:
-            headers["PRIVATE-TOKEN"] = token
-        return headers
+    auth_header = "PRIVATE-TOKEN"
+    auth_scheme = None
 
     @property
     def endpoint(self) -> yarl.URL:

@@ -155,12 +155,6 @@ class HoundBackend(HttpBackend[HoundSettings]):
     kind = "hound"
     Settings = HoundSettings
 
-    def headers(self) -> dict[str, str]:
-        headers = super().headers()
-        token = token_from_env(self.settings.token_env)
-        if token:  # Hound has no auth of its own; this is for a proxy in front of it
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
 
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode not in self.modes:

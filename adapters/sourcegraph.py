@@ -32,9 +32,9 @@ from typing import Any, Self
 import aiohttp
 import orjson
 import re2
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from adapters._http import HttpBackend, HttpSettings, check_status, map_client_errors, token_from_env
+from adapters._http import HttpBackend, HttpSettings, RepoRegex, check_status, map_client_errors, token_from_env
 from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
@@ -58,7 +58,7 @@ _KEYWORDS = frozenset({"and", "or", "not"})
 class SourcegraphSettings(HttpSettings):
     """``url`` of the instance, ``token_env`` naming the access token's variable, ``repos`` a regex."""
 
-    repos: str = Field(default="", description="Regex on repository names (Sourcegraph `repo:`).")
+    repos: RepoRegex = Field(default="", description="Regex on repository names (Sourcegraph `repo:`).")
 
     @model_validator(mode="after")
     def _http_url(self) -> Self:
@@ -66,15 +66,6 @@ class SourcegraphSettings(HttpSettings):
             raise ValueError("`url` must be an http(s) URL")
         return self
 
-    @field_validator("repos")
-    @classmethod
-    def _repos_is_a_regex(cls, value: str) -> str:
-        if value:
-            try:
-                re2.compile(value)
-            except re2.error as exc:
-                raise ValueError(f"invalid regex: {exc}") from None
-        return value
 
 
 def _quoted(value: str, delimiter: str = '"') -> str:
@@ -329,13 +320,10 @@ class SourcegraphBackend(HttpBackend[SourcegraphSettings]):
     kind = "sourcegraph"
     Settings = SourcegraphSettings
 
+    auth_scheme = "token"
+
     def headers(self) -> dict[str, str]:
-        headers = super().headers()
-        headers["Accept"] = EVENT_STREAM
-        token = token_from_env(self.settings.token_env)
-        if token:
-            headers["Authorization"] = f"token {token}"
-        return headers
+        return super().headers() | {"Accept": EVENT_STREAM}
 
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode not in self.modes:

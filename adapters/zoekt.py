@@ -28,10 +28,9 @@ from typing import Any, Self
 
 import aiohttp
 import orjson
-import re2
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
-from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
+from adapters._http import HttpBackend, HttpSettings, RepoRegex, map_client_errors, read_json, token_from_env
 from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
@@ -57,17 +56,8 @@ class ZoektSettings(HttpSettings):
     """
 
     urls: list[str] = Field(default_factory=list, description="zoekt-webserver replicas.")
-    repos: str = Field(default="", description="Regex on repository names (zoekt `repo:`).")
+    repos: RepoRegex = Field(default="", description="Regex on repository names (zoekt `repo:`).")
 
-    @field_validator("repos")
-    @classmethod
-    def _repos_is_a_regex(cls, value: str) -> str:
-        if value:
-            try:
-                re2.compile(value)
-            except re2.error as exc:
-                raise ValueError(f"invalid regex: {exc}") from None
-        return value
 
     @model_validator(mode="after")
     def _has_an_endpoint(self) -> Self:
@@ -297,12 +287,6 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
     kind = "zoekt"
     Settings = ZoektSettings
 
-    def headers(self) -> dict[str, str]:
-        headers = super().headers()
-        token = token_from_env(self.settings.token_env)
-        if token:  # zoekt has no auth of its own; this is for a proxy in front of it
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
 
     def replicas(self) -> int:
         """How many replicas serve this index."""
