@@ -33,32 +33,45 @@ sets it.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hashlib
-import math
-import mimetypes
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from importlib import metadata
 from typing import Any
-from urllib.parse import unquote
 
 import orjson
 import re2
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gateway.afi_base import (
+    _EPOCH,
+    _MIME,
+    _MODES,
+    _READ_HEADERS,
+    _SNIFF,
+    DIR_TYPE,
+    MANIFEST_PATH,
+    MAX_LIST,
+    MAX_PATH,
+    MAX_READ,
+    MAX_RESULTS,
+    VERSION,
+    AfiError,
+    Target,
+    _afi,
+    _context,
+    _decode_cursor,
+    _digest,
+    _encode_cursor,
+    _int_param,
+    _param,
+    locate,
+    normalise,
+)
+from gateway.afi_search import afi_matches, post_search
 from gateway.backend import FileTree
-from gateway.errors import BackendUnavailable, InvalidRequest, NotFound, Unsupported
-from gateway.globs import MAX_GLOB_LENGTH, validate_glob
-from gateway.log import get_logger
-from gateway.middleware import ACCESS, json_response
-from gateway.models import Mode
-from gateway.reload import service_of
+from gateway.errors import NotFound
+from gateway.globs import validate_glob
+from gateway.middleware import json_response
 from gateway.service import Access, SearchService
-from gateway.wire import SearchRequest, parse_request, problem_fields
 
 __all__ = [
     "MANIFEST_PATH",
@@ -72,181 +85,6 @@ __all__ = [
     "manifest",
     "normalise",
 ]
-
-MANIFEST_PATH = "/.afi/manifest.json"
-MAX_PATH = 4096
-MAX_RESULTS = 500
-DEFAULT_RESULTS = 100
-MAX_LIST = 1000
-MAX_READ = 8 << 20
-CONTEXT_LINES = 2
-#: Files per search round trip to the service (its maximum).
-SEARCH_FILES = 200
-MAX_HIT_BUDGET = 5000
-MAX_FILE_OFFSET = 100_000
-MAX_NAMESPACE_PATTERNS = 64
-DIR_TYPE = "inode/directory"
-_SNIFF = 1024
-_EPOCH = 0.0
-_MODES: tuple[Mode, ...] = ("exact", "regex", "semantic")
-_STATUS = {"not_found": 404, "invalid_path": 404, "unauthorized": 401, "unsupported": 405,
-           "rate_limited": 429, "conflict": 409, "internal": 500, "invalid_request": 400}
-_MIME = mimetypes.MimeTypes()  # Python's built-in table only: the same answer on every host
-_GLOB_SPECIAL = frozenset("*?[]{},")
-_READ_HEADERS = {"Accept-Ranges": "bytes", "X-Content-Type-Options": "nosniff",
-                 "Content-Security-Policy": "sandbox; default-src 'none'"}
-
-log = get_logger("fedsearch.afi")
-
-try:
-    VERSION = metadata.version("fedsearch")
-except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-    VERSION = "0"
-
-
-class AfiError(Exception):
-    """An AFI ``Error``: ``code`` picks the HTTP status."""
-
-    def __init__(
-        self, code: str, message: str, path: str | None = None, retry_after: float | None = None,
-        status: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code, self.message, self.path, self.retry_after = code, message, path, retry_after
-        self.status = status or _STATUS[code]
-
-    def response(self) -> web.Response:
-        body: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.path is not None:
-            body["path"] = self.path
-        seconds = None if self.retry_after is None else max(1, math.ceil(self.retry_after))
-        if seconds is not None:
-            body["retry_after"] = seconds
-        resp = json_response(body, status=self.status)
-        if seconds is not None:
-            resp.headers["Retry-After"] = str(seconds)
-        return resp
-
-
-def _translate(exc: Exception, path: str | None) -> AfiError:
-    """Any exception as the AFI error a caller may see (one table, most specific first)."""
-    if isinstance(exc, AfiError):
-        return exc
-    if isinstance(exc, NotFound):
-        return AfiError("not_found", "no such path", path)
-    if isinstance(exc, InvalidRequest):
-        if exc.field == "path":
-            return AfiError("invalid_path", exc.message, path)
-        return AfiError("invalid_request", str(exc))
-    if isinstance(exc, Unsupported):
-        return AfiError("unsupported", exc.reason, path)
-    if isinstance(exc, BackendUnavailable) and exc.retry_after is not None:
-        return AfiError("rate_limited", "the backend asked us to come back later", path, exc.retry_after)
-    if isinstance(exc, web.HTTPRequestEntityTooLarge):
-        return AfiError("invalid_request", "body too large", status=413)
-    log.error("afi_internal_error", error=type(exc).__name__, exc_info=exc)
-    return AfiError("internal", "the provider could not answer", path)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _afi(handler: Handler) -> Handler:
-    """Answer every failure of ``handler`` as an AFI Error (never problem+json)."""
-
-    async def wrapped(request: web.Request) -> web.StreamResponse:
-        try:
-            return await handler(request)
-        except Exception as exc:
-            return _translate(exc, request.query.get("path")).response()
-
-    return wrapped
-
-
-def _context(request: web.Request) -> tuple[SearchService, Access]:
-
-    access: Access = request.get(ACCESS)
-    return service_of(request), access
-
-
-# --- paths ---------------------------------------------------------------------------
-
-
-def normalise(raw: str) -> str:
-    """An absolute AFI path as a clean relative one (``""`` is the root); else invalid_path."""
-    if len(raw) > MAX_PATH:
-        raise AfiError("invalid_path", f"longer than {MAX_PATH} characters")
-    if not raw.startswith("/"):
-        raise AfiError("invalid_path", "must be absolute (start with /)", raw)
-    if "\x00" in raw or "\\" in raw:
-        raise AfiError("invalid_path", "NUL or backslash in path", raw)
-    parts: list[str] = []
-    for part in raw.split("/"):
-        _check_encoding(part, raw)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not parts:
-                raise AfiError("invalid_path", "escapes the root", raw)
-            parts.pop()
-            continue
-        parts.append(part)
-    return "/".join(parts)
-
-
-def _check_encoding(part: str, raw: str) -> None:
-    """Refuse a component whose leftover (even multiply) percent-encoding hides a trick."""
-    probe = part
-    for _ in range(4):
-        decoded = unquote(probe)
-        if decoded == probe:
-            return
-        if decoded in (".", "..") or any(c in decoded for c in "/\\\x00"):
-            raise AfiError("invalid_path", "percent-encoded '.', '..', '/', '\\' or NUL in path", raw)
-        probe = decoded
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a normalised path lands in the virtual tree."""
-
-    rel: str  # relative to the virtual root; "" is the root
-    namespace: str | None  # the longest visible namespace prefixing rel
-    inner: str  # the path inside that namespace ("" is its root)
-    children: tuple[str, ...]  # virtual directories right under rel (namespaces below it)
-
-    @property
-    def path(self) -> str:
-        return "/" + self.rel
-
-
-def locate(rel: str, names: Sequence[str]) -> Target:
-    """Resolve ``rel`` against the visible namespace ``names``."""
-    best: str | None = None
-    for name in names:
-        if (rel == name or rel.startswith(name + "/")) and (best is None or len(name) > len(best)):
-            best = name
-    inner = rel[len(best) + 1 :] if best is not None else ""
-    prefix = rel + "/" if rel else ""
-    kids = sorted({n[len(prefix) :].split("/", 1)[0] for n in names if n.startswith(prefix) and n != rel})
-    return Target(rel, best, inner, tuple(kids))
-
-
-def _param(request: web.Request, name: str) -> str:
-    value = request.query.get(name)
-    if value is None:
-        raise AfiError("invalid_request", f"{name}: required")
-    return value
-
-
-def _int_param(request: web.Request, name: str, default: int | None) -> int | None:
-    value = request.query.get(name)
-    if value is None or value == "":
-        return default
-    if not value.isascii() or not value.isdigit() or len(value) > 18:
-        raise AfiError("invalid_request", f"{name}: must be a non-negative integer")
-    return int(value)
-
 
 # --- entries -------------------------------------------------------------------------
 
@@ -489,221 +327,6 @@ def manifest(service: SearchService, access: Access, auth_methods: Sequence[str]
 async def get_manifest(request: web.Request) -> web.Response:
     service, access = _context(request)
     return json_response(manifest(service, access, _auth_methods(request)))
-
-
-# --- cursors ---------------------------------------------------------------------------
-
-
-def _digest(*parts: Any) -> str:
-    return hashlib.blake2b(orjson.dumps(parts), digest_size=8).hexdigest()
-
-
-def _encode_cursor(data: Mapping[str, Any]) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps(data)).rstrip(b"=").decode("ascii")
-
-
-def _decode_cursor(cursor: str, token: str) -> dict[str, Any]:
-    """The cursor's data, checked to belong to the request whose digest is ``token``."""
-    try:
-        raw = base64.b64decode(cursor + "=" * (-len(cursor) % 4), altchars=b"-_", validate=True)
-        data = orjson.loads(raw)
-    except (binascii.Error, ValueError):
-        raise AfiError("invalid_request", "cursor: not a cursor of this provider") from None
-    if not isinstance(data, dict) or data.get("t") != token:
-        raise AfiError("invalid_request", "cursor: belongs to another request")
-    return data
-
-
-# --- search ------------------------------------------------------------------------------
-
-_FORBID = ConfigDict(frozen=True, extra="forbid")
-
-
-class _Regex(BaseModel):
-    model_config = _FORBID
-    regex: str
-    flags: str = ""
-
-
-class _Semantic(BaseModel):
-    model_config = _FORBID
-    semantic: str
-    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
-
-
-class _SearchBody(BaseModel):
-    model_config = _FORBID
-    query: str | _Regex | _Semantic
-    path: str = "/"
-    limit: int = Field(default=DEFAULT_RESULTS, ge=1)
-    cursor: str | None = Field(default=None, max_length=4096)
-
-
-def _search_fields(query: str | _Regex | _Semantic) -> dict[str, Any]:
-    """The SearchRequest fields an AFI query asks for."""
-    if isinstance(query, str):
-        return {"query": query, "mode": "exact", "case_sensitive": True}
-    if isinstance(query, _Semantic):
-        return {"query": query.semantic, "mode": "semantic", "threshold": query.threshold}
-    if not set(query.flags) <= set("imsu"):
-        raise AfiError("invalid_request", "query.flags: a subset of 'imsu'")
-    inline = "".join(f for f in "ms" if f in query.flags)
-    text = f"(?{inline}){query.regex}" if inline else query.regex
-    return {"query": text, "mode": "regex", "case_sensitive": "i" not in query.flags}
-
-
-def _glob_literal(inner: str) -> str:
-    glob = "/" + "".join("\\" + c if c in _GLOB_SPECIAL else c for c in inner)
-    if len(glob) > MAX_GLOB_LENGTH:
-        raise AfiError("invalid_path", "too long to search under")
-    return glob
-
-
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    """What a search under one path covers: namespace patterns, path globs, namespace names."""
-
-    patterns: list[str]
-    paths: list[str]
-    names: list[str]
-
-
-def _scope(service: SearchService, target: Target, access: Access) -> _Scope:
-    """The namespaces and path globs that a search under ``target`` covers (sync: in a thread)."""
-    visible = service.visible(access)
-    if not target.rel:
-        return _Scope([], [], visible)
-    under = [n for n in visible if n.startswith(target.rel + "/")]
-    if target.namespace is None:
-        if not under:
-            raise NotFound(target.rel)
-        few = len(under) <= MAX_NAMESPACE_PATTERNS
-        return _Scope(under if few else [target.rel + "/*"], [], under)
-    if not target.inner:
-        names = [target.namespace, *under]
-        few = len(names) <= MAX_NAMESPACE_PATTERNS
-        return _Scope(names if few else [target.namespace, target.rel + "/*"], [], names)
-    tree = service.backend(target.namespace, access).tree()
-    if tree is not None:
-        tree.stat(target.inner)  # NotFound (cloaked alike) for what the tree will not show
-    return _Scope([target.namespace], [_glob_literal(target.inner)], [target.namespace])
-
-
-def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> list[list[dict[str, Any]]]:
-    """The AFI Matches of a search answer: one list per file group, in the answer's order.
-
-    This is the only conversion from the wire answer to AFI matches. Path-only hits
-    are left out (AFI search returns text matches), and so are semantic hits under
-    ``threshold``: ``score`` is present iff the search is semantic.
-    """
-    out: list[list[dict[str, Any]]] = []
-    for group in answer["files"]:
-        namespace = group["namespace"]
-        matches: list[dict[str, Any]] = []
-        for item in group["hits"]:
-            score = item.get("score", 0.0)
-            if item["kind"] == "file" or (semantic and score < threshold):
-                continue
-            match: dict[str, Any] = {"path": f"/{namespace}/{item['file_path'].lstrip('/')}",
-                                     "line": item["start_line"]}
-            if "column" in item:
-                match["column"] = item["column"]
-            match["text"] = item["text"]
-            context = item.get("context")
-            if context and (context["before"] or context["after"]):
-                match["context"] = context
-            if semantic:
-                match["score"] = score
-            if item["end_line"] != item["start_line"]:
-                match["x-end-line"] = item["end_line"]
-            match["x-namespace"] = namespace
-            matches.append(match)
-        out.append(matches)
-    return out
-
-
-def _cut(groups: list[list[dict[str, Any]]], first: int, skip: int, limit: int,
-         more: bool) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
-    """``limit`` matches from match ``skip`` of file ``first``, and where the next page starts."""
-    out: list[dict[str, Any]] = []
-    for i, matches in enumerate(groups):
-        start = skip if i == 0 else 0
-        taken = matches[start : start + limit - len(out)]
-        out.extend(taken)
-        if start + len(taken) < len(matches):
-            return out, (first + i, start + len(taken))
-    return out, ((first + len(groups), 0) if more else None)
-
-
-def _failure(answer: Mapping[str, Any]) -> AfiError | None:
-    """The error to give when every namespace asked failed and nothing matched."""
-    statuses = answer["namespaces"]
-    if answer["files"] or not statuses or any(s["status"] == "ok" for s in statuses):
-        return None
-    if all(s["status"] == "unsupported" for s in statuses):
-        return AfiError("unsupported", "no namespace under this path can search in this mode")
-    names = ", ".join(f"{s['name']} ({s['status']})" for s in statuses[:5])
-    return AfiError("internal", f"every namespace failed: {names}")
-
-
-async def post_search(request: web.Request) -> web.Response:
-    service, access = _context(request)
-    try:
-        data = orjson.loads(await request.read())
-    except orjson.JSONDecodeError as exc:
-        raise AfiError("invalid_request", f"body: invalid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise AfiError("invalid_request", "body: must be a JSON object")
-    try:
-        body = _SearchBody.model_validate({k: v for k, v in data.items() if not k.startswith("x-")})
-    except ValidationError as exc:
-        field, msg = problem_fields(exc)
-        raise AfiError("invalid_request", f"{field}: {msg}") from None
-    fields = _search_fields(body.query)
-    limit = min(body.limit, MAX_RESULTS)
-    rel = normalise(body.path)
-    target = locate(rel, service.visible(access))
-    try:
-        scope = await asyncio.to_thread(_scope, service, target, access)
-    except NotFound:
-        raise AfiError("not_found", "no such path", body.path) from None
-    mode: Mode = fields["mode"]
-    if not any(mode in service.backend(n, access).modes for n in scope.names):
-        raise AfiError("unsupported", f"no namespace under {target.path} can search in {mode} mode")
-    token = _digest("search", fields, rel)
-    first, skip = 0, 0
-    if body.cursor is not None:
-        state = _decode_cursor(body.cursor, token)
-        f, h = state.get("f"), state.get("h")
-        if not (type(f) is int and type(h) is int and 0 <= f <= MAX_FILE_OFFSET and h >= 0):
-            raise AfiError("invalid_request", "cursor: not a cursor of this provider")
-        first, skip = f, h
-    request_data = {**fields, "namespaces": scope.patterns, "paths": scope.paths,
-                    "context_lines": CONTEXT_LINES,
-                    "files": SEARCH_FILES, "offset": first,
-                    "hit_budget": MAX_HIT_BUDGET,  # whole files beyond the cut: full pages
-                    "timeout_ms": service.config.defaults.timeout_ms}
-    search = parse_request(request_data)
-    answer = await service.search(search, access)
-    failure = _failure(answer)
-    if failure is not None:
-        raise failure
-    groups = afi_matches(answer, mode == "semantic", search.threshold)
-    matches, after = _cut(groups, first, skip, limit, _next_page(answer, search, first + len(groups)))
-    out: dict[str, Any] = {"matches": matches}
-    if after is not None:
-        out["next_cursor"] = _encode_cursor({"f": after[0], "h": after[1], "t": token})
-    incomplete = [{k: s[k] for k in ("name", "status", "error") if k in s}
-                  for s in answer["namespaces"] if s["status"] != "ok"]
-    if incomplete:
-        out["x-incomplete"] = incomplete
-    return json_response(out)
-
-
-def _next_page(answer: Mapping[str, Any], search: SearchRequest, end: int) -> bool:
-    """Whether the service offered the page of files that starts at ``end``."""
-    wanted = search.args(offset=end)
-    return any(action["args"] == wanted for action in answer.get("next", ()))
 
 
 # --- routes ------------------------------------------------------------------------------
