@@ -37,7 +37,12 @@ fuzz: $(STAMP)
 	FEDSEARCH_FUZZ_SCALE=10 $(BIN)/pytest tests/test_fuzz.py -p no:cacheprovider --timeout=3600
 
 bench: $(STAMP)
+	$(BIN)/python bench/merge.py
 	$(BIN)/python bench/local.py
+	$(BIN)/python bench/local.py --http
+	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/resilience.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

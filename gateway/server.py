@@ -196,12 +196,16 @@ def _announce(config: Config, sock: socket.socket, workers: int, grace_s: float)
             f"fedsearch: serving {len(config.namespaces)} namespaces ({config.source})\n"
             f"fedsearch: search  POST {url}/v1/search\n"
             f"fedsearch: try     curl -s {url}/v1/search -d '{{\"query\": \"TODO\"}}'\n"
-            f"fedsearch: health  GET  {url}/healthz\n"
+            f"fedsearch: health  GET  {url}/healthz   (also /readyz, /metrics, /openapi.json)\n"
+            f"fedsearch: AFI     GET  {url}/.afi/manifest.json   (stat, list, read, POST /afi/search)\n"
+            f"fedsearch: MCP     fedsearch mcp --root ...   (stdio; --http HOST:PORT for streamable HTTP)\n"
         )
         sys.stderr.flush()
     log.info(
         "serving",
         url=url,
+        afi=f"{url}/.afi/manifest.json",
+        mcp="run `fedsearch mcp` (stdio) or `fedsearch mcp --http HOST:PORT`",
         port=port,
         namespaces=len(config.namespaces),
         source=config.source,
