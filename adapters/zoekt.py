@@ -23,6 +23,7 @@ when zoekt found more files (``FileCount``) or matches (``MatchCount``) than it 
 from __future__ import annotations
 
 import binascii
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Self
 
@@ -34,7 +35,7 @@ from adapters._http import HttpBackend, HttpSettings, RepoRegex, map_client_erro
 from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
-from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
+from gateway.models import BackendResult, FileMatch, Hit, LazyHits, SearchQuery, cut_text
 
 __all__ = ["ZoektBackend", "ZoektSettings", "build_request", "parse_response", "zoekt_quote"]
 
@@ -215,8 +216,41 @@ def _chunk_matches(lines: _Lines, chunks: Sequence[Mapping[str, Any]], context: 
     return name_column
 
 
+def _load_lines(matches: Sequence[Mapping[str, Any]], context: int) -> tuple[Hit, ...]:
+    lines = _Lines()
+    _line_matches(lines, matches, context)
+    return lines.hits()
+
+
+def _lazy_file(raw: Mapping[str, Any], matches: Sequence[Mapping[str, Any]], context: int) -> FileMatch | None:
+    """A line-mode file whose hits are decoded only if it is shown (one per distinct line)."""
+    numbers: set[int] = set()
+    symbol = False
+    for m in matches:
+        if not m.get("FileName"):
+            numbers.add(int(m["LineNumber"]))
+        if not symbol:
+            for fragment in m.get("LineFragments") or ():
+                if fragment.get("SymbolInfo"):
+                    symbol = True
+                    break
+    if not numbers:
+        return None
+    path = f"{raw['Repository']}/{raw['FileName']}"
+    return FileMatch(
+        path=path,
+        hits=LazyHits(len(numbers), functools.partial(_load_lines, matches, context), min(numbers), path),
+        definition=symbol,
+    )
+
+
 def _file(raw: Mapping[str, Any], context: int) -> tuple[FileMatch | None, int]:
     """One zoekt FileMatch as ours (None if it has no hits), and how many matches zoekt counted in it."""
+    if not raw.get("ChunkMatches"):
+        matches = raw.get("LineMatches") or ()
+        lazy = _lazy_file(raw, matches, context)
+        if lazy is not None:
+            return lazy, len(matches)
     name = str(raw["FileName"])
     lines = _Lines()
     if raw.get("ChunkMatches"):
@@ -232,7 +266,8 @@ def _file(raw: Mapping[str, Any], context: int) -> tuple[FileMatch | None, int]:
         hits = (Hit(line=1, text=cut_text(name, name_column), column=name_column, kind="file"),)
     if not hits:
         return None, counted
-    return FileMatch(path=f"{raw['Repository']}/{name}", hits=hits), counted
+    symbol = any(c.get("SymbolInfo") for c in raw.get("ChunkMatches") or ())
+    return FileMatch(path=f"{raw['Repository']}/{name}", hits=hits, definition=symbol), counted
 
 
 def _caps(result: Mapping[str, Any], sent_files: int, sent_matches: int) -> list[str]:

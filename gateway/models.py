@@ -9,14 +9,16 @@ parsed a backend's payload, never validated again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 __all__ = [
     "BackendResult",
     "ChildStatus",
     "FileMatch",
     "Hit",
+    "LazyHits",
     "Mode",
     "Outcome",
     "SearchQuery",
@@ -78,17 +80,69 @@ class Hit:
         return self.end_line or self.line
 
 
+class LazyHits(Sequence[Hit]):
+    """A file's hits, built on first use: ranking needs only how many there are.
+
+    An adapter that knows the exact count before decoding anything (a Zoekt answer
+    lists one match per line) hands this in place of a tuple; only the files that
+    make the page are ever decoded. If decoding fails late, the file keeps one
+    path-level hit rather than failing the answer.
+    """
+
+    __slots__ = ("_count", "_first_line", "_hits", "_load", "_path")
+
+    def __init__(self, count: int, load: Callable[[], tuple[Hit, ...]], first_line: int, path: str) -> None:
+        self._count = count
+        self._load = load
+        self._first_line = first_line
+        self._path = path
+        self._hits: tuple[Hit, ...] | None = None
+
+    def _get(self) -> tuple[Hit, ...]:
+        if self._hits is None:
+            try:
+                self._hits = self._load()
+            except Exception:  # garbage found late costs only this file's detail: a path-level hit
+                self._hits = (Hit(line=self._first_line, text=cut_text(self._path), kind="file"),)
+        return self._hits
+
+    def __len__(self) -> int:
+        return self._count if self._hits is None else len(self._hits)
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Hit, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Hit | tuple[Hit, ...]:
+        return self._get()[index]
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self._get())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyHits | tuple):
+            return self._get() == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FileMatch:
     """One file of a backend's answer with every hit it found there, in its order.
 
     ``namespace`` is a suffix for backends that serve several namespaces at once
     (a peer gateway): the file belongs to ``<this namespace>/<suffix>``.
+    ``definition`` is the backend's own word on whether the file defines what was
+    searched for (Zoekt's symbol matches); None lets ranking look at the hits.
     """
 
     path: str
-    hits: tuple[Hit, ...]
+    hits: tuple[Hit, ...] | LazyHits
     namespace: str = ""
+    definition: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

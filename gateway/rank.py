@@ -15,6 +15,7 @@ offset 0 yields every file once, in one global order.
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from typing import Any
 
 import re2
 
-from gateway.models import FileMatch, Hit, Outcome
+from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.wire import SearchRequest
 
 __all__ = [
@@ -127,6 +128,8 @@ class PathSignal:
 
 def definition_signal(file: FileMatch, path_match: bool) -> float:
     """Boost a file with a hit that looks like a definition or carries a symbol."""
+    if file.definition is not None:
+        return DEFINITION_BOOST if file.definition else 1.0
     definition = _DEFINITION.match
     for hit in file.hits[:DEFINITION_SCAN]:
         if hit.symbol or hit.kind not in ("line", "file") or definition(hit.text):
@@ -136,7 +139,13 @@ def definition_signal(file: FileMatch, path_match: bool) -> float:
 
 def demotion_signal(file: FileMatch, path_match: bool) -> float:
     """Demote vendored, generated and minified files."""
-    return DEMOTION if _DEMOTED.search(file.path) else 1.0
+    return DEMOTION if _demoted(file.path) else 1.0
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _demoted(path: str) -> bool:
+    """Whether a path is vendored, generated or minified (paths recur across queries: cached)."""
+    return _DEMOTED.search(path) is not None
 
 
 # --- fusion -------------------------------------------------------------------------
@@ -165,7 +174,9 @@ def fuse(
         for file in result.files:
             hits = file.hits
             if semantic:
-                strong = tuple(h for h in hits if h.score is None or h.score >= threshold)
+                strong: tuple[Hit, ...] | LazyHits = tuple(
+                    h for h in hits if h.score is None or h.score >= threshold
+                )
                 weak += len(hits) - len(strong)
                 hits = strong
             if not hits:
@@ -180,7 +191,7 @@ def fuse(
                 continue
             place += 1
             if hits is not file.hits:
-                file = FileMatch(path=file.path, hits=hits, namespace=file.namespace)
+                file = FileMatch(path=file.path, hits=hits, namespace=file.namespace, definition=file.definition)
             path_match = matcher(file.path)
             score = outcome.weight / (K + place)
             for signal in signals:
@@ -193,10 +204,10 @@ def fuse(
     return ordered, weak, counts
 
 
-def _merge(file: FileMatch, more: tuple[Hit, ...]) -> FileMatch:
+def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
     seen = {(h.line, h.last_line) for h in file.hits}
     extra = tuple(h for h in more if (h.line, h.last_line) not in seen)
-    hits = tuple(sorted(file.hits + extra, key=lambda h: (h.line, h.last_line)))
+    hits = tuple(sorted((*file.hits, *extra), key=lambda h: (h.line, h.last_line)))
     return FileMatch(path=file.path, hits=hits, namespace=file.namespace)
 
 

@@ -1,0 +1,41 @@
+"""LazyHits: ranking counts hits without decoding them; only shown files are decoded."""
+
+from __future__ import annotations
+
+from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
+from gateway.rank import rank
+from gateway.wire import build_response, parse_request
+
+
+def _lazy(path: str, count: int, calls: list[str], fail: bool = False) -> FileMatch:
+    def load() -> tuple[Hit, ...]:
+        calls.append(path)
+        if fail:
+            raise ValueError("garbage")
+        return tuple(Hit(line=n + 1, text=f"foo {n}") for n in range(count))
+
+    return FileMatch(path=path, hits=LazyHits(count, load, 1, path), definition=False)
+
+
+class TestLazyHits:
+    def test_only_shown_files_are_decoded(self) -> None:
+        """Ranking and paging a hundred lazy files decodes just the page's."""
+        calls: list[str] = []
+        files = tuple(_lazy(f"f{i:03}.py", 2, calls) for i in range(100))
+        outs = [Outcome(namespace="z", backend="zoekt", status="ok", took_ms=0, result=BackendResult(files=files))]
+        request = parse_request({"query": "foo", "files": 3})
+        answer = build_response(request, rank(request, outs), 0)
+        assert answer["file_count"] == 100 and len(answer["files"]) == 3
+        assert sorted(calls) == sorted(g["file_path"] for g in answer["files"])
+        assert all(g["hit_count"] == 2 == len(g["hits"]) for g in answer["files"])
+
+    def test_late_garbage_costs_only_that_file(self) -> None:
+        """A file whose hits cannot be decoded when shown keeps one path-level hit."""
+        hits = _lazy("bad.py", 3, [], fail=True).hits
+        assert [(h.kind, h.text) for h in hits] == [("file", "bad.py")]
+        assert len(hits) == 1
+
+    def test_equal_to_the_same_tuple(self) -> None:
+        """Lazy hits compare equal to the tuple they decode to."""
+        lazy = _lazy("a.py", 2, []).hits
+        assert lazy == (Hit(line=1, text="foo 0"), Hit(line=2, text="foo 1"))
