@@ -1,5 +1,8 @@
 """overhead: fedsearch vs a naive gateway in front of the same 8 fake Zoekt backends.
 
+The naive gateway runs twice: as written naively (a ClientSession per request) and with
+one shared session (connection reuse, the stronger baseline); both ratios are printed.
+
     .venv/bin/python bench/overhead.py [--rounds 3] [--seconds 3]
 
 One process serves 8 pre-serialized Zoekt answers (100 files each); fedsearch
@@ -100,7 +103,7 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     args = parser.parse_args()
     base = consecutive_ports(8)
-    fed_port, naive_port = free_ports(2)
+    fed_port, naive_port, reuse_port = free_ports(3)
     backends = [f"http://127.0.0.1:{base + i}" for i in range(8)]
     tmp = Path(tempfile.mkdtemp(prefix="fedsearch-overhead-"))
     config = tmp / "fedsearch.toml"
@@ -118,7 +121,13 @@ async def main() -> None:
         stderr=subprocess.DEVNULL, env=env,
     ))
     procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(naive_port), *backends]))
-    gateways = {"fedsearch": f"http://127.0.0.1:{fed_port}", "naive": f"http://127.0.0.1:{naive_port}"}
+    procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(reuse_port), *backends],
+                                  env=dict(os.environ, NAIVE_REUSE="1")))
+    gateways = {
+        "fedsearch": f"http://127.0.0.1:{fed_port}",
+        "naive": f"http://127.0.0.1:{naive_port}",
+        "naive+reuse": f"http://127.0.0.1:{reuse_port}",
+    }
     try:
         for url in gateways.values():
             await wait_ready(url)
@@ -134,10 +143,11 @@ async def main() -> None:
         print(f"8 fake Zoekt backends x 100 files; {args.rounds} rounds A B A B of {args.seconds:.0f} s; "
               f"{os.cpu_count()} cores")
         for name in gateways:
-            print(f"{name:10} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
-        tput = statistics.median(rps["fedsearch"]) / statistics.median(rps["naive"])
-        lat = statistics.median(p50["fedsearch"]) / statistics.median(p50["naive"])
-        print(f"ratios fedsearch/naive: throughput {tput:.2f}x (target >= 1.2), p50 {lat:.2f}x (target <= 1.0)")
+            print(f"{name:12} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
+        for base in ("naive", "naive+reuse"):
+            tput = statistics.median(rps["fedsearch"]) / statistics.median(rps[base])
+            lat = statistics.median(p50["fedsearch"]) / statistics.median(p50[base])
+            print(f"ratios fedsearch/{base}: throughput {tput:.2f}x (target >= 1.2), p50 {lat:.2f}x (target <= 1.0)")
     finally:
         for proc in procs:
             proc.terminate()

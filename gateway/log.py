@@ -21,6 +21,7 @@ Secrets never reach a log line:
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -59,12 +60,19 @@ def _mask(match: Any) -> str:
     return (prefix + REDACTED) if prefix else REDACTED
 
 
+#: Text without any of these (lower-cased) cannot hold what _CREDENTIAL matches.
+_CREDENTIAL_MARKS = ("bearer", "basic", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sgp_")
+
+
 def scrub(text: str) -> str:
     """``text`` with every registered secret value and credential-looking token replaced."""
     for secret in _secret_values:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    return str(_CREDENTIAL.sub(_mask, text))
+    lowered = text.lower()
+    if any(mark in lowered for mark in _CREDENTIAL_MARKS):
+        text = str(_CREDENTIAL.sub(_mask, text))
+    return text
 
 
 def _scrub(value: Any) -> Any:
@@ -81,9 +89,17 @@ def _scrub(value: Any) -> Any:
     return value
 
 
+@functools.lru_cache(maxsize=1024)
+def _secret_key(key: str) -> bool:
+    lowered = key.lower()
+    return any(s in lowered for s in _SECRET_KEYS)
+
+
 def _redact_pair(key: Any, value: Any) -> Any:
-    if isinstance(key, str) and any(s in key.lower() for s in _SECRET_KEYS):
+    if isinstance(key, str) and _secret_key(key):
         return REDACTED
+    if isinstance(value, int | float | bool) or value is None:
+        return value
     return _scrub(value)
 
 
