@@ -184,6 +184,9 @@ class SearchService:
     async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
         """Answer one validated request for a caller."""
         started = time.monotonic()
+        default_ms = self.config.defaults.timeout_ms
+        if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:
+            request = request.model_copy(update={"timeout_ms": default_ms})  # [defaults] timeout_ms
         routes = self.resolve(request.namespaces, access)
         outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
         for observe in self.observers:

@@ -156,3 +156,16 @@ class TestService:
         service = SearchService.with_backends([a, b])
         await service.aclose()
         assert a.closed and b.closed
+
+
+class TestDefaults:
+    async def test_config_default_deadline_applies_when_the_request_names_none(self) -> None:
+        """[defaults] timeout_ms is the deadline of a request that gives none; an explicit one wins."""
+        backend = MockBackend(_ok, "a")
+        service = SearchService.with_backends([backend], defaults={"timeout_ms": 1500})
+        answer = await service.search(parse_request({"query": "x", "files": 1}))
+        assert backend.calls[0].deadline - time.monotonic() < 1.6
+        explicit = await service.search(parse_request({"query": "x", "timeout_ms": 9000}))
+        assert explicit["namespaces"][0]["status"] == "ok"
+        assert backend.calls[1].deadline - time.monotonic() > 5
+        assert answer["files"]
