@@ -17,10 +17,9 @@ import os
 import shutil
 import sysconfig
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, NamedTuple
 
-import orjson
+import msgspec
 
 from gateway.models import FileMatch, Hit, SearchQuery, cut_text
 
@@ -53,9 +52,8 @@ _STDERR_KEEP = 4096
 EventKind = Literal["begin", "match", "context", "end", "summary"]
 
 
-@dataclass(frozen=True, slots=True)
-class RgEvent:
-    """One rg ``--json`` message: its type, path and (match/context) line."""
+class RgEvent(NamedTuple):
+    """One rg ``--json`` message: its type, path and (match/context) line (a tuple: one per line of output)."""
 
     kind: EventKind
     path: str = ""
@@ -64,17 +62,42 @@ class RgEvent:
     column: int | None = None
 
 
-def _data(obj: Any) -> bytes | None:
-    """The bytes of an rg "arbitrary data" object (``{"text"}`` or ``{"bytes": base64}``)."""
-    if not isinstance(obj, dict):
+class _Data(msgspec.Struct):
+    """rg's "arbitrary data": ``{"text": ...}`` when valid UTF-8, else ``{"bytes": base64}``."""
+
+    text: str | None = None
+    bytes: str | None = None
+
+
+class _Sub(msgspec.Struct):
+    start: int = -1
+
+
+class _Body(msgspec.Struct):
+    path: _Data | None = None
+    lines: _Data | None = None
+    line_number: int | None = None
+    submatches: list[_Sub] | None = None
+
+
+class _Message(msgspec.Struct):
+    type: str = ""
+    data: _Body | None = None
+
+
+#: Decodes one rg --json line into just the fields used (typed, the rest skipped).
+_DECODER = msgspec.json.Decoder(_Message)
+
+
+def _data(obj: _Data | None) -> bytes | None:
+    """The bytes of an rg "arbitrary data" object."""
+    if obj is None:
         return None
-    text = obj.get("text")
-    if isinstance(text, str):
-        return text.encode("utf-8", errors="surrogatepass")
-    raw = obj.get("bytes")
-    if isinstance(raw, str):
+    if obj.text is not None:
+        return obj.text.encode("utf-8", errors="surrogatepass")
+    if obj.bytes is not None:
         try:
-            return base64.b64decode(raw, validate=True)
+            return base64.b64decode(obj.bytes, validate=True)
         except (binascii.Error, ValueError):
             return None
     return None
@@ -84,28 +107,24 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-def _first_line(obj: Any) -> str | bytes | None:
+def _first_line(obj: _Data | None) -> str | bytes | None:
     """The first line of an rg "lines" object, as text when rg sent text."""
-    if isinstance(obj, dict):
-        text = obj.get("text")
-        if isinstance(text, str):
-            return text.split("\n", 1)[0].removesuffix("\r")
+    if obj is not None and obj.text is not None:
+        return obj.text.split("\n", 1)[0].removesuffix("\r")
     raw = _data(obj)
     return None if raw is None else raw.split(b"\n", 1)[0].removesuffix(b"\r")
 
 
-def _path(obj: Any) -> str | None:
-    if isinstance(obj, dict):
-        text = obj.get("text")
-        if isinstance(text, str):
-            return text.removeprefix("./")
+def _path(obj: _Data | None) -> str | None:
+    if obj is not None and obj.text is not None:
+        return obj.text.removeprefix("./")
     raw = _data(obj)
     return None if raw is None else _decode(raw).removeprefix("./")
 
 
-def _column(first: str | bytes, start: Any) -> int | None:
+def _column(first: str | bytes, start: int) -> int | None:
     """1-based character column of a byte offset into the line."""
-    if not isinstance(start, int) or start < 0:
+    if start < 0:
         return None
     if isinstance(first, str):
         if first.isascii():
@@ -116,36 +135,34 @@ def _column(first: str | bytes, start: Any) -> int | None:
 
 #: rg's begin/end records carry nothing a search needs (a new path starts a new file).
 SKIPPED_PREFIXES = (b'{"type":"begin"', b'{"type":"end"')
+_KINDS = frozenset({"begin", "match", "context", "end"})
 
 
 def parse_message(raw: bytes) -> RgEvent | None:
     """Parse one line of ``rg --json`` output; ``None`` for anything unusable."""
     try:
-        msg = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        msg = _DECODER.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    if not isinstance(msg, dict):
-        return None
-    kind, data = msg.get("type"), msg.get("data")
+    kind, data = msg.type, msg.data
     if kind == "summary":
         return RgEvent("summary")
-    if kind not in ("begin", "match", "context", "end") or not isinstance(data, dict):
+    if kind not in _KINDS or data is None:
         return None
-    path = _path(data.get("path"))
+    path = _path(data.path)
     if path is None:
         return None
-    if kind in ("begin", "end"):
-        return RgEvent(kind, path)
-    line_number = data.get("line_number")
-    first = _first_line(data.get("lines"))
-    if not isinstance(line_number, int) or first is None:
+    if kind == "begin" or kind == "end":
+        return RgEvent("begin" if kind == "begin" else "end", path)
+    line_number = data.line_number
+    first = _first_line(data.lines)
+    if line_number is None or first is None:
         return None
     column = None
-    submatches = data.get("submatches")
-    if kind == "match" and isinstance(submatches, list) and submatches and isinstance(submatches[0], dict):
-        column = _column(first, submatches[0].get("start"))
+    if kind == "match" and data.submatches:
+        column = _column(first, data.submatches[0].start)
     text = first if isinstance(first, str) else _decode(first)
-    return RgEvent(kind, path, line_number, text, column)
+    return RgEvent("match" if kind == "match" else "context", path, line_number, text, column)
 
 
 class Collector:
