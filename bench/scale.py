@@ -60,6 +60,25 @@ asyncio.run(main())
 '''
 
 
+async def bare_client(base: int, ports: int, namespaces: int, rounds: int) -> float:
+    """The harness's floor: the same requests from one bare aiohttp session, no gateway (median s)."""
+    import aiohttp
+
+    times = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(n: int) -> None:
+            url = f"http://127.0.0.1:{base + n % ports}/api/search"
+            async with session.post(url, json={"Q": f"repo:ns{n}$ register_widget"}) as resp:
+                await resp.read()
+
+        for _ in range(rounds + 1):
+            started = time.perf_counter()
+            await asyncio.gather(*(one(n) for n in range(namespaces)))
+            times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--namespaces", type=int, default=1000)
@@ -80,6 +99,7 @@ async def main() -> None:
     config = parse_config({"server": {"concurrency": args.namespaces}, "namespaces": namespaces})
     service = SearchService(config)
     slowest = max(delay_ms(n) for n in range(args.namespaces))
+    floor = await bare_client(base, args.ports, args.namespaces, args.rounds)
     times = []
     try:
         request = parse_request({"query": "register_widget", "timeout_ms": 10_000})
@@ -98,6 +118,8 @@ async def main() -> None:
     print(f"scale: {args.namespaces} namespaces on {args.ports} ports, slowest backend {slowest} ms: "
           f"answer min {min(times) * 1000:.0f}  med {med:.0f}  max {max(times) * 1000:.0f} ms "
           f"(slowest + {med - slowest:.0f} ms; target + 100); peak RSS {rss_mb:.0f} MB (target <= 300)")
+    print(f"       the same requests from a bare aiohttp client (no gateway): med {floor * 1000:.0f} ms "
+          f"(slowest + {floor * 1000 - slowest:.0f} ms): the harness's own floor on this machine")
 
 
 if __name__ == "__main__":
