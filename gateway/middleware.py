@@ -34,6 +34,8 @@ __all__ = [
 
 #: The caller's access predicate, set per request by auth middleware (None: everything).
 ACCESS = web.RequestKey("access", object)
+#: The status logged for a request that ended without an answer (nginx's convention).
+CLIENT_CLOSED = 499
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 
 log = get_logger("fedsearch.http")
@@ -58,16 +60,20 @@ async def request_id_middleware(request: web.Request, handler: Handler) -> web.S
     request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex
     started = time.monotonic()
     with structlog.contextvars.bound_contextvars(request_id=request_id):
-        response = await handler(request)
-        response.headers["X-Request-Id"] = request_id
-        log.info(
-            "request_done",
-            method=request.method,
-            route=_route(request),
-            status=response.status,
-            took_ms=round((time.monotonic() - started) * 1000),
-        )
-        return response
+        status = CLIENT_CLOSED  # unless an answer is made: the client left, or shutdown cut it
+        try:
+            response = await handler(request)
+            response.headers["X-Request-Id"] = request_id
+            status = response.status
+            return response
+        finally:
+            log.info(
+                "request_done",
+                method=request.method,
+                route=_route(request),
+                status=status,
+                took_ms=round((time.monotonic() - started) * 1000),
+            )
 
 
 def _route(request: web.Request) -> str:

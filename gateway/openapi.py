@@ -70,7 +70,12 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
     )
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
     schemas["Problem"] = _PROBLEM
-    errors = {"400": _problem("Invalid request: names the field"), "413": _problem("Body too large")}
+    errors = {
+        "400": _problem("Invalid request: names the field"),
+        "401": _problem("A valid bearer token is required (when the gateway has tokens)"),
+        "408": _problem("The body arrived too slowly"),
+        "413": _problem("Body too large"),
+    }
     answer = {"200": {"description": "The answer", "content": _json("SearchResponse")}}
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
@@ -128,7 +133,11 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                 "get": {"operationId": "metrics", "responses": {"200": {"description": "Prometheus"}}}
             },
         },
-        "components": {"schemas": schemas},
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}, {}],  # a token when the gateway has [[tokens]], else none
     }
     if server_url:
         doc["servers"] = [{"url": server_url}]

@@ -188,3 +188,22 @@ class TestOperations:
         outcome = 'fedsearch_namespace_outcomes_total{backend="ripgrep",namespace="alpha",status="ok"} 1.0'
         assert outcome in text
         assert "fedsearch_http_in_flight" in text
+
+
+class TestRequestLog:
+    async def test_a_request_without_an_answer_is_logged_499(self) -> None:
+        """A request cut before it answers (client gone, shutdown) still logs request_done, status 499."""
+        import asyncio
+
+        from aiohttp.test_utils import make_mocked_request
+        from structlog.testing import capture_logs
+
+        from gateway.middleware import request_id_middleware
+
+        async def cut(request: Any) -> Any:
+            raise asyncio.CancelledError
+
+        with capture_logs() as logs, pytest.raises(asyncio.CancelledError):
+            await request_id_middleware(make_mocked_request("POST", "/v1/search"), cut)
+        done = [e for e in logs if e["event"] == "request_done"]
+        assert len(done) == 1 and done[0]["status"] == 499
