@@ -31,6 +31,7 @@ from gateway.errors import (
     BackendTimeout,
     BackendUnavailable,
     RateLimited,
+    Rejected,
     Transient,
 )
 
@@ -42,6 +43,7 @@ __all__ = [
     "RepoRegex",
     "Unreachable",
     "check_status",
+    "http_error",
     "map_client_errors",
     "read_body",
     "read_json",
@@ -113,6 +115,11 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
     return None
 
 
+def http_error(status: int, reason: str) -> BackendError:
+    """The error of an HTTP status: a 4xx is the query refused (the backend is up), else a failure."""
+    return Rejected(reason) if 400 <= status < 500 else BackendError(reason)
+
+
 def check_status(resp: aiohttp.ClientResponse) -> None:
     """Raise the gateway error a non-2xx status means; 3xx is refused, never followed."""
     status = resp.status
@@ -126,10 +133,10 @@ def check_status(resp: aiohttp.ClientResponse) -> None:
         wait = retry_after(headers)
         raise RateLimited(f"HTTP {status}: rate limited", retry_after=wait)
     if status in (401, 403):
-        raise BackendError(f"HTTP {status}: not authorised")
+        raise Rejected(f"HTTP {status}: not authorised")
     if status in (502, 503, 504):
         raise Unreachable(f"HTTP {status}", retry_after=retry_after(headers))
-    raise BackendError(f"HTTP {status}")
+    raise http_error(status, f"HTTP {status}")
 
 
 async def read_body(

@@ -39,6 +39,7 @@ from adapters._http import (
     HttpBackend,
     HttpSettings,
     check_status,
+    http_error,
     map_client_errors,
     read_json,
     retry_after,
@@ -49,6 +50,7 @@ from gateway.errors import (
     BackendTimeout,
     BackendUnavailable,
     RateLimited,
+    Rejected,
     Unsupported,
 )
 from gateway.globs import PathFilter
@@ -184,13 +186,13 @@ async def afi_error(resp: aiohttp.ClientResponse, secret: str | None = None) -> 
         return RateLimited(f"rate limited: {message or f'HTTP {status}'}",
                            retry_after=seconds if seconds is not None else retry_after(resp.headers))
     if code == "unauthorized" or status == 401:
-        return BackendError("unauthorized")
+        return Rejected("unauthorized")
     if code == "unsupported":
         return Unsupported(f"AFI unsupported: {message}" if message else "AFI unsupported")
     what = f"AFI {code}" if code else f"HTTP {status}"
     if status in (502, 503, 504):
         return BackendUnavailable(f"{what}: {message}" if message else what, retry_after(resp.headers))
-    return BackendError(f"{what}: {message}" if message else what)
+    return http_error(status, f"{what}: {message}" if message else what)
 
 
 class _Collected:

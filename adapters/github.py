@@ -42,6 +42,7 @@ from pydantic import Field, field_validator
 from adapters._http import (
     HttpBackend,
     HttpSettings,
+    http_error,
     map_client_errors,
     read_body,
     read_json,
@@ -58,7 +59,7 @@ from adapters._text import (
     seconds_left,
     split_lines,
 )
-from gateway.errors import BackendError, BackendTimeout, RateLimited, Unsupported
+from gateway.errors import BackendError, BackendTimeout, RateLimited, Rejected, Unsupported
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
 
@@ -285,8 +286,8 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
                 wait = SECONDARY_WAIT
             raise RateLimited(f"HTTP {resp.status}: rate limited", retry_after=wait)
         if resp.status in (401, 403):
-            raise BackendError(f"HTTP {resp.status}: not authorised")
-        raise BackendError(f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")
+            raise Rejected(f"HTTP {resp.status}: not authorised")
+        raise http_error(resp.status, f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")
 
     async def _locate(self, items: list[_Item], query: SearchQuery) -> list[FileMatch]:
         """Hits for each item: lines from the raw content, else one path-level hit."""

@@ -43,7 +43,7 @@ import re2
 import yarl
 from pydantic import Field, field_validator, model_validator
 
-from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
+from adapters._http import HttpBackend, HttpSettings, http_error, map_client_errors, read_json, token_from_env
 from adapters._text import (
     Matcher,
     error_message,
@@ -328,4 +328,4 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
             raise Unsupported(f"HTTP 400: {message}")
         if resp.status == 404:
             raise BackendError("HTTP 404: project or group not found (or not visible to the token)")
-        raise BackendError(f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")
+        raise http_error(resp.status, f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")

@@ -28,7 +28,7 @@ import re2
 from pydantic import Field, model_validator
 
 from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
-from gateway.errors import BackendError, Unsupported
+from gateway.errors import BackendError, Rejected, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
 from gateway.log import scrub
@@ -123,7 +123,7 @@ def _file(repo: str, raw: Mapping[str, Any], query: SearchQuery, column: Callabl
 def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
     """Our result from Hound's ``{"Results": {repo: {...}}}``."""
     if data.get("Error"):
-        raise BackendError(f"hound rejected the query: {scrub(str(data['Error']))[:200]}")
+        raise Rejected(f"hound rejected the query: {scrub(str(data['Error']))[:200]}")
     column = matcher(query)
     files: list[FileMatch] = []
     sent = found = 0

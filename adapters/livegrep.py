@@ -40,7 +40,7 @@ from adapters._http import (
     read_body,
     token_from_env,
 )
-from gateway.errors import BackendError, Unsupported
+from gateway.errors import BackendError, Rejected, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
@@ -214,7 +214,7 @@ class LivegrepBackend(HttpBackend[LivegrepSettings]):
                 url, params=params, timeout=self.budget(query.remaining()), allow_redirects=False
             ) as resp:
                 if resp.status == 400:
-                    raise BackendError(await _rejection(resp))
+                    raise Rejected(await _rejection(resp))
                 check_status(resp)
                 got = resp.headers.get("Content-Type", "")
                 if got and not got.startswith(ACCEPTED_TYPES):

@@ -25,7 +25,7 @@ import orjson
 from pydantic import Field, field_validator, model_validator
 
 from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
-from gateway.errors import BackendError, BackendTimeout
+from gateway.errors import BackendError, BackendTimeout, Rejected
 from gateway.globs import namespace_matcher
 from gateway.models import BackendResult, ChildStatus, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
 
@@ -257,7 +257,7 @@ class PeerBackend(HttpBackend[PeerSettings]):
             url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False
         ) as resp:
             if resp.status == 400:
-                raise BackendError(await _rejection(resp, token_from_env(self.settings.token_env)))
+                raise Rejected(await _rejection(resp, token_from_env(self.settings.token_env)))
             answer = await read_json(resp, self.settings.max_bytes)
         if not isinstance(answer, Mapping):
             raise BackendError("unexpected response shape: not a JSON object")

@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from adapters._http import HttpBackend, HttpSettings, RepoRegex, map_client_errors, read_body, token_from_env
 from adapters.zoekt_read import DECODER, parse_response
-from gateway.errors import BackendError, Unsupported
+from gateway.errors import BackendError, Rejected, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
 from gateway.models import BackendResult, SearchQuery
@@ -163,7 +163,7 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
                 url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False
             ) as resp:
                 if resp.status == 400:
-                    raise BackendError(await _rejection(resp))
+                    raise Rejected(await _rejection(resp))
                 raw = await read_body(resp, self.settings.max_bytes, "application/json")
             try:
                 data = DECODER.decode(raw)

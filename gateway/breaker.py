@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -33,6 +32,7 @@ from gateway.errors import (
     BackendError,
     BackendUnavailable,
     RateLimited,
+    Rejected,
     Transient,
     Unsupported,
 )
@@ -41,9 +41,6 @@ __all__ = ["Breaker", "State", "Verdict", "verdict"]
 
 State = Literal["closed", "open", "half_open"]
 Verdict = Literal["success", "failure", "ignore"]
-
-#: Refusals of the query itself (a 4xx, a backend's "rejected the query"): the backend is alive.
-_REJECTED = re.compile(r"^HTTP 4\d\d\b|rejected the query")
 
 #: What a caller turned away while the probe is out is told to wait (seconds).
 PROBE_WAIT_S = 1.0
@@ -58,12 +55,12 @@ def verdict(exc: BaseException) -> Verdict:
     """
     if isinstance(exc, asyncio.CancelledError | TimeoutError | RateLimited):
         return "ignore"
-    if isinstance(exc, BackendCapped | Unsupported):
-        return "success"
+    if isinstance(exc, BackendCapped | Unsupported | Rejected):
+        return "success"  # it answered: a refusal of the query (a 4xx) is not sickness
     if isinstance(exc, Transient | BackendUnavailable):
         return "failure"
     if isinstance(exc, BackendError):
-        return "success" if _REJECTED.search(exc.reason) else "failure"
+        return "failure"
     return "ignore"  # a bug in an adapter is not the backend's fault
 
 

@@ -11,6 +11,7 @@
         ├── BackendTimeout(TimeoutError)  it did not answer within its deadline
         ├── BackendUnavailable(ConnectionError)   refused, circuit open, rate limited
         │   └── RateLimited               told us to come back later (retry_after)
+        ├── Rejected                      answered, and refused this query (a 4xx): it is up
         ├── BackendCapped                 stopped at its own limit (not raised by adapters
         │                                 that can return partial results; see BackendResult)
         └── Unsupported                   cannot do what was asked (a mode, reading files)
@@ -36,6 +37,7 @@ __all__ = [
     "InvalidRequest",
     "NotFound",
     "RateLimited",
+    "Rejected",
     "Transient",
     "UnknownNamespace",
     "Unsupported",
@@ -104,6 +106,10 @@ class BackendUnavailable(BackendError, ConnectionError):
 
 class RateLimited(BackendUnavailable):
     """The backend rate-limited us and said when to come back."""
+
+
+class Rejected(BackendError):
+    """The backend answered and refused this query (a 4xx): it is up, the request is at fault."""
 
 
 class BackendCapped(BackendError):

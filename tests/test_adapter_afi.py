@@ -29,6 +29,7 @@ from gateway.errors import (
     BackendUnavailable,
     ConfigError,
     RateLimited,
+    Rejected,
     Unsupported,
 )
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
@@ -310,9 +311,9 @@ class TestErrors:
         assert isinstance(err, RateLimited) and err.retry_after == 7.0
 
     async def test_unauthorized(self) -> None:
-        """unauthorized is a BackendError saying just that."""
+        """unauthorized is the request refused (Rejected: the provider is up), saying just that."""
         err = await self.fail(afi_error("unauthorized", 401))
-        assert type(err) is BackendError and err.reason == "unauthorized"
+        assert type(err) is Rejected and err.reason == "unauthorized"
 
     async def test_unsupported(self) -> None:
         """unsupported is Unsupported with the provider's message."""
@@ -320,9 +321,9 @@ class TestErrors:
         assert isinstance(err, Unsupported) and "no regex here" in err.reason
 
     async def test_not_found(self) -> None:
-        """Another AFI error is a BackendError naming its code."""
+        """Another AFI 4xx error is Rejected, naming its code."""
         err = await self.fail(afi_error("not_found", 404, "no such path"))
-        assert type(err) is BackendError and err.reason == "AFI not_found: no such path"
+        assert type(err) is Rejected and err.reason == "AFI not_found: no such path"
 
     async def test_500(self) -> None:
         """A 500 without an AFI body is a BackendError naming the status."""

@@ -20,6 +20,7 @@ from gateway.errors import (
     BackendTimeout,
     BackendUnavailable,
     RateLimited,
+    Rejected,
     Unsupported,
 )
 from gateway.fanout import Route, fan_out
@@ -253,8 +254,9 @@ class TestVerdict:
             (ConnectionLost("connection reset mid-body"), "failure"),
             (BackendError("HTTP 500"), "failure"),
             (BackendError("invalid JSON in response"), "failure"),
-            (BackendError("HTTP 400"), "success"),
-            (BackendError("zoekt rejected the query: bad regexp"), "success"),
+            (Rejected("HTTP 400"), "success"),
+            (Rejected("zoekt rejected the query: bad regexp"), "success"),
+            (BackendError("HTTP 400 said in words only"), "failure"),
             (BackendCapped("response over the cap"), "success"),
             (Unsupported("no semantic"), "success"),
             (ZeroDivisionError(), "ignore"),
@@ -432,7 +434,7 @@ class TestBreakerInTheLayer:
 
     async def test_query_refusals_never_open_it(self) -> None:
         """A backend refusing queries (4xx) is alive: its breaker stays closed."""
-        backend = resilient(script(BackendError("zoekt rejected the query: bad")))
+        backend = resilient(script(Rejected("zoekt rejected the query: bad")))
         for _ in range(10):
             with pytest.raises(BackendError):
                 await backend.search(query())
