@@ -157,10 +157,6 @@ async def get_openapi(request: web.Request) -> web.Response:
     return json_response(openapi())
 
 
-async def not_found(request: web.Request) -> web.Response:
-    raise web.HTTPNotFound(text=f"no route {request.path}")
-
-
 def create_app(
     config: Config,
     service_factory: Callable[[Config], SearchService] | None = None,
