@@ -15,19 +15,19 @@ namespace runs from its own root, as before. rg is killed and reaped in every ca
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from adapters._rg import (
-    SKIPPED_PREFIXES,
     Collector,
+    OutputReader,
     build_argv,
     drain,
     error_line,
-    iter_lines,
-    parse_message,
+    read_lines,
     reap,
 )
 from gateway.errors import BackendError
@@ -74,8 +74,27 @@ class _Batch:
                 self.proc.kill()
 
 
-def _locator(members: Sequence[Member]) -> dict[str, Member]:
-    return {m.root.rstrip("/") + "/": m for m in members}
+class _Router:
+    """Which member an rg output path belongs to: its root is the greatest prefix not above it.
+
+    Roots in one batch never lie inside one another (:func:`_independent`), so the
+    root sorted just before a path is the only one that can hold it.
+    """
+
+    def __init__(self, members: Sequence[Member]) -> None:
+        pairs = sorted((m.root.rstrip("/") + "/", m) for m in members)
+        self._prefixes = [p for p, _ in pairs]
+        self._members = [m for _, m in pairs]
+        self._single = members[0] if len(members) == 1 else None
+
+    def __call__(self, path: str) -> Collector | None:
+        member = self._single
+        if member is None:
+            i = bisect.bisect_right(self._prefixes, path) - 1
+            if i < 0 or not path.startswith(self._prefixes[i]):
+                return None
+            member = self._members[i]
+        return member.collector if member.open() else None
 
 
 async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member]) -> None:
@@ -88,7 +107,6 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
         cwd, roots = "/", tuple(m.root for m in members)
         for m in members:
             m.collector.strip = len(m.root.rstrip("/")) + 1
-    prefixes = sorted(_locator(members).items(), key=lambda kv: -len(kv[0]))
     try:
         proc = await asyncio.create_subprocess_exec(
             *build_argv(rg, query, exclude, roots),
@@ -106,7 +124,7 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
         batch.proc = proc
     stderr = asyncio.create_task(drain(proc.stderr))
     try:
-        await _read(proc, stderr, query.deadline, members, prefixes)
+        await _read(proc, stderr, query.deadline, members)
     except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
         for m in members:
             m.fail(exc if isinstance(exc, Exception) else BackendError("search cancelled"))
@@ -120,35 +138,22 @@ async def _read(
     stderr: asyncio.Task[bytes],
     deadline: float,
     members: Sequence[Member],
-    prefixes: Sequence[tuple[str, Member]],
 ) -> None:
     if proc.stdout is None:  # pragma: no cover - created with stdout=PIPE
         raise BackendError("rg has no stdout")
-    single = members[0] if len(members) == 1 else None
+    reader = OutputReader(_Router(members))
     parsed = 0
-    path: str | None = None
-    member: Member | None = None
     try:
         async with asyncio.timeout_at(deadline):
-            async with contextlib.aclosing(iter_lines(proc.stdout)) as lines:
-                async for raw in lines:
-                    parsed += 1
-                    if raw.startswith(SKIPPED_PREFIXES):
-                        continue
-                    event = parse_message(raw)
-                    if event is None:
-                        continue
-                    if event.kind == "summary":
-                        continue
-                    if event.path != path:
-                        path = event.path
-                        member = single or next((m for p, m in prefixes if path.startswith(p)), None)
-                    if member is None or not member.open():
-                        continue
-                    if not member.collector.feed(event):
-                        member.finish("capped", member.collector.capped)
-                        if not any(m.open() for m in members):
-                            return
+            async with contextlib.aclosing(read_lines(proc.stdout)) as chunks:
+                async for lines in chunks:
+                    parsed += len(lines)
+                    reader.feed(lines)
+                    for m in members:
+                        if m.collector.capped and not m.future.done():
+                            m.finish("capped", m.collector.capped)
+                    if not any(m.open() for m in members):
+                        return
             returncode = await proc.wait()
             err = await stderr
     except TimeoutError:

@@ -1,4 +1,4 @@
-"""The ``ripgrep`` backend: a local directory searched by the ``rg`` binary (``--json``).
+"""The ``ripgrep`` backend: a local directory searched by the ``rg`` binary.
 
 Files are selected exactly as ``rg`` does by default: ignore files honoured, hidden
 and binary files skipped, symlinks not followed. Exclude globs (the request's ``!``
@@ -29,12 +29,10 @@ from adapters._rg import (
     DEFAULT_MAX_HITS,
     RANK_HIT_CAP,
     Collector,
-    RgEvent,
     build_argv,
     collect,
     find_rg,
-    iter_lines,
-    parse_message,
+    read_lines,
 )
 from adapters.rg_batch import Batcher, Member
 from gateway.backend import AsyncBackend, BackendSettings
@@ -45,14 +43,12 @@ from gateway.models import BackendResult, Mode, SearchQuery
 
 __all__ = [
     "RANK_HIT_CAP",
-    "RgEvent",
     "RipgrepBackend",
     "RipgrepSettings",
     "build_argv",
     "collect",
     "find_rg",
-    "iter_lines",
-    "parse_message",
+    "read_lines",
 ]
 
 

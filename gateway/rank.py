@@ -28,10 +28,13 @@ from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.wire import SearchRequest
 
 __all__ = [
+    "DEFINITION_ASCII_PATTERN",
+    "DEFINITION_SCAN",
     "K",
     "Ranked",
     "RankedFile",
     "fuse",
+    "looks_like_definition",
     "page",
     "rank",
 ]
@@ -44,12 +47,21 @@ PATH_BOOST = 1.3
 DEFINITION_BOOST = 1.5
 DEMOTION = 0.3
 
-_DEFINITION = re.compile(
-    r"^\s*(?:export\s+)?(?:default\s+)?(?:pub(?:\([\w:]+\))?\s+)?(?:public\s+|private\s+|protected\s+)?"
-    r"(?:static\s+)?(?:async\s+)?(?:abstract\s+)?"
+#: What a definition's line looks like (for ``re.match``). Possessive (``*+``, ``++``):
+#: giving whitespace back can never help a keyword match, and not trying it makes a
+#: miss on an indented line about 6x cheaper.
+_DEFINITION_PATTERN = (
+    r"\s*+(?:export\s++)?(?:default\s++)?(?:pub(?:\([\w:]+\))?\s++)?(?:public\s++|private\s++|protected\s++)?"
+    r"(?:static\s++)?(?:async\s++)?(?:abstract\s++)?"
     r"(?:def|class|func|fn|struct|interface|type|trait|enum|impl|module|function|object|record|"
     r"message|service|protocol|typedef|macro_rules!|defmodule|defn|let|const|var|val)\b"
 )
+_DEFINITION = re.compile(_DEFINITION_PATTERN)
+#: The same test for an ASCII line held as bytes (for an adapter that keeps its lines
+#: undecoded until they make the page and sets ``FileMatch.definition`` itself). It
+#: answers as the text test does on ASCII: str ``\\s`` also matches ``\\x1c``-``\\x1f``,
+#: bytes ``\\s`` does not, so they are added.
+DEFINITION_ASCII_PATTERN = _DEFINITION_PATTERN.replace(r"\s", r"[\s\x1c-\x1f]").encode("ascii")
 _DEMOTED = re.compile(  # vendored, generated, minified
     r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
     r"dist|site-packages|\.yarn)/"
@@ -124,6 +136,11 @@ class PathSignal:
         if not path_match:
             return 1.0
         return PATH_NAME_BOOST if self.matcher(posixpath.basename(file.path)) else PATH_BOOST
+
+
+def looks_like_definition(text: str) -> bool:
+    """Whether a line looks like it defines something (the test :func:`definition_signal` applies)."""
+    return _DEFINITION.match(text) is not None
 
 
 def definition_signal(file: FileMatch, path_match: bool) -> float:

@@ -19,8 +19,7 @@ from adapters.ripgrep import (
     build_argv,
     collect,
     find_rg,
-    iter_lines,
-    parse_message,
+    read_lines,
 )
 from gateway.errors import BackendError, Unsupported
 from gateway.localfs import LocalTree
@@ -345,10 +344,11 @@ class TestErrors:
 
 class TestInvocation:
     def test_argv_exact(self) -> None:
-        """Exact mode asks for fixed strings, line numbers, JSON, no config, and the pattern after -e."""
+        """Exact mode asks for fixed strings, NUL-ended paths, columns, no config, and the pattern after -e."""
         q = SearchQuery(text="-x", mode="exact", case_sensitive=False, context_lines=2)
         assert build_argv("rg", q) == [
-            "rg", "--json", "--no-config", "--line-number", "-F", "-i", "-C", "2", "-e", "-x", "--", ".",
+            "rg", "--no-config", "--null", "--heading", "--with-filename", "--line-number", "--column",
+            "--no-context-separator", "--color=never", "-F", "-i", "-C", "2", "-e", "-x", "--", ".",
         ]  # fmt: skip
 
     def test_argv_passes_only_excludes(self) -> None:
@@ -359,76 +359,95 @@ class TestInvocation:
         assert not {"--pre", "-L", "--follow", "-P", "--sort", "-t"} & set(argv)
 
 
+#: Real rg 14.1.0 output (``build_argv`` with ``-C 1 --sort path``) over a file name with a
+#: Latin-1 byte, a line with one, a line with an "é" before the match, a CRLF line.
+RECORDED = [
+    b"./docs/legacy-\xe9.txt\x001:3:\xe9 register_widget",
+    b"2-\xffsee Latin-1 byte above",
+    b"",
+    b"./src/widgets/registry.py\x005-",
+    b"6:5:def register_widget(name):",
+    b'7-    """Register a widget factory under ``name``."""',
+    b"11-def lookup(name):",
+    b"12:56:    return _REGISTRY.get(name)  # caf\xc3\xa9-safe lookup of register_widget entries\r",
+    b"",
+]
+
+
 class TestParser:
-    def test_recorded_output(self, fixtures_dir: Path) -> None:
-        """The recorded rg 14.1.0 output parses into ranked files with character columns."""
-        lines = (fixtures_dir / "ripgrep.jsonl").read_bytes().splitlines()
-        files = collect(lines, context_lines=1)
-        assert [f.path for f in files] == [
-            "src/widgets/registry.py",
-            "tests/test_registry.py",
-            "docs/legacy-\ufffd.txt",
-        ]
+    def test_recorded_output(self) -> None:
+        """Recorded rg output reads into ranked files with character columns and context."""
+        files = collect(RECORDED, context_lines=1)
+        assert [f.path for f in files] == ["src/widgets/registry.py", "docs/legacy-\ufffd.txt"]  # by hits
         registry = files[0].hits
         assert [(h.line, h.column) for h in registry] == [(6, 5), (12, 55)]
-        assert (
-            registry[1].text
-            == "    return _REGISTRY.get(name)  # café-safe lookup of register_widget entries"
-        )
+        assert registry[1].text == "    return _REGISTRY.get(name)  # café-safe lookup of register_widget entries"
         assert (registry[0].before, registry[0].after) == (
             ("",),
             ('    """Register a widget factory under ``name``."""',),
         )
-        assert files[2].hits[0].after == ("\ufffdsee Latin-1 byte above",)
+        assert registry[1].before == ("def lookup(name):",)
+        legacy = files[1].hits
+        assert [(h.line, h.column, h.text) for h in legacy] == [(1, 3, "\ufffd register_widget")]
+        assert legacy[0].after == ("\ufffdsee Latin-1 byte above",)
 
-    def test_garbage_is_ignored(self) -> None:
-        """Lines that are not rg messages parse to None instead of raising."""
-        for raw in (
+    def test_definition_hint(self) -> None:
+        """A file whose first matching lines hold a definition says so without building its hits."""
+        files = collect(RECORDED)
+        assert [f.definition for f in files] == [True, False]
+
+    def test_garbage_is_passed_over(self) -> None:
+        """Lines that are not numbered lines, and a file whose first line was skipped, yield nothing."""
+        output = [
+            b"./a\x001:1:needle",
+            b"./a: WARNING: stopped searching binary file after match (found \"\\0\" byte around offset 9)",
+            b"x:1:not a line number",
             b"",
-            b"not json",
-            b"[1]",
-            b'{"type":"match","data":{}}',
-            b'{"type":"begin","data":{"path":{"bytes":"!!"}}}',
-        ):
-            assert parse_message(raw) is None
+            b"\x00",  # SKIPPED: an overlong first line, so the file is unknown
+            b"2:1:needle of nobody",
+            b"",
+            b"./b\x003:1:needle",
+        ]
+        files = collect(output)
+        assert [(f.path, [h.line for h in f.hits]) for f in files] == [("a", [1]), ("b", [3])]
 
-    def test_bytes_lines_are_decoded(self) -> None:
-        """A base64 line is decoded with replacement and its byte offsets become a character column."""
-        raw = (
-            b'{"type":"match","data":{"path":{"text":"./a"},"lines":{"bytes":"/+kgbmVlZGxlCg=="},'
-            b'"line_number":3,"submatches":[{"start":3,"end":9}]}}'
-        )
-        event = parse_message(raw)
-        assert event is not None
-        assert (event.path, event.line, event.text, event.column) == ("a", 3, "\ufffd\ufffd needle", 4)
+    def test_path_with_a_newline(self) -> None:
+        """A file name holding a newline arrives over two lines and is joined again."""
+        files = collect([b"./new", b"line.txt\x004:2:.needle"])
+        assert [(f.path, f.hits[0].line, f.hits[0].column) for f in files] == [("new\nline.txt", 4, 2)]
 
 
 class TestLineReader:
+    @staticmethod
+    async def lines(stream: asyncio.StreamReader, **kw: Any) -> list[bytes]:
+        return [line async for chunk in read_lines(stream, **kw) for line in chunk]
+
     async def test_lines_across_chunks(self) -> None:
         """Lines split across reads are joined; the last line needs no newline."""
         stream = asyncio.StreamReader()
         for piece in (b"ab", b"c\nd", b"e\n\nf"):
             stream.feed_data(piece)
         stream.feed_eof()
-        assert [line async for line in iter_lines(stream)] == [b"abc", b"de", b"", b"f"]
+        assert await self.lines(stream) == [b"abc", b"de", b"", b"f"]
 
     async def test_overlong_line_is_skipped_whole(self) -> None:
-        """A line over the limit is dropped entirely and the next line is intact."""
+        """A line over the limit is replaced by SKIPPED and the next line is intact."""
         stream = asyncio.StreamReader()
         stream.feed_data(b"ok\n" + b"x" * 50)
-        stream.feed_data(b"y" * 50 + b"\nnext\n")
+        stream.feed_data(b"y" * 50 + b"\nnext\n" + b"z" * 30 + b"\n")
         stream.feed_eof()
-        assert [line async for line in iter_lines(stream, limit=20)] == [b"ok", b"next"]
+        assert await self.lines(stream, limit=20) == [b"ok", b"\0", b"next", b"\0"]
 
     async def test_overlong_line_across_reads_is_skipped(self) -> None:
         """A line that outgrows the limit over several reads is dropped without being held."""
         stream = asyncio.StreamReader()
-        lines = iter_lines(stream, limit=20)
+        chunks = read_lines(stream, limit=20)
         stream.feed_data(b"ok\n" + b"x" * 50)
-        assert await anext(lines) == b"ok"
+        assert await anext(chunks) == [b"ok"]
         stream.feed_data(b"y" * 50 + b"\nnext\n")
+        stream.feed_data(b"w" * 50)
         stream.feed_eof()
-        assert [line async for line in lines] == [b"next"]
+        assert [line async for chunk in chunks for line in chunk] == [b"\0", b"next", b"\0"]
 
 
 class TestTree:

@@ -7,6 +7,7 @@ and paths; the forbidden-vs-missing tests compare answers byte for byte.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import dataclasses
@@ -796,6 +797,17 @@ _RE_FUNCS = {"compile", "match", "fullmatch", "search", "sub", "subn", "split", 
 NEVER_RG = ("--pre", "--pre-glob", "-L", "--follow", "-P", "--pcre2", "-z", "--search-zip", "--engine")
 
 
+def _fixed_pattern(node: ast.expr) -> bool:
+    """A literal (str or bytes), a module constant, or a concatenation of those."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str | bytes)
+    if isinstance(node, ast.Name):
+        return node.id.isupper()
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _fixed_pattern(node.left) and _fixed_pattern(node.right)
+    return False
+
+
 def _calls(tree: Any, owner: str, names: set[str]) -> Iterator[Any]:
     import ast
 
@@ -814,10 +826,7 @@ class TestHostileInput:
         for source in SOURCES:
             tree = ast.parse(source.read_text(), str(source))
             for call in _calls(tree, "re", _RE_FUNCS):
-                pattern = call.args[0] if call.args else None
-                literal = isinstance(pattern, ast.Constant) and isinstance(pattern.value, str)
-                constant = isinstance(pattern, ast.Name) and pattern.id.isupper()  # a module constant
-                if not (literal or constant):
+                if not (call.args and _fixed_pattern(call.args[0])):
                     offenders.append(f"{source.name}:{call.lineno}")
         assert offenders == []
 
