@@ -12,11 +12,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import os
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, TypeVar
 
 import aiohttp
@@ -176,33 +175,53 @@ async def read_json(
         raise BackendError("invalid JSON in response") from exc
 
 
-@contextlib.asynccontextmanager
-async def map_client_errors() -> AsyncIterator[None]:
-    """Translate transport failures into the gateway's errors, once, at the edge."""
-    try:
-        yield
-    except BackendError:
-        raise
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise Unreachable("cannot connect: timed out") from exc
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raise BackendTimeout("timed out") from exc
-    except aiohttp.ClientSSLError as exc:
-        raise BackendUnavailable(f"TLS failure: {type(exc).__name__}") from exc
-    except aiohttp.ClientConnectorError as exc:
-        raise Unreachable(f"cannot connect: {exc.os_error.strerror or 'refused'}") from exc
-    except aiohttp.ServerDisconnectedError as exc:
-        raise ConnectionLost("connection closed by the server") from exc
-    except aiohttp.ClientPayloadError as exc:
-        raise ConnectionLost("connection reset mid-body") from exc
-    except aiohttp.ClientOSError as exc:
-        raise ConnectionLost(f"connection error: {exc.strerror or type(exc).__name__}") from exc
-    except aiohttp.ClientError as exc:
-        raise BackendError(f"HTTP client error: {type(exc).__name__}") from exc
-    except (orjson.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BackendError("undecodable response") from exc
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        raise BackendError(f"unexpected response shape: {type(exc).__name__}") from exc
+def _mapped(exc: BaseException) -> BackendError | None:
+    """The gateway error a transport failure means, most specific first; None: not ours to map."""
+    if isinstance(exc, BackendError) or not isinstance(exc, Exception):
+        return None
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return Unreachable("cannot connect: timed out")
+    if isinstance(exc, TimeoutError | aiohttp.ServerTimeoutError):
+        return BackendTimeout("timed out")
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return BackendUnavailable(f"TLS failure: {type(exc).__name__}")
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return Unreachable(f"cannot connect: {exc.os_error.strerror or 'refused'}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return ConnectionLost("connection closed by the server")
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return ConnectionLost("connection reset mid-body")
+    if isinstance(exc, aiohttp.ClientOSError):
+        return ConnectionLost(f"connection error: {exc.strerror or type(exc).__name__}")
+    if isinstance(exc, aiohttp.ClientError):
+        return BackendError(f"HTTP client error: {type(exc).__name__}")
+    if isinstance(exc, orjson.JSONDecodeError | UnicodeDecodeError):
+        return BackendError("undecodable response")
+    if isinstance(exc, KeyError | TypeError | ValueError | IndexError | AttributeError):
+        return BackendError(f"unexpected response shape: {type(exc).__name__}")
+    return None
+
+
+class _ClientErrors:
+    """The context of :func:`map_client_errors` (a class: a generator-based one costs more per request)."""
+
+    __slots__ = ()
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        mapped = None if exc is None else _mapped(exc)
+        if mapped is not None:
+            raise mapped from exc
+
+
+_CLIENT_ERRORS = _ClientErrors()
+
+
+def map_client_errors() -> _ClientErrors:
+    """Translate transport failures into the gateway's errors, once, at the edge (``async with``)."""
+    return _CLIENT_ERRORS
 
 
 S = TypeVar("S", bound=HttpSettings)

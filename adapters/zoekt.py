@@ -31,7 +31,8 @@ import orjson
 from pydantic import Field, model_validator
 
 from adapters._http import HttpBackend, HttpSettings, RepoRegex, map_client_errors, read_body, token_from_env
-from adapters.zoekt_read import DECODER, parse_response
+from adapters.zoekt_batch import Coalescer, RepoRouter
+from adapters.zoekt_read import DECODER, parse_response, parse_shared
 from gateway.errors import BackendError, Rejected, Unsupported
 from gateway.globs import PathFilter, glob_to_regex
 from gateway.languages import globs_for
@@ -58,6 +59,10 @@ class ZoektSettings(HttpSettings):
 
     urls: list[str] = Field(default_factory=list, description="zoekt-webserver replicas.")
     repos: RepoRegex = Field(default="", description="Regex on repository names (zoekt `repo:`).")
+    coalesce: bool = Field(
+        default=True,
+        description="Share one request with the other namespaces asking the same server the same thing.",
+    )
 
 
     @model_validator(mode="after")
@@ -108,9 +113,9 @@ def build_query(query: SearchQuery, repos: str = "") -> str:
     return " ".join(parts)
 
 
-def build_request(query: SearchQuery, repos: str = "") -> dict[str, Any]:
-    """The JSON body of ``POST /api/search``."""
-    files = max(1, query.max_files)
+def build_request(query: SearchQuery, repos: str = "", members: int = 1) -> dict[str, Any]:
+    """The JSON body of ``POST /api/search`` (for ``members`` namespaces: a page of files each)."""
+    files = max(1, query.max_files) * members
     wall_ns = int(max(0.001, query.remaining() * WALL_SHARE) * 1e9)
     return {
         "Q": build_query(query, repos),
@@ -150,13 +155,20 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
         return await self.search_replica(query, 0)
 
     async def search_replica(self, query: SearchQuery, replica: int) -> BackendResult:
-        """Search on replica ``replica`` (an index into ``urls``)."""
+        """Search on replica ``replica`` (an index into ``urls``), with the namespaces asking it too."""
         if query.mode not in self.modes:
             raise Unsupported(f"zoekt cannot search in {query.mode} mode")
         if self.settings.token_env and not token_from_env(self.settings.token_env):
             raise BackendError(f"token variable {self.settings.token_env} is not set")
+        if self.settings.coalesce:
+            return await COALESCER.search(self, query, replica)
+        return (await self.search_for(query, replica, [self.settings.repos]))[0]
+
+    async def search_for(self, query: SearchQuery, replica: int, repos: list[str]) -> list[BackendResult]:
+        """One request to replica ``replica`` for namespaces with these ``repos`` regexes; a result each."""
+        union = "" if not all(repos) else "|".join(dict.fromkeys(f"(?:{r})" for r in repos))
         keep = PathFilter.build(query.paths, query.languages)
-        body = build_request(query, self.settings.repos)
+        body = build_request(query, repos[0] if len(repos) == 1 else union, len(repos))
         url = self.settings.endpoints[replica].rstrip("/") + "/api/search"
         async with map_client_errors():
             async with self.session.post(
@@ -171,4 +183,10 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
                 raise BackendError(f"unexpected response shape: {exc}") from exc
             except msgspec.DecodeError as exc:
                 raise BackendError("invalid JSON in response") from exc
-            return parse_response(data, query, keep)
+            if len(repos) == 1:
+                return [parse_response(data, query, keep)]
+            return parse_shared(data, query, keep, RepoRouter(repos), len(repos))
+
+
+#: Namespaces on one zoekt server asked the same thing at once share one request.
+COALESCER = Coalescer()

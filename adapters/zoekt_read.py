@@ -21,7 +21,7 @@ import msgspec
 
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, SearchQuery, cut_text
 
-__all__ = ["DECODER", "Response", "parse_response"]
+__all__ = ["DECODER", "Response", "parse_response", "parse_shared"]
 
 
 class Fragment(msgspec.Struct):
@@ -235,19 +235,33 @@ def _caps(result: Result, sent_files: int, sent_matches: int) -> list[str]:
 
 def parse_response(data: Response, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
     """Our result from zoekt's ``{"Result": ...}``, files by descending score."""
+    return parse_shared(data, query, keep, lambda _: _ONLY, 1)[0]
+
+
+_ONLY = [0]
+
+
+def parse_shared(
+    data: Response, query: SearchQuery, keep: Callable[[str], bool], owners: Callable[[str], list[int]], members: int
+) -> list[BackendResult]:
+    """One answer read for ``members`` namespaces: each file goes to the members ``owners``
+    names for its repository; zoekt's caps reach them all."""
     result = data.Result
     raw_files = result.Files or []
     ranked = sorted(raw_files, key=lambda f: -f.Score)
-    files: list[FileMatch] = []
+    files: list[list[FileMatch]] = [[] for _ in range(members)]
     sent_matches = 0
     for raw in ranked:
         match, counted = _file(raw, query.context_lines)
         sent_matches += counted
         if match is not None and keep(raw.FileName):
-            files.append(match)
+            for i in owners(raw.Repository):
+                files[i].append(match)
     reasons = _caps(result, len(raw_files), sent_matches)
     if not reasons:
-        return BackendResult(files=tuple(files))
-    return BackendResult(
-        files=tuple(files), status="capped", reason="; ".join(reasons), file_count=max(result.FileCount, len(files))
-    )
+        return [BackendResult(files=tuple(own)) for own in files]
+    reason = "; ".join(reasons)
+    if members == 1:  # zoekt's count is this namespace's
+        return [BackendResult(files=tuple(files[0]), status="capped", reason=reason,
+                              file_count=max(result.FileCount, len(files[0])))]
+    return [BackendResult(files=tuple(own), status="capped", reason=reason) for own in files]

@@ -20,7 +20,7 @@ import posixpath
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import re2
 
@@ -70,9 +70,8 @@ _DEMOTED = re.compile(  # vendored, generated, minified
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RankedFile:
-    """A file of one namespace with its fused score and what it matched."""
+class RankedFile(NamedTuple):
+    """A file of one namespace with its fused score and what it matched (a tuple: one per file)."""
 
     namespace: str
     file: FileMatch
@@ -119,7 +118,7 @@ class QueryMatcher:
         return bool(self.regex.search(value))
 
 
-#: A ranking stage: (file, whether its path matched the query) -> a positive factor.
+#: A ranking signal: (file, whether its path matched the query) -> a positive factor.
 Signal = Callable[[FileMatch, bool], float]
 
 #: Hits scanned per file for a definition (a backend lists its best lines first).
@@ -175,19 +174,26 @@ def _namespace_of(outcome: Outcome, file: FileMatch) -> str:
 def fuse(
     request: SearchRequest, outcomes: Sequence[Outcome]
 ) -> tuple[list[RankedFile], int, dict[str, tuple[int, int]]]:
-    """All matching files in global order, the weak hits dropped, and per-namespace counts."""
+    """All matching files in global order, the weak hits dropped, and per-namespace counts.
+
+    The hot loop of a wide answer (one pass per file, a thousand namespaces of files):
+    the signals are called directly and each file's sort key is built once.
+    """
     matcher = QueryMatcher(request)
-    signals: list[Signal] = [PathSignal(matcher), definition_signal, demotion_signal]
+    path_signal = PathSignal(matcher)
     semantic = request.mode == "semantic"
     threshold = request.threshold
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
     merged: dict[tuple[str, str], RankedFile] = {}
+    keys: dict[tuple[str, str], tuple[float, str, str]] = {}
     for outcome in outcomes:
         result = outcome.result
         if result is None:
             continue
         place = 0
+        weight = outcome.weight
+        base = outcome.namespace
         for file in result.files:
             hits = file.hits
             if semantic:
@@ -198,26 +204,29 @@ def fuse(
                 hits = strong
             if not hits:
                 continue
-            namespace = _namespace_of(outcome, file)
-            key = (namespace, file.path)
+            namespace = f"{base}/{file.namespace}" if file.namespace else base
+            path = file.path
+            key = (namespace, path)
             if key in merged:  # a backend named one file twice: keep its best place
                 first = merged[key]
-                merged[key] = RankedFile(
-                    namespace, _merge(first.file, hits), first.score, first.path_match
-                )
+                merged[key] = RankedFile(namespace, _merge(first.file, hits), first.score, first.path_match)
                 continue
             place += 1
             if hits is not file.hits:
-                file = FileMatch(path=file.path, hits=hits, namespace=file.namespace, definition=file.definition)
-            path_match = matcher(file.path)
-            score = outcome.weight / (K + place)
-            for signal in signals:
-                score *= signal(file, path_match)
+                file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
+            path_match = matcher(path)
+            score = (
+                weight / (K + place)
+                * path_signal(file, path_match)
+                * definition_signal(file, path_match)
+                * demotion_signal(file, path_match)
+            )
             merged[key] = RankedFile(namespace, file, score, path_match)
+            keys[key] = (-score, namespace, path)
     for item in merged.values():
         files, nhits = counts.get(item.namespace, (0, 0))
         counts[item.namespace] = (files + 1, nhits + len(item.file.hits))
-    ordered = sorted(merged.values(), key=lambda f: (-f.score, f.namespace, f.file.path))
+    ordered = [merged[key] for key in sorted(merged, key=keys.__getitem__)]
     return ordered, weak, counts
 
 
