@@ -177,15 +177,10 @@ def _load_lines(matches: Sequence[LineMatch], context: int) -> tuple[Hit, ...]:
 
 def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int) -> FileMatch | None:
     """A line-mode file whose hits are decoded only if it is shown (one per distinct line)."""
-    numbers: set[int] = set()
-    symbol = False
-    for m in matches:
-        if not m.FileName:
-            numbers.add(m.LineNumber)
-        if not symbol and m.LineFragments:
-            symbol = any(f.SymbolInfo for f in m.LineFragments)
+    numbers = {m.LineNumber for m in matches if not m.FileName}
     if not numbers:
         return None
+    symbol = any([True for m in matches if m.LineFragments for f in m.LineFragments if f.SymbolInfo])
     path = f"{raw.Repository}/{raw.FileName}"
     return FileMatch(
         path=path,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -118,44 +118,23 @@ class QueryMatcher:
         return bool(self.regex.search(value))
 
 
-#: A ranking signal: (file, whether its path matched the query) -> a positive factor.
-Signal = Callable[[FileMatch, bool], float]
-
 #: Hits scanned per file for a definition (a backend lists its best lines first).
 DEFINITION_SCAN = 16
 
 
-class PathSignal:
-    """Boost a file whose name (more) or path (less) contains the query."""
-
-    def __init__(self, matcher: QueryMatcher) -> None:
-        self.matcher = matcher
-
-    def __call__(self, file: FileMatch, path_match: bool) -> float:
-        if not path_match:
-            return 1.0
-        return PATH_NAME_BOOST if self.matcher(posixpath.basename(file.path)) else PATH_BOOST
-
-
 def looks_like_definition(text: str) -> bool:
-    """Whether a line looks like it defines something (the test :func:`definition_signal` applies)."""
+    """Whether a line looks like it defines something (the test :func:`defines` applies)."""
     return _DEFINITION.match(text) is not None
 
 
-def definition_signal(file: FileMatch, path_match: bool) -> float:
-    """Boost a file with a hit that looks like a definition or carries a symbol."""
+def defines(file: FileMatch) -> bool:
+    """The backend's word on a definition, else whether one of the first hits looks like one."""
     if file.definition is not None:
-        return DEFINITION_BOOST if file.definition else 1.0
+        return file.definition
     definition = _DEFINITION.match
-    for hit in file.hits[:DEFINITION_SCAN]:
-        if hit.symbol or hit.kind not in ("line", "file") or definition(hit.text):
-            return DEFINITION_BOOST
-    return 1.0
-
-
-def demotion_signal(file: FileMatch, path_match: bool) -> float:
-    """Demote vendored, generated and minified files."""
-    return DEMOTION if _demoted(file.path) else 1.0
+    return any(
+        hit.symbol or hit.kind not in ("line", "file") or definition(hit.text) for hit in file.hits[:DEFINITION_SCAN]
+    )
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -176,11 +155,14 @@ def fuse(
 ) -> tuple[list[RankedFile], int, dict[str, tuple[int, int]]]:
     """All matching files in global order, the weak hits dropped, and per-namespace counts.
 
-    The hot loop of a wide answer (one pass per file, a thousand namespaces of files):
-    the signals are called directly and each file's sort key is built once.
+    A file's score is its namespace's weight / (K + its place there), times the code
+    signals: the query in its name (PATH_NAME_BOOST) or path (PATH_BOOST), a definition
+    among its first hits (DEFINITION_BOOST), vendored/generated/minified (DEMOTION).
+    This is the hot loop of a wide answer, one pass per file: the signals are inline
+    and each file's sort key is built once.
     """
     matcher = QueryMatcher(request)
-    path_signal = PathSignal(matcher)
+    literal, sensitive = matcher.literal, matcher.sensitive
     semantic = request.mode == "semantic"
     threshold = request.threshold
     weak = 0
@@ -202,30 +184,34 @@ def fuse(
                 )
                 weak += len(hits) - len(strong)
                 hits = strong
-            if not hits:
+            count = len(hits)
+            if not count:
                 continue
             namespace = f"{base}/{file.namespace}" if file.namespace else base
             path = file.path
             key = (namespace, path)
-            if key in merged:  # a backend named one file twice: keep its best place
-                first = merged[key]
-                merged[key] = RankedFile(namespace, _merge(first.file, hits), first.score, first.path_match)
+            first = merged.get(key)
+            if first is not None:  # a backend named one file twice: keep its best place
+                both = _merge(first.file, hits)
+                merged[key] = RankedFile(namespace, both, first.score, first.path_match)
+                files, nhits = counts[namespace]
+                counts[namespace] = (files, nhits + len(both.hits) - len(first.file.hits))
                 continue
             place += 1
             if hits is not file.hits:
                 file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
-            path_match = matcher(path)
-            score = (
-                weight / (K + place)
-                * path_signal(file, path_match)
-                * definition_signal(file, path_match)
-                * demotion_signal(file, path_match)
-            )
+            path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
+            score = weight / (K + place)
+            if path_match:
+                score *= PATH_NAME_BOOST if matcher(posixpath.basename(path)) else PATH_BOOST
+            if file.definition or (file.definition is None and defines(file)):
+                score *= DEFINITION_BOOST
+            if _demoted(path):
+                score *= DEMOTION
             merged[key] = RankedFile(namespace, file, score, path_match)
             keys[key] = (-score, namespace, path)
-    for item in merged.values():
-        files, nhits = counts.get(item.namespace, (0, 0))
-        counts[item.namespace] = (files + 1, nhits + len(item.file.hits))
+            files, nhits = counts.get(namespace, (0, 0))
+            counts[namespace] = (files + 1, nhits + count)
     ordered = [merged[key] for key in sorted(merged, key=keys.__getitem__)]
     return ordered, weak, counts
 
