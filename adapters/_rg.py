@@ -171,31 +171,54 @@ class Collector:
         self._matches: list[bytes] = []
         self._lines: list[bytes] = []  # with context: every line of the file
 
-    def begin(self, path: str) -> None:
-        """Start a file (its path as rg printed it); its lines follow until :meth:`flush`."""
-        self.flush()
+    def _admit(self, path: str) -> str | None:
+        """The namespace-relative path of a file to keep, else None (filtered out, or capped)."""
         if self.capped:
-            return
+            return None
         relative = path[self.strip :]
         if self.accept is not None and not self.accept(relative):
-            return
+            return None
         if self.started >= self.max_files:
             self.capped = f"stopped at {self.max_files} files (cap)"
-            return
+            return None
         self.started += 1
-        self._path = relative
+        return relative
 
-    def take(self, lines: list[bytes]) -> None:
-        """Take lines of the current file, in order (all of them, or the next part)."""
-        if self._path is None:
-            return
+    def _matches_of(self, lines: list[bytes]) -> list[bytes]:
+        """The match lines among ``lines``, counted against the hit cap."""
         matches = list(filter(_MATCH_LINE, lines))  # anything else: context, or rg's binary-file warning
         room = self.max_hits - self.hits
         if len(matches) > room:
             self.capped = f"stopped at {self.max_hits} hits (cap)"
             del matches[room:]
         self.hits += len(matches)
-        self._matches += matches
+        return matches
+
+    def _add(self, path: str, matches: list[bytes], lines: list[bytes]) -> None:
+        load = functools.partial(_hits, matches, lines, self.context_lines)
+        hits = LazyHits(len(matches), load, int(matches[0].partition(b":")[0]), path)
+        file = FileMatch(path=path, hits=hits, definition=_defines(matches))
+        self._files.append((-min(len(matches), RANK_HIT_CAP), path, file))
+
+    def whole(self, path: str, lines: list[bytes]) -> None:
+        """A file read whole at once (its path as rg printed it, and its lines): the usual case."""
+        self.flush()
+        relative = self._admit(path)
+        if relative is not None:
+            matches = self._matches_of(lines)
+            if matches:
+                self._add(relative, matches, lines if self.context_lines else [])
+
+    def begin(self, path: str) -> None:
+        """Start a file that comes in parts; its lines follow (:meth:`take`) until :meth:`flush`."""
+        self.flush()
+        self._path = self._admit(path)
+
+    def take(self, lines: list[bytes]) -> None:
+        """Take the next lines of the current file, in order."""
+        if self._path is None:
+            return
+        self._matches += self._matches_of(lines)
         if self.context_lines:
             self._lines += lines
         if self.capped:
@@ -203,16 +226,10 @@ class Collector:
 
     def flush(self) -> None:
         """Close the current file (also when reading stopped in the middle of it)."""
-        matches = self._matches
-        if self._path is not None and matches:
-            path = self._path
-            load = functools.partial(_hits, matches, self._lines, self.context_lines)
-            hits = LazyHits(len(matches), load, int(matches[0].partition(b":")[0]), path)
-            file = FileMatch(path=path, hits=hits, definition=_defines(matches))
-            self._files.append((-min(len(matches), RANK_HIT_CAP), path, file))
-        self._path = None
-        if matches:
+        if self._path is not None and self._matches:
+            self._add(self._path, self._matches, self._lines)
             self._matches, self._lines = [], []
+        self._path = None
 
     def ranked(self) -> list[FileMatch]:
         """The files, most hits first (counted up to RANK_HIT_CAP), then by path."""
@@ -246,19 +263,24 @@ class OutputReader:
                     self._broken = b"" if len(self._broken) > _MAX_PATH_BYTES else self._broken + head + b"\n"
                     start += 1
                     continue
-                raw_path, self._broken, self._in_file = self._broken + head, b"", True
+                raw_path, self._broken = self._broken + head, b""
                 path = _decode(raw_path).removeprefix("./")
                 collector = self._route(path) if raw_path else None  # no path: its line was SKIPPED
+                lines[start] = first
+                if first:
+                    stop = _blank(lines, start, end)
+                    if stop < end:  # the whole file is here
+                        if collector is not None:
+                            collector.whole(path, lines[start:stop])
+                        start = stop + 1
+                        continue
+                else:  # the line was SKIPPED: it is no end of the file
+                    start += 1
+                self._in_file = True
                 if collector is not None:
                     collector.begin(path)
-                lines[start] = first
-                if not first:  # the line was SKIPPED: it is no end of the file
-                    start += 1
-                    continue
-            try:
-                stop = lines.index(b"", start)  # a blank line ends the file
-            except ValueError:
-                stop = end
+                continue
+            stop = _blank(lines, start, end)
             if collector is not None:
                 collector.take(lines[start:stop])
             if stop < end:
@@ -268,6 +290,14 @@ class OutputReader:
                 collector = None
             start = stop + 1
         self._collector = collector
+
+
+def _blank(lines: list[bytes], start: int, end: int) -> int:
+    """Where the next blank line (the end of a file) is, from ``start``; ``end`` if none."""
+    try:
+        return lines.index(b"", start)
+    except ValueError:
+        return end
 
 
 def collect(

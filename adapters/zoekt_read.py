@@ -180,7 +180,7 @@ def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int) -> FileMat
     numbers = {m.LineNumber for m in matches if not m.FileName}
     if not numbers:
         return None
-    symbol = any([True for m in matches if m.LineFragments for f in m.LineFragments if f.SymbolInfo])
+    symbol = any(f.SymbolInfo for m in matches if m.LineFragments for f in m.LineFragments)
     path = f"{raw.Repository}/{raw.FileName}"
     return FileMatch(
         path=path,

@@ -411,6 +411,23 @@ class TestParser:
         files = collect(output)
         assert [(f.path, [h.line for h in f.hits]) for f in files] == [("a", [1]), ("b", [3])]
 
+    def test_any_split_into_reads_gives_the_same_files(self) -> None:
+        """A file cut across reads (begin, take, flush) reads as the same file read whole."""
+        from adapters._rg import Collector, OutputReader
+
+        def read(parts: list[list[bytes]]) -> list[tuple[str, list[tuple[int, str, tuple[str, ...]]]]]:
+            collector = Collector(context_lines=1)
+            reader = OutputReader(lambda _: collector)
+            for part in parts:
+                reader.feed(list(part))
+            return [(f.path, [(h.line, h.text, h.before + h.after) for h in f.hits]) for f in collector.ranked()]
+
+        whole = read([RECORDED])
+        assert [path for path, _ in whole] == ["src/widgets/registry.py", "docs/legacy-\ufffd.txt"]
+        for cut in range(1, len(RECORDED)):
+            for second in range(cut, len(RECORDED)):
+                assert read([RECORDED[:cut], RECORDED[cut:second], RECORDED[second:]]) == whole, (cut, second)
+
     def test_path_with_a_newline(self) -> None:
         """A file name holding a newline arrives over two lines and is joined again."""
         files = collect([b"./new", b"line.txt\x004:2:.needle"])
