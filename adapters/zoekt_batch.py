@@ -103,8 +103,8 @@ class Coalescer:
 
     async def search(self, backend: ZoektBackend, query: SearchQuery, replica: int) -> BackendResult:
         settings = backend.settings
-        key = (settings.endpoints[replica].rstrip("/"), query, settings.token_env, settings.max_bytes)
         loop = asyncio.get_running_loop()
+        key = (loop, settings.endpoints[replica].rstrip("/"), query, settings.token_env, settings.max_bytes)
         batch = self._pending.get(key)
         if batch is None or len(batch.members) >= MAX_MEMBERS:
             batch = self._pending[key] = _Batch(backend, query, replica)
