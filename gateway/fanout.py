@@ -19,8 +19,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
+
+from msgspec.structs import replace
 
 from gateway.backend import AsyncBackend
 from gateway.errors import BackendError

@@ -2,16 +2,19 @@
 
 ``SearchQuery`` is what a backend is asked; ``Hit`` and ``FileMatch`` are what it
 answers with, gathered in a ``BackendResult``; ``Outcome`` is one namespace's fate
-in a fan-out. They are plain slotted dataclasses: built once by the code that
-parsed a backend's payload, never validated again.
+in a fan-out. They are frozen ``msgspec.Struct`` classes (slotted, compared and
+hashed by value): built once by the code that parsed a backend's payload, never
+validated again, and about ten times cheaper to build than frozen dataclasses,
+which matters for a thousand files an answer.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Literal, overload
+
+import msgspec
 
 __all__ = [
     "BackendResult",
@@ -33,8 +36,7 @@ MAX_TEXT = 256
 ELLIPSIS = "…"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SearchQuery:
+class SearchQuery(msgspec.Struct, frozen=True, kw_only=True):
     """One request as a backend sees it: normalised, validated, with a deadline.
 
     ``deadline`` is on the ``time.monotonic()`` clock (the event loop's clock).
@@ -50,7 +52,7 @@ class SearchQuery:
     context_lines: int = 0
     max_files: int = 20
     threshold: float = 0.5
-    deadline: float = field(default_factory=lambda: time.monotonic() + 5.0)
+    deadline: float = msgspec.field(default_factory=lambda: time.monotonic() + 5.0)
     #: For a backend serving several namespaces (a peer gateway): the globs of its own
     #: namespaces that were asked for (``team/*`` of a request pattern ``peer/team/*``);
     #: empty means all of them.
@@ -61,8 +63,7 @@ class SearchQuery:
         return max(0.0, self.deadline - time.monotonic())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True, kw_only=True):
     """One match in one file: a line span (1-based), columns in characters."""
 
     line: int
@@ -129,8 +130,7 @@ class LazyHits(Sequence[Hit]):
     __hash__ = None  # type: ignore[assignment]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FileMatch:
+class FileMatch(msgspec.Struct, frozen=True, kw_only=True):
     """One file of a backend's answer with every hit it found there, in its order.
 
     ``namespace`` is a suffix for backends that serve several namespaces at once
@@ -145,8 +145,7 @@ class FileMatch:
     definition: bool | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChildStatus:
+class ChildStatus(msgspec.Struct, frozen=True, kw_only=True):
     """The status of a sub-namespace reported by a backend that serves several."""
 
     name: str
@@ -158,8 +157,7 @@ class ChildStatus:
     error: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackendResult:
+class BackendResult(msgspec.Struct, frozen=True, kw_only=True):
     """A backend's answer: files in the backend's own rank order, best first.
 
     ``status`` is ``ok``, or ``capped``/``timeout`` when what is here is partial;
@@ -174,8 +172,7 @@ class BackendResult:
     children: tuple[ChildStatus, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     """One namespace's fate in a fan-out."""
 
     namespace: str

@@ -37,9 +37,10 @@ import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from msgspec.structs import replace
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from gateway.backend import AsyncBackend, FileTree

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -52,13 +51,6 @@ BULK = 450
 
 Serve = Callable[..., Awaitable[str]]
 Local = Callable[..., SearchService]
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class SubQuery(SearchQuery):
-    """A SearchQuery with the sub-namespace field the service is proposed to fill."""
-
-    sub_namespaces: tuple[str, ...] = ()
 
 
 def query(text: str = "register_widget", **kw: Any) -> SearchQuery:
@@ -332,7 +324,7 @@ class TestRemoteFailure:
     async def test_sub_namespaces_asked(self, broken_url: str) -> None:
         """A query naming sub-namespaces asks the peer for exactly those."""
         async with PeerBackend("p", PeerSettings(url=broken_url)) as peer:
-            result = await peer.search(SubQuery(text="register_widget", case_sensitive=False,
+            result = await peer.search(SearchQuery(text="register_widget", case_sensitive=False,
                                                 sub_namespaces=("team/*",)))
         assert [c.name for c in result.children] == ["team/beta"]
         assert {f.namespace for f in result.files} == {"team/beta"}
@@ -340,7 +332,7 @@ class TestRemoteFailure:
     async def test_sub_namespaces_stay_within_globs(self, broken_url: str) -> None:
         """Sub-namespaces outside the configured globs are not shown."""
         async with PeerBackend("p", PeerSettings(url=broken_url, namespaces=["alpha"])) as peer:
-            result = await peer.search(SubQuery(text="register_widget", case_sensitive=False,
+            result = await peer.search(SearchQuery(text="register_widget", case_sensitive=False,
                                                 sub_namespaces=("alpha", "team/*")))
         assert [c.name for c in result.children] == ["alpha"]
         assert {f.namespace for f in result.files} == {"alpha"}

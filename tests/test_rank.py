@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from msgspec.structs import replace
 
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
 from gateway.rank import fuse, rank
