@@ -96,6 +96,11 @@ def regex_union(globs: Iterable[str]) -> str:
     return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
 
 
+def repo_union(repos: list[str]) -> str:
+    """One ``repo:`` regex for several namespaces: empty (every repository) if one of them has none."""
+    return "" if not all(repos) else "|".join(dict.fromkeys(f"(?:{r})" for r in repos))
+
+
 def build_query(query: SearchQuery, repos: str = "") -> str:
     """The zoekt query string for ``query``."""
     parts: list[str] = []
@@ -166,9 +171,8 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
 
     async def search_for(self, query: SearchQuery, replica: int, repos: list[str]) -> list[BackendResult]:
         """One request to replica ``replica`` for namespaces with these ``repos`` regexes; a result each."""
-        union = "" if not all(repos) else "|".join(dict.fromkeys(f"(?:{r})" for r in repos))
         keep = PathFilter.build(query.paths, query.languages)
-        body = build_request(query, repos[0] if len(repos) == 1 else union, len(repos))
+        body = build_request(query, repos[0] if len(repos) == 1 else repo_union(repos), len(repos))
         url = self.settings.endpoints[replica].rstrip("/") + "/api/search"
         async with map_client_errors():
             async with self.session.post(
