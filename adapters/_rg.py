@@ -23,28 +23,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import operator
 import os
 import re
 import shutil
 import sysconfig
-from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from gateway.models import FileMatch, Hit, LazyHits, SearchQuery, cut_text
 from gateway.rank import DEFINITION_ASCII_PATTERN, DEFINITION_SCAN, looks_like_definition
 
 __all__ = [
+    "BLOCK_LIMIT",
+    "CHUNK",
     "DEFAULT_MAX_FILES",
     "DEFAULT_MAX_HITS",
     "RANK_HIT_CAP",
     "SKIPPED",
     "Collector",
+    "LineSplitter",
     "OutputReader",
     "build_argv",
     "collect",
     "drain",
     "error_line",
     "find_rg",
-    "read_lines",
     "reap",
 ]
 
@@ -52,19 +55,29 @@ DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_HITS = 100_000
 #: Files are ranked by their hit count, counted up to this many.
 RANK_HIT_CAP = 50
+_RANK_KEY = operator.itemgetter(0, 1)
 #: An output line longer than this (bytes) is skipped rather than held in memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
-#: What :func:`read_lines` gives in place of a line it skipped (no real line is a lone NUL).
+#: What :class:`LineSplitter` gives in place of a line it skipped (no real line is a lone NUL).
 SKIPPED = b"\0"
 #: A path longer than this is not a path: the reader resynchronises at the next file.
 _MAX_PATH_BYTES = 64 * 1024
-_CHUNK = 256 * 1024
+CHUNK = 256 * 1024
+#: Output held while waiting for the end of a file; a file block longer than this is
+#: read line by line instead (see :meth:`OutputReader.feed_bytes`).
+BLOCK_LIMIT = 1024 * 1024
 _STDERR_KEEP = 4096
 
 #: A match line ("line:column:text"); context lines are "line-text".
 _MATCH_LINE = re.compile(rb"\d+:").match
 #: The definition test on an ASCII match line, past its "line:column:".
 _ASCII_DEFINITION = re.compile(rb"\d++:\d*+:" + DEFINITION_ASCII_PATTERN).match
+#: The same test on the lines after the first of an ASCII block of match lines. The
+#: pattern cannot run from one line into the next: every line starts with a digit,
+#: and nothing after the first ``\s`` of a definition can.
+_ASCII_DEFINITION_AFTER = re.compile(rb"\n\d++:\d*+:" + DEFINITION_ASCII_PATTERN).search
+#: A line after the first of a block that is not a match line.
+_UNMATCHED = re.compile(rb"\n(?!\d+:)").search
 
 
 def _decode(raw: bytes) -> str:
@@ -141,6 +154,28 @@ def _defines(matches: Sequence[bytes]) -> bool:
     return any(looks_like_definition(_decode(_split(raw)[2])) for raw in first)
 
 
+def _nth_newline(body: bytes, n: int) -> int:
+    """Where the ``n``-th newline of ``body`` is (``n`` >= 1; the body has at least ``n``)."""
+    at = -1
+    for _ in range(n):
+        at = body.find(b"\n", at + 1)
+    return at
+
+
+def _block_defines(body: bytes, count: int) -> bool:
+    """:func:`_defines` on a block of ``count`` match lines, without splitting it."""
+    if not body.isascii():
+        return _defines(body.split(b"\n", DEFINITION_SCAN)[:DEFINITION_SCAN])
+    if _ASCII_DEFINITION(body):
+        return True
+    end = _nth_newline(body, DEFINITION_SCAN) if count > DEFINITION_SCAN else len(body)
+    return _ASCII_DEFINITION_AFTER(body, 0, end) is not None
+
+
+def _block_hits(body: bytes) -> tuple[Hit, ...]:
+    return _hits(body.split(b"\n"), (), 0)
+
+
 class Collector:
     """Gathers one namespace's files from rg's lines, applying the local filter and the caps.
 
@@ -209,6 +244,29 @@ class Collector:
             if matches:
                 self._add(relative, matches, lines if self.context_lines else [])
 
+    def block(self, path: str, body: bytes) -> None:
+        """A whole file whose lines are all match lines (``body``: its lines, no final newline).
+
+        The fast path: no context was asked for and every line is numbered, so the
+        file is counted, tested and kept without splitting it into lines.
+        """
+        if self._path is not None:
+            self.flush()
+        relative = self._admit(path)
+        if relative is None:
+            return
+        count = body.count(b"\n") + 1
+        room = self.max_hits - self.hits
+        if count > room:
+            self.capped = f"stopped at {self.max_hits} hits (cap)"
+            if room <= 0:
+                return
+            body, count = body[: _nth_newline(body, room)], room
+        self.hits += count
+        hits = LazyHits(count, functools.partial(_block_hits, body), int(body.partition(b":")[0]), relative)
+        file = FileMatch(path=relative, hits=hits, definition=_block_defines(body, count))
+        self._files.append((-min(count, RANK_HIT_CAP), relative, file))
+
     def begin(self, path: str) -> None:
         """Start a file that comes in parts; its lines follow (:meth:`take`) until :meth:`flush`."""
         self.flush()
@@ -234,7 +292,7 @@ class Collector:
     def ranked(self) -> list[FileMatch]:
         """The files, most hits first (counted up to RANK_HIT_CAP), then by path."""
         self.flush()
-        self._files.sort()  # paths differ: files themselves are never compared
+        self._files.sort(key=_RANK_KEY)  # stable: a path named twice keeps its order
         return [file for _, _, file in self._files]
 
 
@@ -246,11 +304,83 @@ class OutputReader:
     per read); a file's lines are handed over as one slice, never one by one.
     """
 
-    def __init__(self, route: Callable[[str], Collector | None]) -> None:
+    def __init__(self, route: Callable[[str], Collector | None], *, blocks: bool = False) -> None:
         self._route = route
         self._in_file = False
         self._broken = b""  # the first part of a path that holds a newline
         self._collector: Collector | None = None
+        self._blocks = blocks  # whole files may be read as blocks (no context lines asked for)
+        self._pending = b""  # feed_bytes: output after the last complete file
+        self._lines: LineSplitter | None = None  # feed_bytes: reading line by line until a file ends
+
+    def feed_bytes(self, chunk: bytes) -> None:
+        """Take the next bytes of the output, as read; files that end in them are routed.
+
+        Whole files are cut at the blank line between files and, when every line of a
+        file is a match line, handed over as one block (:meth:`Collector.block`), never
+        split into lines. Anything else (context lines, a warning, a path holding a
+        newline) goes through :meth:`feed` line by line, as does a file longer than
+        :data:`BLOCK_LIMIT` until it ends.
+        """
+        if self._lines is not None:
+            self._feed_lines(chunk)
+            return
+        data = self._pending + chunk if self._pending else chunk
+        cut = data.rfind(b"\n\n")
+        while cut > 0 and data[cut - 1] == 0x0A:  # a run of newlines: a path may start with the rest
+            cut -= 1
+        if cut < 0:
+            self._pending = data
+        else:
+            self._pending = data[cut + 2 :]
+            self._files(data[:cut])
+        # Line by line from here: a file too long to hold, or a path cut at a blank line.
+        if len(self._pending) > BLOCK_LIMIT or self._broken or self._in_file:
+            data, self._pending = self._pending, b""
+            self._lines = LineSplitter()
+            self._feed_lines(data)
+
+    def end(self, *, eof: bool = True) -> None:
+        """The output ended (``eof``), or reading stopped: route what is left of it.
+
+        At the end of the output its last line counts even without a newline; when
+        reading stopped early, only the lines that were complete.
+        """
+        if self._lines is not None:
+            if eof:
+                self.feed(self._lines.end())
+            self._lines = None
+            return
+        data, self._pending = self._pending, b""
+        if not eof:
+            data = data[: data.rfind(b"\n") + 1]
+        if data:
+            self._files(data[:-1] if data.endswith(b"\n") else data)
+
+    def _feed_lines(self, chunk: bytes) -> None:
+        """Line by line, back to blocks once a file has ended where a read does."""
+        assert self._lines is not None
+        self.feed(self._lines.split(chunk))
+        if not self._in_file and not self._broken and (pending := self._lines.take_pending(BLOCK_LIMIT)) is not None:
+            self._lines, self._pending = None, pending
+
+    def _files(self, data: bytes) -> None:
+        """Whole files, separated by blank lines; a file that is not a plain block, and
+        all after it, line by line."""
+        if not self._blocks:
+            self.feed([*data.split(b"\n"), b""])
+            return
+        route = self._route
+        files = data.split(b"\n\n")
+        for i, file in enumerate(files):
+            raw_path, _, body = file.partition(b"\0")
+            if not (raw_path and _MATCH_LINE(body)) or _UNMATCHED(body):
+                self.feed([*b"\n\n".join(files[i:]).split(b"\n"), b""])
+                return
+            path = _decode(raw_path).removeprefix("./")
+            collector = route(path)
+            if collector is not None:
+                collector.block(path, body)
 
     def feed(self, lines: list[bytes]) -> None:
         """Take the next lines of the output (the list is the reader's to change)."""
@@ -349,33 +479,45 @@ def build_argv(
     return argv
 
 
-async def read_lines(
-    stream: asyncio.StreamReader, limit: int = MAX_LINE_BYTES
-) -> AsyncGenerator[list[bytes], None]:
-    """The lines of ``stream`` (no ``\\n``), a list per read; a line over ``limit`` bytes is :data:`SKIPPED`."""
-    pending = bytearray()
-    skipping = False
-    while chunk := await stream.read(_CHUNK):
+class LineSplitter:
+    """Cuts a byte stream into lines (no ``\\n``); a line over ``limit`` bytes becomes :data:`SKIPPED`."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self._pending = bytearray()
+        self._skipping = False
+
+    def split(self, chunk: bytes) -> list[bytes]:
+        """The lines completed by ``chunk``; its last, unfinished line is kept for the next."""
         lines = chunk.split(b"\n")
         tail = lines.pop()
         if lines:
-            if skipping:
-                lines[0], skipping = SKIPPED, False
-            elif pending:
-                pending += lines[0]
-                lines[0] = SKIPPED if len(pending) > limit else bytes(pending)
-                pending = bytearray()
-            if limit < _CHUNK:  # else no line read whole in one chunk can be over the limit
-                lines = [SKIPPED if len(line) > limit else line for line in lines]
-            yield lines
-        if not skipping:
-            pending += tail
-            if len(pending) > limit:
-                pending, skipping = bytearray(), True
-    if skipping:
-        yield [SKIPPED]
-    elif pending:
-        yield [bytes(pending)]
+            if self._skipping:
+                lines[0], self._skipping = SKIPPED, False
+            elif self._pending:
+                self._pending += lines[0]
+                lines[0] = SKIPPED if len(self._pending) > self.limit else bytes(self._pending)
+                self._pending = bytearray()
+            if self.limit < len(chunk):  # else no line read whole in this chunk can be over the limit
+                lines = [SKIPPED if len(line) > self.limit else line for line in lines]
+        if not self._skipping:
+            self._pending += tail
+            if len(self._pending) > self.limit:
+                self._pending, self._skipping = bytearray(), True
+        return lines
+
+    def end(self) -> list[bytes]:
+        """The last line, if the stream did not end with a newline."""
+        if self._skipping:
+            return [SKIPPED]
+        return [bytes(self._pending)] if self._pending else []
+
+    def take_pending(self, most: int) -> bytes | None:
+        """The unfinished line, handed over if it holds at most ``most`` bytes (else None)."""
+        if self._skipping or len(self._pending) > most:
+            return None
+        pending, self._pending = bytes(self._pending), bytearray()
+        return pending
 
 
 async def drain(stream: asyncio.StreamReader | None) -> bytes:
@@ -383,7 +525,7 @@ async def drain(stream: asyncio.StreamReader | None) -> bytes:
     kept = bytearray()
     if stream is None:
         return b""
-    while chunk := await stream.read(_CHUNK):
+    while chunk := await stream.read(CHUNK):
         if len(kept) < _STDERR_KEEP:
             kept += chunk[: _STDERR_KEEP - len(kept)]
     return bytes(kept)

@@ -22,12 +22,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from adapters._rg import (
+    CHUNK,
     Collector,
     OutputReader,
     build_argv,
     drain,
     error_line,
-    read_lines,
     reap,
 )
 from gateway.errors import BackendError
@@ -141,26 +141,25 @@ async def _read(
 ) -> None:
     if proc.stdout is None:  # pragma: no cover - created with stdout=PIPE
         raise BackendError("rg has no stdout")
-    reader = OutputReader(_Router(members))
-    parsed = 0
+    reader = OutputReader(_Router(members), blocks=not members[0].collector.context_lines)
+    read = 0
     try:
         async with asyncio.timeout_at(deadline):
-            async with contextlib.aclosing(read_lines(proc.stdout)) as chunks:
-                async for lines in chunks:
-                    parsed += len(lines)
-                    reader.feed(lines)
-                    for m in members:
-                        if m.collector.capped and not m.future.done():
-                            m.finish("capped", m.collector.capped)
-                    if not any(m.open() for m in members):
-                        return
+            while chunk := await proc.stdout.read(CHUNK):
+                read += len(chunk)
+                reader.feed_bytes(chunk)
+                if _settle_capped(members):
+                    return
+            reader.end()
+            _settle_capped(members)
             returncode = await proc.wait()
             err = await stderr
     except TimeoutError:
+        reader.end(eof=False)
         for m in members:
             m.finish("timeout", f"stopped at the deadline after {m.collector.started} files")
         return
-    if returncode == 2 and parsed == 0:
+    if returncode == 2 and read == 0:
         error = BackendError(error_line(err))
         for m in members:
             m.fail(error)
@@ -172,6 +171,14 @@ async def _read(
         return
     for m in members:
         m.finish("ok", "")
+
+
+def _settle_capped(members: Sequence[Member]) -> bool:
+    """Answer the members that reached a cap; whether none is left open."""
+    for m in members:
+        if m.collector.capped and not m.future.done():
+            m.finish("capped", m.collector.capped)
+    return not any(m.open() for m in members)
 
 
 def _independent(members: list[Member]) -> list[list[Member]]:

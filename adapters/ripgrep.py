@@ -32,7 +32,6 @@ from adapters._rg import (
     build_argv,
     collect,
     find_rg,
-    read_lines,
 )
 from adapters.rg_batch import Batcher, Member
 from gateway.backend import AsyncBackend, BackendSettings
@@ -48,7 +47,6 @@ __all__ = [
     "build_argv",
     "collect",
     "find_rg",
-    "read_lines",
 ]
 
 

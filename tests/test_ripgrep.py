@@ -13,13 +13,13 @@ from typing import Any
 import pydantic
 import pytest
 
+from adapters._rg import SKIPPED, LineSplitter
 from adapters.ripgrep import (
     RipgrepBackend,
     RipgrepSettings,
     build_argv,
     collect,
     find_rg,
-    read_lines,
 )
 from gateway.errors import BackendError, Unsupported
 from gateway.localfs import LocalTree
@@ -434,37 +434,29 @@ class TestParser:
         assert [(f.path, f.hits[0].line, f.hits[0].column) for f in files] == [("new\nline.txt", 4, 2)]
 
 
-class TestLineReader:
+class TestLineSplitter:
     @staticmethod
-    async def lines(stream: asyncio.StreamReader, **kw: Any) -> list[bytes]:
-        return [line async for chunk in read_lines(stream, **kw) for line in chunk]
+    def lines(pieces: list[bytes], limit: int = 1 << 20) -> list[bytes]:
+        splitter = LineSplitter(limit)
+        return [line for piece in pieces for line in splitter.split(piece)] + splitter.end()
 
-    async def test_lines_across_chunks(self) -> None:
+    def test_lines_across_chunks(self) -> None:
         """Lines split across reads are joined; the last line needs no newline."""
-        stream = asyncio.StreamReader()
-        for piece in (b"ab", b"c\nd", b"e\n\nf"):
-            stream.feed_data(piece)
-        stream.feed_eof()
-        assert await self.lines(stream) == [b"abc", b"de", b"", b"f"]
+        assert self.lines([b"ab", b"c\nd", b"e\n\nf"]) == [b"abc", b"de", b"", b"f"]
 
-    async def test_overlong_line_is_skipped_whole(self) -> None:
+    def test_overlong_line_is_skipped_whole(self) -> None:
         """A line over the limit is replaced by SKIPPED and the next line is intact."""
-        stream = asyncio.StreamReader()
-        stream.feed_data(b"ok\n" + b"x" * 50)
-        stream.feed_data(b"y" * 50 + b"\nnext\n" + b"z" * 30 + b"\n")
-        stream.feed_eof()
-        assert await self.lines(stream, limit=20) == [b"ok", b"\0", b"next", b"\0"]
+        pieces = [b"ok\n" + b"x" * 50, b"y" * 50 + b"\nnext\n" + b"z" * 30 + b"\n"]
+        assert self.lines(pieces, limit=20) == [b"ok", SKIPPED, b"next", SKIPPED]
 
-    async def test_overlong_line_across_reads_is_skipped(self) -> None:
+    def test_overlong_line_across_reads_is_skipped(self) -> None:
         """A line that outgrows the limit over several reads is dropped without being held."""
-        stream = asyncio.StreamReader()
-        chunks = read_lines(stream, limit=20)
-        stream.feed_data(b"ok\n" + b"x" * 50)
-        assert await anext(chunks) == [b"ok"]
-        stream.feed_data(b"y" * 50 + b"\nnext\n")
-        stream.feed_data(b"w" * 50)
-        stream.feed_eof()
-        assert [line async for chunk in chunks for line in chunk] == [b"\0", b"next", b"\0"]
+        splitter = LineSplitter(20)
+        assert splitter.split(b"ok\n" + b"x" * 50) == [b"ok"]
+        assert splitter.take_pending(1 << 20) is None  # being skipped: nothing is held
+        assert splitter.split(b"y" * 50 + b"\nnext\n") == [SKIPPED, b"next"]
+        assert splitter.split(b"w" * 50) == []
+        assert splitter.end() == [SKIPPED]
 
 
 class TestTree:
