@@ -22,8 +22,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from adapters._rg import (
-    CHUNK,
+    TICK_S,
     Collector,
+    OutputPipe,
     OutputReader,
     build_argv,
     drain,
@@ -107,59 +108,76 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
         cwd, roots = "/", tuple(m.root for m in members)
         for m in members:
             m.collector.strip = len(m.root.rstrip("/")) + 1
+    pipe = OutputPipe()
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *build_argv(rg, query, exclude, roots),
-            cwd=cwd,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as exc:
-        error = BackendError(f"cannot start rg: {exc.strerror or exc}")
-        for m in members:
-            m.fail(error)
-        return
-    if batch is not None:
-        batch.proc = proc
-    stderr = asyncio.create_task(drain(proc.stderr))
-    try:
-        await _read(proc, stderr, query.deadline, members)
-    except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
-        for m in members:
-            m.fail(exc if isinstance(exc, Exception) else BackendError("search cancelled"))
-        raise
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *build_argv(rg, query, exclude, roots),
+                cwd=cwd,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=pipe.write_fd,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            error = BackendError(f"cannot start rg: {exc.strerror or exc}")
+            for m in members:
+                m.fail(error)
+            return
+        pipe.started()
+        if batch is not None:
+            batch.proc = proc
+        stderr = asyncio.create_task(drain(proc.stderr))
+        try:
+            await _read(proc, pipe, stderr, query.deadline, members)
+        except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
+            for m in members:
+                m.fail(exc if isinstance(exc, Exception) else BackendError("search cancelled"))
+            raise
+        finally:
+            await asyncio.shield(reap(proc, stderr))
     finally:
-        await asyncio.shield(reap(proc, stderr))
+        pipe.close()
 
 
 async def _read(
     proc: asyncio.subprocess.Process,
+    pipe: OutputPipe,
     stderr: asyncio.Task[bytes],
     deadline: float,
     members: Sequence[Member],
 ) -> None:
-    if proc.stdout is None:  # pragma: no cover - created with stdout=PIPE
-        raise BackendError("rg has no stdout")
+    """Read rg's output when it exits, or at each tick while it runs (see :class:`OutputPipe`)."""
     reader = OutputReader(_Router(members), blocks=not members[0].collector.context_lines)
-    read = 0
+
+    def feed(chunk: bytes) -> bool:
+        reader.feed_bytes(chunk)
+        return not _settle_capped(members)
+
+    exited = asyncio.ensure_future(proc.wait())
     try:
         async with asyncio.timeout_at(deadline):
-            while chunk := await proc.stdout.read(CHUNK):
-                read += len(chunk)
-                reader.feed_bytes(chunk)
+            tick = TICK_S
+            while not pipe.ended:
+                await asyncio.wait({exited}, timeout=tick)
+                taken = pipe.drain(feed)
                 if _settle_capped(members):
                     return
+                if exited.done() and not taken:
+                    break  # rg is gone; its output too (unless something else holds the pipe)
+                tick = 0 if taken >= pipe.capacity // 2 else TICK_S  # a full pipe holds rg up
             reader.end()
             _settle_capped(members)
-            returncode = await proc.wait()
+            returncode = await exited
             err = await stderr
     except TimeoutError:
+        pipe.drain(feed)  # what rg found before the deadline
         reader.end(eof=False)
         for m in members:
             m.finish("timeout", f"stopped at the deadline after {m.collector.started} files")
         return
-    if returncode == 2 and read == 0:
+    finally:
+        exited.cancel()
+    if returncode == 2 and pipe.read == 0:
         error = BackendError(error_line(err))
         for m in members:
             m.fail(error)

@@ -44,6 +44,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
+from gateway.children import pidfd_children
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.log import configure, get_logger
@@ -358,6 +359,13 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
 async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access) -> None:
     service = SearchService(config)
     table = TokenTable(config.tokens)
+    with pidfd_children():
+        await _serve_with(service, table, endpoint, access)
+
+
+async def _serve_with(
+    service: SearchService, table: TokenTable, endpoint: tuple[str, int] | None, access: Access
+) -> None:
     try:
         # over HTTP with tokens, a request without BearerAuth's access sees nothing (fail closed)
         server = build_server(service, nobody if endpoint is not None and table else access)

@@ -41,7 +41,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -51,6 +51,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.auth import refusal, warn_if_open
+from gateway.children import pidfd_children
 from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.log import get_logger
@@ -248,7 +249,13 @@ def run_worker(config: Config, sock: socket.socket, load: Load | None, grace_s: 
     On asyncio's own loop: uvloop was measured no faster here and it spawns ``rg`` by a
     full fork (about 3 ms a search from a warm process) where asyncio uses vfork.
     """
-    return asyncio.run(_run(guard(create_app(config)), sock, load, grace_s))
+    return asyncio.run(_watched(_run(guard(create_app(config)), sock, load, grace_s)))
+
+
+async def _watched(serving: Coroutine[Any, Any, int]) -> int:
+    """Run ``serving`` with rg's exits seen through pidfds (:mod:`gateway.children`)."""
+    with pidfd_children():
+        return await serving
 
 
 async def _run(app: web.Application, sock: socket.socket, load: Load | None, grace_s: float) -> int:
