@@ -78,7 +78,7 @@ BLOCK_LIMIT = 1024 * 1024
 PIPE_BYTES = 1024 * 1024
 PIPE_BYTES_DEFAULT = 64 * 1024
 #: How often rg's output is looked at while rg runs: rarely, unless it fills the pipe.
-TICK_S = float(os.environ.get("TICKS", "0.01"))
+TICK_S = 0.01
 _STDERR_KEEP = 4096
 
 #: A match line ("line:column:text"); context lines are "line-text".

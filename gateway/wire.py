@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple
 
 import re2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -247,10 +247,21 @@ def parse_request(data: Any) -> SearchRequest:
         raise InvalidRequest(field, msg) from None
 
 
+_ID_MASK = (1 << 53) - 1
+
+
 def hit_id(namespace: str, file_path: str, start_line: int, end_line: int) -> int:
     """A stable id below 2**53 for one hit."""
-    key = f"{namespace}\x00{file_path}\x00{start_line}\x00{end_line}".encode("utf-8", "replace")
-    return int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "big") & ((1 << 53) - 1)
+    return _hit_id(_id_prefix(namespace, file_path), start_line, end_line)
+
+
+def _id_prefix(namespace: str, file_path: str) -> bytes:
+    return f"{namespace}\x00{file_path}\x00".encode("utf-8", "replace")
+
+
+def _hit_id(prefix: bytes, start_line: int, end_line: int) -> int:
+    key = prefix + b"%d\x00%d" % (start_line, end_line)
+    return int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "big") & _ID_MASK
 
 
 # --- the answer, for JSON Schema ------------------------------------------------------
@@ -342,21 +353,29 @@ class SearchResponse(BaseModel):
 # --- the ONE conversion ------------------------------------------------------------
 
 
-def _item(
-    namespace: str, path: str, hit: Hit, matched: list[str], with_context: bool, semantic: bool
-) -> dict[str, Any]:
+class _FileOf(NamedTuple):
+    """What every hit of one file shares in its wire form, computed once per file."""
+
+    namespace: str
+    path: str
+    name: str  # the file's base name
+    qualified: str  # "namespace:path:"
+    id_prefix: bytes
+
+
+def _item(of: _FileOf, hit: Hit, matched: list[str], with_context: bool, semantic: bool) -> dict[str, Any]:
     end = hit.last_line
     symbol = hit.symbol
     item: dict[str, Any] = {
-        "id": hit_id(namespace, path, hit.line, end),
-        "qualified_name": f"{namespace}:{path}:{symbol or hit.line}",
+        "id": _hit_id(of.id_prefix, hit.line, end),
+        "qualified_name": f"{of.qualified}{symbol or hit.line}",
         "kind": hit.kind,
-        "name": symbol or posixpath.basename(path),
-        "file_path": path,
+        "name": symbol or of.name,
+        "file_path": of.path,
         "start_line": hit.line,
         "end_line": end,
         "matched": matched,
-        "namespace": namespace,
+        "namespace": of.namespace,
         "text": hit.text,
     }
     if hit.column is not None:
@@ -375,9 +394,9 @@ def _group(item: RankedFile, request: SearchRequest) -> dict[str, Any]:
     path_only = ["path"]
     with_context = request.context_lines > 0
     semantic = request.mode == "semantic"
+    of = _FileOf(namespace, path, posixpath.basename(path), f"{namespace}:{path}:", _id_prefix(namespace, path))
     hits = [
-        _item(namespace, path, hit, path_only if hit.kind == "file" else content, with_context, semantic)
-        for hit in item.file.hits
+        _item(of, hit, path_only if hit.kind == "file" else content, with_context, semantic) for hit in item.file.hits
     ]
     return {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
 

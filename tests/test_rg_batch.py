@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -113,3 +114,29 @@ class TestBatch:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert rg_children() == set()
+
+
+class TestOutputPipe:
+    async def test_output_larger_than_the_pipe_is_read_whole(self, tmp_path: Path) -> None:
+        """More output than the pipe holds: read as rg writes it (rg never blocks for good), all of it."""
+        line = "needle " + "x" * 120 + "\n"
+        a = _repo(tmp_path / "a", {f"f{i:03}.txt": line * 200 for i in range(120)})  # ~3.5 MB of output
+        b = _repo(tmp_path / "b", {"only.txt": "needle\n"})
+        fds = len(os.listdir("/proc/self/fd"))
+        ra, rb = await _together(
+            [RipgrepBackend("a", RipgrepSettings(root=str(a))), RipgrepBackend("b", RipgrepSettings(root=str(b)))],
+            _query(),
+        )
+        assert ra.status == "ok" and len(ra.files) == 120
+        assert all(len(f.hits) == 200 for f in ra.files)
+        assert [(f.path, len(f.hits)) for f in rb.files] == [("only.txt", 1)]
+        assert len(os.listdir("/proc/self/fd")) == fds  # the pipe's ends are closed
+
+    async def test_a_cap_reached_in_a_full_pipe_stops_rg(self, tmp_path: Path) -> None:
+        """A hit cap reached while rg still has output to write ends the search as capped."""
+        a = _repo(tmp_path / "a", {f"f{i:03}.txt": "needle\n" * 500 for i in range(200)})
+        backend = RipgrepBackend("a", RipgrepSettings(root=str(a), max_hits=1000))
+        result = await backend.search(_query())
+        assert result.status == "capped" and "1000 hits" in result.reason
+        assert sum(len(f.hits) for f in result.files) == 1000
+        assert not rg_children()

@@ -48,20 +48,20 @@ def summary(collectors: list[Collector]) -> list[Any]:
     return out
 
 
-def collectors(max_files: int, max_hits: int) -> list[Collector]:
-    return [Collector(max_files=max_files, max_hits=max_hits) for _ in range(2)]
+def collectors(max_files: int, max_hits: int, context: int = 0) -> list[Collector]:
+    return [Collector(max_files=max_files, max_hits=max_hits, context_lines=context) for _ in range(2)]
 
 
-def by_lines(data: bytes, max_files: int = 100, max_hits: int = 1000) -> list[Any]:
-    cs = collectors(max_files, max_hits)
+def by_lines(data: bytes, max_files: int = 100, max_hits: int = 1000, context: int = 0) -> list[Any]:
+    cs = collectors(max_files, max_hits, context)
     splitter = LineSplitter()
     OutputReader(lambda path: cs[len(path) % 2]).feed(splitter.split(data) + splitter.end())
     return summary(cs)
 
 
-def by_bytes(data: bytes, cuts: list[int], max_files: int = 100, max_hits: int = 1000) -> list[Any]:
-    cs = collectors(max_files, max_hits)
-    reader = OutputReader(lambda path: cs[len(path) % 2], blocks=True)
+def by_bytes(data: bytes, cuts: list[int], max_files: int = 100, max_hits: int = 1000, context: int = 0) -> list[Any]:
+    cs = collectors(max_files, max_hits, context)
+    reader = OutputReader(lambda path: cs[len(path) % 2], blocks=not context)
     at = 0
     for cut in sorted(cuts):
         reader.feed_bytes(data[at:cut])
@@ -80,12 +80,20 @@ def test_blocks_read_as_lines_do(data: bytes, cuts: list[float], max_files: int,
 
 
 @settings(max_examples=200, deadline=None)
-@given(outputs(), st.lists(st.floats(0, 1), max_size=6), st.integers(8, 80))
-def test_long_files_read_as_lines_do(data: bytes, cuts: list[float], limit: int) -> None:
+@given(outputs(), st.lists(st.floats(0, 1), max_size=6), st.integers(8, 80), st.sampled_from([0, 1]))
+def test_long_files_read_as_lines_do(data: bytes, cuts: list[float], limit: int, context: int) -> None:
     """Going line by line for files over BLOCK_LIMIT, and back, loses and mixes up nothing."""
     points = [round(c * len(data)) for c in cuts]
     with mock.patch.object(rg_output, "BLOCK_LIMIT", limit):
-        assert by_bytes(data, points) == by_lines(data)
+        assert by_bytes(data, points, context=context) == by_lines(data, context=context)
+
+
+@settings(max_examples=200, deadline=None)
+@given(outputs(), st.lists(st.floats(0, 1), max_size=6), st.integers(1, 6), st.integers(1, 60))
+def test_with_context_bytes_read_as_lines_do(data: bytes, cuts: list[float], max_files: int, max_hits: int) -> None:
+    """With context asked for (no blocks), bytes cut anywhere read as the same lines do."""
+    points = [round(c * len(data)) for c in cuts]
+    assert by_bytes(data, points, max_files, max_hits, 1) == by_lines(data, max_files, max_hits, 1)
 
 
 def test_a_plain_output_is_read_as_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
