@@ -17,6 +17,7 @@ left behind (and logged), never waited for.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,18 +108,19 @@ def _outcome(
 ) -> Outcome:
     kind = route.backend.kind
     took_ms = round((time.monotonic() - start) * 1000)
-    files, hits = _counts(result)
     error = scrub(error) if error else error  # a backend may echo what we sent it (a token) in its error text
-    log.info(
-        "namespace_done",
-        namespace=route.namespace,
-        backend=kind,
-        status=status,
-        took_ms=took_ms,
-        files=files,
-        hits=hits,
-        **({"error": error} if error else {}),
-    )
+    if log.is_enabled_for(logging.INFO):  # counting a wide answer's hits costs more than the line
+        files, hits = _counts(result)
+        log.info(
+            "namespace_done",
+            namespace=route.namespace,
+            backend=kind,
+            status=status,
+            took_ms=took_ms,
+            files=files,
+            hits=hits,
+            **({"error": error} if error else {}),
+        )
     return Outcome(
         namespace=route.namespace,
         backend=kind,
