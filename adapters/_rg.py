@@ -74,9 +74,9 @@ CHUNK = 256 * 1024
 #: read line by line instead (see :meth:`OutputReader.feed_bytes`).
 BLOCK_LIMIT = 1024 * 1024
 #: The size asked for rg's output pipe (Linux grants up to /proc/sys/fs/pipe-max-size,
-#: 1 MiB by default), and the size assumed where it cannot be asked.
+#: 1 MiB by default), and the size assumed where a pipe's size cannot be known.
 PIPE_BYTES = 1024 * 1024
-PIPE_BYTES_DEFAULT = 64 * 1024
+PIPE_BYTES_DEFAULT = 16 * 1024
 #: How often rg's output is looked at while rg runs: rarely, unless it fills the pipe.
 TICK_S = 0.01
 _STDERR_KEEP = 4096
@@ -548,6 +548,8 @@ class OutputPipe:
         os.set_blocking(self.read_fd, False)
         self.capacity = PIPE_BYTES_DEFAULT
         with contextlib.suppress(OSError, AttributeError):  # Linux only, and within pipe-max-size
+            self.capacity = fcntl.fcntl(self.write_fd, fcntl.F_GETPIPE_SZ)
+            # Refused past the user's pipe-user-pages-soft: the pipe keeps the size it was given.
             self.capacity = fcntl.fcntl(self.write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         self.read = 0  # bytes read so far
         self.ended = False  # the writer is gone and everything was read

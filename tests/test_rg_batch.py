@@ -117,8 +117,12 @@ class TestBatch:
 
 
 class TestOutputPipe:
-    async def test_output_larger_than_the_pipe_is_read_whole(self, tmp_path: Path) -> None:
-        """More output than the pipe holds: read as rg writes it (rg never blocks for good), all of it."""
+    @pytest.mark.parametrize("pipe_bytes", [4096, 1 << 20])
+    async def test_output_larger_than_the_pipe_is_read_whole(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pipe_bytes: int
+    ) -> None:
+        """More output than the pipe holds (a page of pipe, or a full one): all of it is read."""
+        monkeypatch.setattr("adapters._rg.PIPE_BYTES", pipe_bytes)
         line = "needle " + "x" * 120 + "\n"
         a = _repo(tmp_path / "a", {f"f{i:03}.txt": line * 200 for i in range(120)})  # ~3.5 MB of output
         b = _repo(tmp_path / "b", {"only.txt": "needle\n"})
