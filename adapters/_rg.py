@@ -540,7 +540,9 @@ class OutputPipe:
     this process per file rg prints, each taking a core from rg's own threads (on two
     cores, the 308 files of a search cost rg about a seventh of its speed). With a
     large pipe, rg writes on undisturbed and its output is read in a few large reads:
-    when rg exits, or at a tick while it runs (:data:`TICK_S`).
+    when rg exits, or at a tick while it runs (:data:`TICK_S`). A tick that finds the
+    pipe half full or more reads as rg writes until it is not: rg must never wait on us
+    long (a pipe can be small: past the user's pipe-user-pages-soft, a page).
     """
 
     def __init__(self) -> None:
@@ -559,6 +561,27 @@ class OutputPipe:
         if self.write_fd >= 0:
             os.close(self.write_fd)
             self.write_fd = -1
+
+    async def wait(self, exited: asyncio.Future[int], tick: float, readable: bool) -> None:
+        """Until rg exits, ``tick`` seconds pass, or (if ``readable``) the pipe holds something."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+
+        def wake(*_: object) -> None:
+            if not waiter.done():
+                waiter.set_result(None)
+
+        timer = loop.call_later(tick, wake)
+        exited.add_done_callback(wake)
+        if readable:
+            loop.add_reader(self.read_fd, wake)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            exited.remove_done_callback(wake)
+            if readable:
+                loop.remove_reader(self.read_fd)
 
     def drain(self, feed: Callable[[bytes], bool]) -> int:
         """Feed what the pipe holds now, a pipeful at most (``feed`` answers whether to go on); bytes read."""

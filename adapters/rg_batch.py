@@ -156,15 +156,15 @@ async def _read(
     exited = asyncio.ensure_future(proc.wait())
     try:
         async with asyncio.timeout_at(deadline):
-            tick = TICK_S
+            streaming = False  # reading as rg writes: it fills the pipe faster than ticks empty it
             while not pipe.ended:
-                await asyncio.wait({exited}, timeout=tick)
+                await pipe.wait(exited, TICK_S, readable=streaming)
                 taken = pipe.drain(feed)
                 if _settle_capped(members):
                     return
                 if exited.done() and not taken:
                     break  # rg is gone; its output too (unless something else holds the pipe)
-                tick = 0 if taken >= pipe.capacity // 2 else TICK_S  # a full pipe holds rg up
+                streaming = taken >= pipe.capacity // 2
             reader.end()
             _settle_capped(members)
             returncode = await exited
