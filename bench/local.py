@@ -2,10 +2,12 @@
 
     .venv/bin/python bench/local.py [--rounds 7] [--queries q1,q2,...] [--dir DIR] [--http]
 
-fedsearch runs in-process (SearchService.search), or with --http as `fedsearch serve`
-asked over HTTP (warm). rg's output is read through a pipe, as any consumer of it
-must. Runs A B A B for each query, prints min/median/max per side and the median
-ratio fedsearch/rg per query, then the median of those ratios.
+fedsearch runs in-process (SearchService.search, on a loop that watches children as
+`fedsearch serve`'s does), or with --http as `fedsearch serve` asked over HTTP (warm):
+the request made beforehand, the answer read as bytes (decoding it is the client's
+business, as decoding rg's JSON would be). rg's output is read through a pipe, as any
+consumer of it must. Runs A B A B for each query, prints min/median/max per side and
+the median ratio fedsearch/rg per query, then the median of those ratios.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.ripgrep import find_rg
 from bench.corpus import build, size
+from gateway.children import pidfd_children
 from gateway.config import config_from_env
 from gateway.log import configure
 from gateway.service import SearchService
@@ -132,5 +135,11 @@ async def main() -> None:
     print(f"median ratio fedsearch/rg over {len(ratios)} queries: {statistics.median(ratios):.2f}")
 
 
+async def serving() -> None:
+    """``main`` with the loop set up as ``fedsearch serve`` sets up its own."""
+    with pidfd_children():
+        await main()
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    asyncio.run(serving())
