@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -145,6 +145,9 @@ def _demoted(path: str) -> bool:
 
 # --- fusion -------------------------------------------------------------------------
 
+#: A RankedFile from its four fields without a Python-level ``__new__`` (one per file).
+_ranked: Callable[[tuple[str, FileMatch, float, bool]], RankedFile] = functools.partial(tuple.__new__, RankedFile)
+
 
 def _namespace_of(outcome: Outcome, file: FileMatch) -> str:
     return f"{outcome.namespace}/{file.namespace}" if file.namespace else outcome.namespace
@@ -167,13 +170,14 @@ def fuse(
     threshold = request.threshold
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
-    merged: dict[tuple[str, str], RankedFile] = {}
-    keys: dict[tuple[str, str], tuple[float, str, str]] = {}
+    #: (-score, namespace, path, file): sorted as they are, (namespace, path) being unique.
+    entries: list[tuple[float, str, str, RankedFile]] = []
+    at: dict[tuple[str, str], int] = {}  # where each (namespace, path) is in entries
     for outcome in outcomes:
         result = outcome.result
         if result is None:
             continue
-        place = 0
+        place = own_files = own_hits = 0
         weight = outcome.weight
         base = outcome.namespace
         for file in result.files:
@@ -190,10 +194,15 @@ def fuse(
             namespace = f"{base}/{file.namespace}" if file.namespace else base
             path = file.path
             key = (namespace, path)
-            first = merged.get(key)
-            if first is not None:  # a backend named one file twice: keep its best place
+            seen = at.get(key)
+            if seen is not None:  # a backend named one file twice: keep its best place
+                if own_files:  # this outcome's counts so far, where the first one may be counted
+                    files, nhits = counts.get(base, (0, 0))
+                    counts[base] = (files + own_files, nhits + own_hits)
+                    own_files = own_hits = 0
+                first = entries[seen][3]
                 both = _merge(first.file, hits)
-                merged[key] = RankedFile(namespace, both, first.score, first.path_match)
+                entries[seen] = (*entries[seen][:3], _ranked((namespace, both, first.score, first.path_match)))
                 files, nhits = counts[namespace]
                 counts[namespace] = (files, nhits + len(both.hits) - len(first.file.hits))
                 continue
@@ -208,12 +217,19 @@ def fuse(
                 score *= DEFINITION_BOOST
             if _demoted(path):
                 score *= DEMOTION
-            merged[key] = RankedFile(namespace, file, score, path_match)
-            keys[key] = (-score, namespace, path)
-            files, nhits = counts.get(namespace, (0, 0))
-            counts[namespace] = (files + 1, nhits + count)
-    ordered = [merged[key] for key in sorted(merged, key=keys.__getitem__)]
-    return ordered, weak, counts
+            at[key] = len(entries)
+            entries.append((-score, namespace, path, _ranked((namespace, file, score, path_match))))
+            if namespace is base:
+                own_files += 1
+                own_hits += count
+            else:
+                files, nhits = counts.get(namespace, (0, 0))
+                counts[namespace] = (files + 1, nhits + count)
+        if own_files:
+            files, nhits = counts.get(base, (0, 0))
+            counts[base] = (files + own_files, nhits + own_hits)
+    entries.sort()  # (namespace, path) is unique: files themselves are never compared
+    return [entry[3] for entry in entries], weak, counts
 
 
 def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
