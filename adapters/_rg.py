@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import operator
 import os
 import re
 import shutil
@@ -62,7 +61,6 @@ DEFAULT_MAX_FILES = 10_000
 DEFAULT_MAX_HITS = 100_000
 #: Files are ranked by their hit count, counted up to this many.
 RANK_HIT_CAP = 50
-_RANK_KEY = operator.itemgetter(0, 1)
 #: An output line longer than this (bytes) is skipped rather than held in memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 #: What :class:`LineSplitter` gives in place of a line it skipped (no real line is a lone NUL).
@@ -185,8 +183,22 @@ def _block_defines(body: bytes, count: int) -> bool:
     return _ASCII_DEFINITION_AFTER(body, 0, end) is not None
 
 
-def _block_hits(body: bytes) -> tuple[Hit, ...]:
-    return _hits(body.split(b"\n"), (), 0)
+class _BlockHits(LazyHits):
+    """A file's hits kept as the block of match lines rg printed for it, until the page needs them."""
+
+    __slots__ = ("_body",)
+
+    def __init__(self, count: int, body: bytes, path: str) -> None:  # no super(): one per file
+        self._count = count
+        self._body = body
+        self._path = path
+        self._hits = None
+
+    def decode(self) -> tuple[Hit, ...]:
+        return _hits(self._body.split(b"\n"), (), 0)
+
+    def first_line(self) -> int:
+        return int(self._body.partition(b":")[0])  # the block starts with a match line
 
 
 class Collector:
@@ -214,8 +226,8 @@ class Collector:
         self.hits = 0
         self.capped = ""
         self._path: str | None = None
-        #: (-hits counted up to RANK_HIT_CAP, path, file): sorted as they are.
-        self._files: list[tuple[int, str, FileMatch]] = []
+        #: (-hits counted up to RANK_HIT_CAP, path, arrival, file): sorted as they are.
+        self._files: list[tuple[int, str, int, FileMatch]] = []
         self._matches: list[bytes] = []
         self._lines: list[bytes] = []  # with context: every line of the file
 
@@ -246,7 +258,7 @@ class Collector:
         load = functools.partial(_hits, matches, lines, self.context_lines)
         hits = LazyHits(len(matches), load, int(matches[0].partition(b":")[0]), path)
         file = FileMatch(path=path, hits=hits, definition=_defines(matches))
-        self._files.append((-min(len(matches), RANK_HIT_CAP), path, file))
+        self._files.append((-min(len(matches), RANK_HIT_CAP), path, len(self._files), file))
 
     def whole(self, path: str, lines: list[bytes]) -> None:
         """A file read whole at once (its path as rg printed it, and its lines): the usual case."""
@@ -276,9 +288,8 @@ class Collector:
                 return
             body, count = body[: _nth_newline(body, room)], room
         self.hits += count
-        hits = LazyHits(count, functools.partial(_block_hits, body), int(body.partition(b":")[0]), relative)
-        file = FileMatch(path=relative, hits=hits, definition=_block_defines(body, count))
-        self._files.append((-min(count, RANK_HIT_CAP), relative, file))
+        file = FileMatch(path=relative, hits=_BlockHits(count, body, relative), definition=_block_defines(body, count))
+        self._files.append((-count if count < RANK_HIT_CAP else -RANK_HIT_CAP, relative, len(self._files), file))
 
     def begin(self, path: str) -> None:
         """Start a file that comes in parts; its lines follow (:meth:`take`) until :meth:`flush`."""
@@ -305,8 +316,8 @@ class Collector:
     def ranked(self) -> list[FileMatch]:
         """The files, most hits first (counted up to RANK_HIT_CAP), then by path."""
         self.flush()
-        self._files.sort(key=_RANK_KEY)  # stable: a path named twice keeps its order
-        return [file for _, _, file in self._files]
+        self._files.sort()  # files themselves are never compared: arrival breaks the ties
+        return [file for *_, file in self._files]
 
 
 class OutputReader:

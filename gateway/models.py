@@ -99,12 +99,20 @@ class LazyHits(Sequence[Hit]):
         self._path = path
         self._hits: tuple[Hit, ...] | None = None
 
+    def decode(self) -> tuple[Hit, ...]:
+        """Build the hits (a subclass that keeps its own undecoded form overrides this)."""
+        return self._load()
+
+    def first_line(self) -> int:
+        """The line of the path-level hit kept if decoding fails."""
+        return self._first_line
+
     def _get(self) -> tuple[Hit, ...]:
         if self._hits is None:
             try:
-                self._hits = self._load()
+                self._hits = self.decode()
             except Exception:  # garbage found late costs only this file's detail: a path-level hit
-                self._hits = (Hit(line=self._first_line, text=cut_text(self._path), kind="file"),)
+                self._hits = (Hit(line=self.first_line(), text=cut_text(self._path), kind="file"),)
         return self._hits
 
     def __len__(self) -> int:
