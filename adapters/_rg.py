@@ -15,7 +15,9 @@ bytes rg sent until the file makes the answer's page (:class:`~gateway.models.La
 ranking needs only how many hits a file has and whether its first lines look
 like a definition. :class:`OutputReader` cuts rg's output into files and routes
 each to its namespace's collector (one rg serves several namespaces, see
-:mod:`adapters.rg_batch`).
+:mod:`adapters.rg_batch`): a file of match lines only goes over whole, as one block
+of bytes; anything else line by line. rg writes into an :class:`OutputPipe` large
+enough that it seldom waits, read in a few large reads rather than once per file.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ Namespaces are batched only when rg would see exactly what it sees alone: the sa
 query and the same excludes, and roots of which none lies inside another. A lone
 namespace runs from its own root, as before. rg is killed and reaped in every case
 (done, capped, deadline, error, or every caller cancelled).
+
+rg's output is read from an :class:`~adapters._rg.OutputPipe` when rg exits, at a
+tick while it runs, or as it comes while rg fills the pipe; caps are checked after
+each read, and at the deadline whatever the pipe holds is read before answering.
 """
 
 from __future__ import annotations
