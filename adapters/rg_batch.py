@@ -152,10 +152,13 @@ async def _read(
 ) -> None:
     """Read rg's output when it exits, or at each tick while it runs (see :class:`OutputPipe`)."""
     reader = OutputReader(_Router(members), blocks=not members[0].collector.context_lines)
+    nobody_left = False
 
     def feed(chunk: bytes) -> bool:
+        nonlocal nobody_left
         reader.feed_bytes(chunk)
-        return not _settle_capped(members)
+        nobody_left = _settle_capped(members)
+        return not nobody_left
 
     exited = asyncio.ensure_future(proc.wait())
     try:
@@ -164,7 +167,7 @@ async def _read(
             while not pipe.ended:
                 await pipe.wait(exited, TICK_S, readable=streaming)
                 taken = pipe.drain(feed)
-                if _settle_capped(members):
+                if nobody_left:
                     return
                 if exited.done() and not taken:
                     break  # rg is gone; its output too (unless something else holds the pipe)
