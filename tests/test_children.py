@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import warnings
 
@@ -38,3 +39,15 @@ async def test_nothing_changes_where_pidfds_are_the_default_or_missing(monkeypat
     with pidfd_children() as changed:
         assert not changed
         assert watcher() is before
+
+
+def test_pidfds_are_tested_before_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No pidfd_open, or a kernel that refuses it: pidfds do not work."""
+
+    def refused(pid: int) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", refused, raising=False)
+    assert not pidfds_work()
+    monkeypatch.delattr(os, "pidfd_open", raising=False)
+    assert not pidfds_work()

@@ -187,6 +187,32 @@ class TestSignals:
         assert [(f.namespace, f.file.path) for f in ordered] == [("a", "y.txt"), ("b", "x.txt")]
 
 
+class TestDuplicates:
+    @staticmethod
+    def _file(path: str, lines: list[int], namespace: str = "") -> FileMatch:
+        return FileMatch(path=path, hits=tuple(Hit(line=n, text="foo") for n in lines), namespace=namespace)
+
+    def test_a_file_named_twice_keeps_its_first_place_and_every_hit(self) -> None:
+        """A backend naming one file twice: one file, at its first place, its hits merged, counted once."""
+        request = parse_request({"query": "zzz"})
+        files = (self._file("a.py", [1, 5]), self._file("b.py", [2]), self._file("a.py", [5, 9]))
+        outs = [Outcome(namespace="n", backend="m", status="ok", took_ms=0, result=BackendResult(files=files))]
+        ordered, _, counts = fuse(request, outs)
+        assert [(f.file.path, [h.line for h in f.file.hits]) for f in ordered] == [("a.py", [1, 5, 9]), ("b.py", [2])]
+        assert ordered[0].score > ordered[1].score  # a.py kept place 1
+        assert counts == {"n": (2, 4)}
+        assert rank(request, outs).statuses[0]["hits"] == 4
+
+    def test_a_sub_namespace_file_named_twice_is_counted_under_it(self) -> None:
+        """Sub-namespaces (a peer's) count their own files, duplicates merged, next to the parent's."""
+        request = parse_request({"query": "zzz"})
+        files = (self._file("a.py", [1]), self._file("a.py", [1], "s"), self._file("a.py", [2], "s"))
+        outs = [Outcome(namespace="p", backend="gateway", status="ok", took_ms=0, result=BackendResult(files=files))]
+        ordered, _, counts = fuse(request, outs)
+        assert sorted((f.namespace, len(f.file.hits)) for f in ordered) == [("p", 1), ("p/s", 2)]
+        assert counts == {"p": (1, 1), "p/s": (1, 2)}
+
+
 class TestNextActions:
     def test_capped_namespace_gets_search_alone(self) -> None:
         """A capped namespace makes the answer truncated with a next action searching it alone."""

@@ -19,8 +19,8 @@ from adapters._rg import Collector, LineSplitter, OutputReader
 
 #: Line texts: definitions and not, indented, non-ASCII, empty-looking.
 TEXTS = ["def needle():", "    needle = 1", "class Needle:", "x needle", "  \t", "caf\xc3\xa9 needle", "fn needle"]
-#: Paths as rg prints them, a few with newlines (rg prints them raw).
-PATHS = ["./a.py", "./src/b.py", "./c\n1:d.py", "./e\nf.py", "./\ng.py", "./h\n\ni.py", "./j.py"]
+#: Paths as rg prints them, a few with newlines (rg prints them raw), some even first.
+PATHS = ["./a.py", "./src/b.py", "./c\n1:d.py", "./e\nf.py", "./\ng.py", "./h\n\ni.py", "./j.py", "\nk.py", "\n\nl.py"]
 #: Lines rg may print in a block that are not match lines.
 ODD = [b"./a.py: WARNING: stopped searching binary file after match", b"7-context", b"x:1:not numbered"]
 

@@ -322,6 +322,31 @@ class TestErrors:
         with pytest.raises(BackendError, match="regex parse error: unclosed group"):
             await search(root, "a(", mode="regex")
 
+    async def test_rg_that_cannot_start_is_backend_error(
+        self, make_repo: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An rg binary that cannot be run is a BackendError naming why; no pipe is left open."""
+        root = make_repo({"a.txt": "needle\n"})
+        broken = tmp_path / "rg"
+        broken.write_text("not a program\n")  # not executable
+        monkeypatch.setattr("adapters.ripgrep.find_rg", lambda: str(broken))
+        fds = len(os.listdir("/proc/self/fd"))
+        with pytest.raises(BackendError, match="cannot start rg: Permission denied"):
+            await search(root)
+        assert len(os.listdir("/proc/self/fd")) == fds
+
+    async def test_rg_killed_by_a_signal_is_backend_error(
+        self, make_repo: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An rg that dies of a signal (the OOM killer) is a BackendError with its status."""
+        root = make_repo({"a.txt": "needle\n"})
+        dying = tmp_path / "rg"
+        dying.write_text("#!/bin/sh\nkill -9 $$\n")
+        dying.chmod(0o755)
+        monkeypatch.setattr("adapters.ripgrep.find_rg", lambda: str(dying))
+        with pytest.raises(BackendError, match="rg exited with status -9"):
+            await search(root)
+
     def test_root_must_exist(self, tmp_path: Path) -> None:
         """A missing root is a validation error naming root."""
         with pytest.raises(pydantic.ValidationError) as info:
