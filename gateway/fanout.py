@@ -68,7 +68,7 @@ def _deadline(route: Route, query: SearchQuery, start: float) -> float:
     return min(query.deadline, start + route.timeout_ms / 1000)
 
 
-async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start: float) -> Outcome:
+async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start: float, logged: bool) -> Outcome:
     deadline = _deadline(route, query, start)
     backend = route.backend
     kind = backend.kind
@@ -95,13 +95,14 @@ async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start:
         except Exception as exc:  # a bug in one adapter costs only its namespace
             status, error = "error", f"internal error in {kind} adapter: {type(exc).__name__}"
             log.error("backend_crashed", namespace=route.namespace, backend=kind, exc_info=exc)
-    return _outcome(route, status, start, result, error, retry_after)
+    return _outcome(route, status, start, logged, result, error, retry_after)
 
 
 def _outcome(
     route: Route,
     status: Status,
     start: float,
+    logged: bool,
     result: BackendResult | None = None,
     error: str = "",
     retry_after: float | None = None,
@@ -109,7 +110,7 @@ def _outcome(
     kind = route.backend.kind
     took_ms = round((time.monotonic() - start) * 1000)
     error = scrub(error) if error else error  # a backend may echo what we sent it (a token) in its error text
-    if log.is_enabled_for(logging.INFO):  # counting a wide answer's hits costs more than the line
+    if logged:  # counting a wide answer's hits costs more than the line
         files, hits = _counts(result)
         log.info(
             "namespace_done",
@@ -133,10 +134,10 @@ def _outcome(
     )
 
 
-def _late(route: Route, query: SearchQuery, start: float) -> Outcome:
+def _late(route: Route, query: SearchQuery, start: float, logged: bool) -> Outcome:
     """The outcome of a namespace that had to be cancelled from outside."""
     limit = round((_deadline(route, query, start) - start) * 1000)
-    return _outcome(route, "timeout", start, error=f"no answer within {limit} ms")
+    return _outcome(route, "timeout", start, logged, error=f"no answer within {limit} ms")
 
 
 async def _settle(tasks: Sequence[asyncio.Task[Outcome]]) -> None:
@@ -164,8 +165,10 @@ async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int 
         return []
     gate = asyncio.Semaphore(concurrency)
     start = time.monotonic()
+    logged = log.is_enabled_for(logging.INFO)  # namespace_done lines: asked once, not per namespace
     tasks = [
-        asyncio.create_task(_one(route, query, gate, start), name=f"fanout:{route.namespace}") for route in routes
+        asyncio.create_task(_one(route, query, gate, start, logged), name=f"fanout:{route.namespace}")
+        for route in routes
     ]
     try:
         limit = max(0.0, query.deadline + GRACE_S - time.monotonic()) + SETTLE_S
@@ -176,6 +179,6 @@ async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int 
         raise
     return [
         task.result() if task.done() and not task.cancelled() and task.exception() is None
-        else _late(route, query, start)
+        else _late(route, query, start, logged)
         for task, route in zip(tasks, routes, strict=True)
     ]
