@@ -13,7 +13,6 @@ eagerly.
 from __future__ import annotations
 
 import binascii
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -175,6 +174,25 @@ def _load_lines(matches: Sequence[LineMatch], context: int) -> tuple[Hit, ...]:
     return lines.hits()
 
 
+class _LineMatchHits(LazyHits):
+    """A line-mode file's hits, kept as zoekt's line matches until the file is shown."""
+
+    __slots__ = ("_context", "_matches")
+
+    def __init__(self, count: int, matches: Sequence[LineMatch], context: int, path: str) -> None:
+        self._count = count  # no super(): one per file of a wide answer
+        self._matches = matches
+        self._context = context
+        self._path = path
+        self._hits = None
+
+    def decode(self) -> tuple[Hit, ...]:
+        return _load_lines(self._matches, self._context)
+
+    def first_line(self) -> int:
+        return min(m.LineNumber for m in self._matches if not m.FileName)
+
+
 def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int) -> FileMatch | None:
     """A line-mode file whose hits are decoded only if it is shown (one per distinct line)."""
     numbers = {m.LineNumber for m in matches if not m.FileName}
@@ -182,11 +200,7 @@ def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int) -> FileMat
         return None
     symbol = any(f.SymbolInfo for m in matches if m.LineFragments for f in m.LineFragments)
     path = f"{raw.Repository}/{raw.FileName}"
-    return FileMatch(
-        path=path,
-        hits=LazyHits(len(numbers), functools.partial(_load_lines, matches, context), min(numbers), path),
-        definition=symbol,
-    )
+    return FileMatch(path=path, hits=_LineMatchHits(len(numbers), matches, context, path), definition=symbol)
 
 
 def _file(raw: File, context: int) -> tuple[FileMatch | None, int]:

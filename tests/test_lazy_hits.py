@@ -39,3 +39,27 @@ class TestLazyHits:
         """Lazy hits compare equal to the tuple they decode to."""
         lazy = _lazy("a.py", 2, []).hits
         assert lazy == (Hit(line=1, text="foo 0"), Hit(line=2, text="foo 1"))
+
+
+class TestAdapterLazyHits:
+    def test_zoekt_line_matches_decoded_late_fall_back_to_their_first_line(self) -> None:
+        """A zoekt file whose line matches turn out undecodable keeps a path-level hit at its first line."""
+        from adapters.zoekt_read import File, LineMatch, _lazy_file
+
+        raw = File(FileName="a.go", Repository="r", LineMatches=[
+            LineMatch(Line="%%% not base64", LineNumber=9), LineMatch(Line="%%%", LineNumber=4),
+        ])
+        file = _lazy_file(raw, raw.LineMatches or [], 0)
+        assert file is not None and len(file.hits) == 2
+        assert [(h.kind, h.line, h.text) for h in file.hits] == [("file", 4, "r/a.go")]
+
+    def test_a_ripgrep_block_decodes_to_its_lines(self) -> None:
+        """A ripgrep file kept as its block of match lines decodes to one hit per line, on demand."""
+        from adapters._rg import Collector
+
+        collector = Collector()
+        collector.block("a.py", b"3:5:def needle():\n9:1:needle()")
+        (file,) = collector.ranked()
+        assert len(file.hits) == 2 and file.definition is True
+        assert [(h.line, h.column, h.text) for h in file.hits] == [(3, 5, "def needle():"), (9, 1, "needle()")]
+        assert file.hits.first_line() == 3
