@@ -141,6 +141,8 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
             await asyncio.shield(reap(proc, stderr))
     finally:
         pipe.close()
+        for m in members:  # a member and its batch refer to each other: left alone, that cycle
+            m.batch = None  # would keep every file found alive until the cycle collector ran
 
 
 async def _read(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import subprocess
 import time
@@ -71,6 +72,27 @@ class TestBatch:
         )
         assert [f.path for f in ri.files] == ["i.txt"]
         assert "o.txt" in [f.path for f in ro.files]
+
+    async def test_a_finished_batch_is_freed_without_the_cycle_collector(self, tmp_path: Path) -> None:
+        """Once answered, a batch's files go by reference counting: no cycle keeps them for the collector."""
+        a = _repo(tmp_path / "a", {f"x{i}.py": "needle\n" for i in range(20)})
+        b = _repo(tmp_path / "b", {"z.py": "needle\n"})
+        backends = [RipgrepBackend(n, RipgrepSettings(root=str(r))) for n, r in (("a", a), ("b", b))]
+        await _together(backends, _query())  # anything made once, made now
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds is kept in gc.garbage, to be looked at
+        try:
+            results = await _together(backends, _query())
+            assert len(results[0].files) == 20
+            del results
+            gc.collect()
+            left = {type(o).__name__ for o in gc.garbage}
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert not left & {"Member", "_Batch", "Collector", "FileMatch", "BackendResult"}, left
 
     async def test_one_process_for_the_batch(self, tmp_path: Path) -> None:
         """Three namespaces searched together run one rg, reaped when they all return."""
