@@ -20,21 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import itertools
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
-from adapters._rg import (
-    TICK_S,
-    Collector,
-    OutputPipe,
-    OutputReader,
-    build_argv,
-    drain,
-    error_line,
-    reap,
-)
+from adapters._child import Child
+from adapters._rg import TICK_S, Collector, OutputPipe, OutputReader, build_argv, error_line
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 
@@ -67,16 +58,15 @@ class _Batch:
     """Members searched by one rg, the process once started, and the task running it."""
 
     members: Sequence[Member]
-    proc: asyncio.subprocess.Process | None = None
+    proc: Child | None = None
     task: asyncio.Task[None] | None = None
 
     def abandoned(self, _: asyncio.Future[BackendResult]) -> None:
         """Every caller answered or gone, one at least cancelled: end rg (the task reaps it)."""
         futures = [m.future for m in self.members]
         gone = all(f.done() for f in futures) and any(f.cancelled() for f in futures)
-        if gone and self.proc is not None and self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
+        if gone and self.proc is not None:
+            self.proc.kill()
 
 
 class _Router:
@@ -106,22 +96,17 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
     """Search every member's root with one rg; settle each member's future."""
     batch = members[0].batch
     roots: tuple[str, ...] = (".",)
+    cwd: str | None = None  # several roots: absolute, so rg runs where we do (posix_spawn, see _child)
     if len(members) == 1:
         cwd = members[0].root
     else:
-        cwd, roots = "/", tuple(m.root for m in members)
+        roots = tuple(m.root for m in members)
         for m in members:
             m.collector.strip = len(m.root.rstrip("/")) + 1
     pipe = OutputPipe()
     try:
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *build_argv(rg, query, exclude, roots),
-                cwd=cwd,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=pipe.write_fd,
-                stderr=asyncio.subprocess.PIPE,
-            )
+            child = Child(build_argv(rg, query, exclude, roots), cwd=cwd, stdout=pipe.write_fd)
         except OSError as exc:
             error = BackendError(f"cannot start rg: {exc.strerror or exc}")
             for m in members:
@@ -129,29 +114,23 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
             return
         pipe.started()
         if batch is not None:
-            batch.proc = proc
-        stderr = asyncio.create_task(drain(proc.stderr))
+            batch.proc = child
         try:
-            await _read(proc, pipe, stderr, query.deadline, members)
+            await _read(child, pipe, query.deadline, members)
         except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
             for m in members:
                 m.fail(exc if isinstance(exc, Exception) else BackendError("search cancelled"))
             raise
         finally:
-            await asyncio.shield(reap(proc, stderr))
+            await child.stop()
+            child.close()
     finally:
         pipe.close()
         for m in members:  # a member and its batch refer to each other: left alone, that cycle
             m.batch = None  # would keep every file found alive until the cycle collector ran
 
 
-async def _read(
-    proc: asyncio.subprocess.Process,
-    pipe: OutputPipe,
-    stderr: asyncio.Task[bytes],
-    deadline: float,
-    members: Sequence[Member],
-) -> None:
+async def _read(child: Child, pipe: OutputPipe, deadline: float, members: Sequence[Member]) -> None:
     """Read rg's output when it exits, or at each tick while it runs (see :class:`OutputPipe`)."""
     reader = OutputReader(_Router(members), blocks=not members[0].collector.context_lines)
     nobody_left = False
@@ -162,7 +141,7 @@ async def _read(
         nobody_left = _settle_capped(members)
         return not nobody_left
 
-    exited = asyncio.ensure_future(proc.wait())
+    exited = child.exited
     try:
         async with asyncio.timeout_at(deadline):
             streaming = False  # reading as rg writes: it fills the pipe faster than ticks empty it
@@ -177,17 +156,14 @@ async def _read(
             reader.end()
             _settle_capped(members)
             returncode = await exited
-            err = await stderr
     except TimeoutError:
         pipe.drain(feed)  # what rg found before the deadline
         reader.end(eof=False)
         for m in members:
             m.finish("timeout", f"stopped at the deadline after {m.collector.started} files")
         return
-    finally:
-        exited.cancel()
     if returncode == 2 and pipe.read == 0:
-        error = BackendError(error_line(err))
+        error = BackendError(error_line(child.stderr))
         for m in members:
             m.fail(error)
         return

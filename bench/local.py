@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/local.py [--rounds 7] [--queries q1,q2,...] [--dir DIR] [--http]
 
-fedsearch runs in-process (SearchService.search, on a loop that watches children as
-`fedsearch serve`'s does), or with --http as `fedsearch serve` asked over HTTP (warm):
+fedsearch runs in-process (SearchService.search, the collector set up as `fedsearch
+serve` sets it up), or with --http as `fedsearch serve` asked over HTTP (warm):
 the request made beforehand, the answer read as bytes (decoding it is the client's
 business, as decoding rg's JSON would be). rg's output is read through a pipe, as any
 consumer of it must. Runs A B A B for each query, prints min/median/max per side and
@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.ripgrep import find_rg
 from bench.corpus import build, size
-from gateway.children import pidfd_children
 from gateway.config import config_from_env
 from gateway.log import configure
+from gateway.server import settle_heap
 from gateway.service import SearchService
 from gateway.wire import parse_request
 
@@ -116,6 +116,7 @@ async def main() -> None:
     service: SearchService | Http = (
         Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
     )
+    settle_heap()
     print(f"fedsearch: {'HTTP (fedsearch serve, warm)' if args.http else 'in-process'}")
     ratios = []
     try:
@@ -135,11 +136,5 @@ async def main() -> None:
     print(f"median ratio fedsearch/rg over {len(ratios)} queries: {statistics.median(ratios):.2f}")
 
 
-async def serving() -> None:
-    """``main`` with the loop set up as ``fedsearch serve`` sets up its own."""
-    with pidfd_children():
-        await main()
-
-
 if __name__ == "__main__":
-    asyncio.run(serving())
+    asyncio.run(main())

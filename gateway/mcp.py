@@ -44,7 +44,6 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
-from gateway.children import pidfd_children
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.log import configure, get_logger
@@ -359,8 +358,7 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
 async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access) -> None:
     service = SearchService(config)
     table = TokenTable(config.tokens)
-    with pidfd_children():
-        await _serve_with(service, table, endpoint, access)
+    await _serve_with(service, table, endpoint, access)
 
 
 async def _serve_with(

@@ -41,7 +41,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -51,14 +51,13 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.auth import refusal, warn_if_open
-from gateway.children import pidfd_children
 from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.log import get_logger
 from gateway.reload import SERVICE, reload_config
 from gateway.web import create_app
 
-__all__ = ["GRACE_S", "LIMITS", "MAX_WORKERS", "ClientLimits", "bind", "grace_period", "guard", "serve"]
+__all__ = ["GRACE_S", "LIMITS", "MAX_WORKERS", "ClientLimits", "bind", "grace_period", "guard", "serve", "settle_heap"]
 
 #: Seconds that requests in flight get to finish after SIGTERM (inside Kubernetes' default 30).
 GRACE_S = 25.0
@@ -243,19 +242,23 @@ def serve(
     return _Supervisor(config, sock, workers, load, grace).run()
 
 
+def settle_heap() -> None:
+    """Set the collector up for serving, once the start-up heap is built."""
+    gc.collect()
+    gc.freeze()  # the start-up heap is long-lived: keep full collections from walking it per request
+    # An answer allocates tens of thousands of short-lived objects (decoded backend
+    # payloads, files, hits), nearly all freed by reference counting; collecting every
+    # 700 allocations (the default) spent ~10 % of a request's CPU in bench/overhead.
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
+
+
 def run_worker(config: Config, sock: socket.socket, load: Load | None, grace_s: float) -> int:
     """Serve ``config`` on the listening ``sock`` in this process until told to stop.
 
-    On asyncio's own loop: uvloop was measured no faster here and it spawns ``rg`` by a
-    full fork (about 3 ms a search from a warm process) where asyncio uses vfork.
+    On asyncio's own loop: uvloop was measured no faster here (rg, the one child, is
+    watched through a pidfd either way: :mod:`adapters._child`).
     """
-    return asyncio.run(_watched(_run(guard(create_app(config)), sock, load, grace_s)))
-
-
-async def _watched(serving: Coroutine[Any, Any, int]) -> int:
-    """Run ``serving`` with rg's exits seen through pidfds (:mod:`gateway.children`)."""
-    with pidfd_children():
-        return await serving
+    return asyncio.run(_run(guard(create_app(config)), sock, load, grace_s))
 
 
 async def _run(app: web.Application, sock: socket.socket, load: Load | None, grace_s: float) -> int:
@@ -285,12 +288,7 @@ async def _run(app: web.Application, sock: socket.socket, load: Load | None, gra
         app, handle_signals=False, shutdown_timeout=grace_s, access_log=None, **LIMITS.runner_options()
     )
     await runner.setup()  # opens the service (cleanup_ctx)
-    gc.collect()
-    gc.freeze()  # the start-up heap is long-lived: keep full collections from walking it per request
-    # An answer allocates tens of thousands of short-lived objects (decoded backend
-    # payloads, files, hits), nearly all freed by reference counting; collecting every
-    # 700 allocations (the default) spent ~10 % of a request's CPU in bench/overhead.
-    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
+    settle_heap()
     try:
         site = web.SockSite(runner, sock, backlog=BACKLOG)
         await site.start()
