@@ -41,7 +41,6 @@ from gateway.rank import DEFINITION_ASCII_PATTERN, DEFINITION_SCAN, looks_like_d
 
 __all__ = [
     "BLOCK_LIMIT",
-    "CHUNK",
     "DEFAULT_MAX_FILES",
     "DEFAULT_MAX_HITS",
     "RANK_HIT_CAP",
@@ -51,12 +50,12 @@ __all__ = [
     "LineSplitter",
     "OutputPipe",
     "OutputReader",
+    "anchored",
     "build_argv",
     "collect",
-    "drain",
     "error_line",
+    "excludes",
     "find_rg",
-    "reap",
 ]
 
 DEFAULT_MAX_FILES = 10_000
@@ -69,7 +68,6 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 SKIPPED = b"\0"
 #: A path longer than this is not a path: the reader resynchronises at the next file.
 _MAX_PATH_BYTES = 64 * 1024
-CHUNK = 256 * 1024
 #: Output held while waiting for the end of a file; a file block longer than this is
 #: read line by line instead (see :meth:`OutputReader.feed_bytes`).
 BLOCK_LIMIT = 1024 * 1024
@@ -79,7 +77,6 @@ PIPE_BYTES = 1024 * 1024
 PIPE_BYTES_DEFAULT = 16 * 1024
 #: How often rg's output is looked at while rg runs: rarely, unless it fills the pipe.
 TICK_S = 0.01
-_STDERR_KEEP = 4096
 
 #: A match line ("line:column:text"); context lines are "line-text".
 _MATCH_LINE = re.compile(rb"\d+:").match
@@ -481,6 +478,16 @@ def find_rg() -> str | None:
     return shutil.which("rg")
 
 
+def excludes(query: SearchQuery, exclude: Iterable[str]) -> list[str]:
+    """Every glob to exclude: the namespace's, then the request's ``!`` paths."""
+    return [*exclude, *(g[1:] for g in query.paths if g.startswith("!"))]
+
+
+def anchored(glob: str) -> bool:
+    """Whether rg matches ``glob`` relative to its working directory (it holds a ``/``)."""
+    return "/" in glob.strip("/")
+
+
 def build_argv(
     rg: str, query: SearchQuery, exclude: Iterable[str] = (), roots: Sequence[str] = (".",)
 ) -> list[str]:
@@ -498,8 +505,8 @@ def build_argv(
     if query.context_lines > 0:
         argv += ["-C", str(query.context_lines)]
     several = tuple(roots) != (".",)
-    for glob in [*exclude, *(g[1:] for g in query.paths if g.startswith("!"))]:
-        if not (several and "/" in glob.strip("/")):
+    for glob in excludes(query, exclude):
+        if not (several and anchored(glob)):
             argv += ["-g", "!" + glob]
     argv += ["-e", query.text, "--", *roots]
     return argv
@@ -618,27 +625,6 @@ class OutputPipe:
             if fd >= 0:
                 os.close(fd)
         self.read_fd = self.write_fd = -1
-
-
-async def drain(stream: asyncio.StreamReader | None) -> bytes:
-    """Read ``stream`` to its end, keeping its first bytes."""
-    kept = bytearray()
-    if stream is None:
-        return b""
-    while chunk := await stream.read(CHUNK):
-        if len(kept) < _STDERR_KEEP:
-            kept += chunk[: _STDERR_KEEP - len(kept)]
-    return bytes(kept)
-
-
-async def reap(proc: asyncio.subprocess.Process, stderr: asyncio.Task[bytes]) -> None:
-    """Kill rg if it still runs, let its pipes close and wait for it."""
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-    await drain(proc.stdout)
-    await asyncio.gather(stderr, return_exceptions=True)
-    await proc.wait()
 
 
 def error_line(stderr: bytes) -> str:

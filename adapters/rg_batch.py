@@ -7,9 +7,12 @@ and capped by its own :class:`~adapters._rg.Collector`. Spawning one process ins
 of N is most of what a local search costs over plain ``rg``.
 
 Namespaces are batched only when rg would see exactly what it sees alone: the same
-query and the same excludes, and roots of which none lies inside another. A lone
-namespace runs from its own root, as before. rg is killed and reaped in every case
-(done, capped, deadline, error, or every caller cancelled).
+query and the same excludes, and roots of which none lies inside another. rg is
+given absolute roots and runs where the gateway does, which lets it start by
+``posix_spawn`` (:mod:`adapters._child`); only a lone namespace with excludes that
+hold a ``/`` runs from its own root, where rg matches them and skips what they name
+(in a batch the path filter applies them to rg's output). rg is killed and reaped
+in every case (done, capped, deadline, error, or every caller cancelled).
 
 rg's output is read from an :class:`~adapters._rg.OutputPipe` when rg exits, at a
 tick while it runs, or as it comes while rg fills the pipe; caps are checked after
@@ -25,7 +28,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from adapters._child import Child
-from adapters._rg import TICK_S, Collector, OutputPipe, OutputReader, build_argv, error_line
+from adapters._rg import TICK_S, Collector, OutputPipe, OutputReader, anchored, build_argv, error_line, excludes
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 
@@ -95,11 +98,11 @@ class _Router:
 async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member]) -> None:
     """Search every member's root with one rg; settle each member's future."""
     batch = members[0].batch
+    cwd: str | None = None
     roots: tuple[str, ...] = (".",)
-    cwd: str | None = None  # several roots: absolute, so rg runs where we do (posix_spawn, see _child)
-    if len(members) == 1:
-        cwd = members[0].root
-    else:
+    if len(members) == 1 and any(map(anchored, excludes(query, exclude))):
+        cwd = members[0].root  # rg skips what those excludes name, relative to where it runs
+    else:  # absolute roots: rg runs where we do, started faster (posix_spawn, see _child)
         roots = tuple(m.root for m in members)
         for m in members:
             m.collector.strip = len(m.root.rstrip("/")) + 1

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters import rg_batch
+from adapters._child import Child
 from adapters.ripgrep import RipgrepBackend, RipgrepSettings
 from gateway.models import BackendResult, SearchQuery
 from tests.test_ripgrep import rg_children
@@ -93,6 +95,23 @@ class TestBatch:
             gc.garbage.clear()
             gc.enable()
         assert not left & {"Member", "_Batch", "Collector", "FileMatch", "BackendResult"}, left
+
+    async def test_where_rg_runs(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Absolute roots, run from where we are; a lone namespace with excludes holding a ``/``
+        runs from its root, where rg matches them."""
+        started: list[tuple[str | None, str]] = []
+        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+            started.append((cwd, argv[-1]))
+            return Child(argv, cwd=cwd, stdout=stdout)
+
+        monkeypatch.setattr(rg_batch, "Child", spy)
+        a = _repo(tmp_path / "a", {"x.py": "needle\n", "sub/y.py": "needle\n"})
+        plain = await RipgrepBackend("a", RipgrepSettings(root=str(a))).search(_query())
+        pruned = await RipgrepBackend("a", RipgrepSettings(root=str(a), exclude=["sub/**"])).search(_query())
+        unanchored = await RipgrepBackend("a", RipgrepSettings(root=str(a), exclude=["y.py"])).search(_query())
+        assert started == [(None, str(a)), (str(a), "."), (None, str(a))]
+        assert sorted(f.path for f in plain.files) == ["sub/y.py", "x.py"]
+        assert [f.path for f in pruned.files] == [f.path for f in unanchored.files] == ["x.py"]
 
     async def test_one_process_for_the_batch(self, tmp_path: Path) -> None:
         """Three namespaces searched together run one rg, reaped when they all return."""
