@@ -1,0 +1,102 @@
+"""local, A B A B across commits: `fedsearch serve` from several source trees and `rg --json`, interleaved.
+
+    git worktree add /tmp/before <commit>
+    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR]
+
+Each tree's server runs with that tree on PYTHONPATH (this venv's packages), over the
+same corpus as bench/local.py. For each query, every round asks each server once (in
+turn, the order reversed every other round) and runs rg after each answer, so all
+sides see the same machine. Prints each tree's median time and ratio to rg per query,
+then each tree's median ratio over the queries. On a noisy machine a difference
+between two commits means something only here, not across separate runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from adapters.ripgrep import find_rg
+from bench.corpus import build
+from bench.local import JSON, QUERIES, rg_once
+from bench.overhead import free_ports
+
+
+async def ask(session: aiohttp.ClientSession, port: int, body: bytes) -> float:
+    """Seconds for one search, the answer read as bytes (the server started if not yet up)."""
+    for _ in range(300):
+        try:
+            started = time.perf_counter()
+            async with session.post(f"http://127.0.0.1:{port}/v1/search", data=body, headers=JSON) as resp:
+                await resp.read()
+            return time.perf_counter() - started
+        except aiohttp.ClientConnectorError:
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"no server on port {port}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("trees", nargs="+", help="source trees (checkouts of fedsearch) to compare")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
+    args = parser.parse_args()
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
+    dirs = build(base)
+    rg = find_rg()
+    assert rg is not None
+    trees = [str(Path(t).resolve()) for t in args.trees]
+    ports = free_ports(len(trees))
+    env = dict(os.environ, FEDSEARCH_LOG_LEVEL="warning")
+    servers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(port)],
+            cwd=tree, stderr=subprocess.DEVNULL, env=dict(env, PYTHONPATH=tree),
+        )
+        for tree, port in zip(trees, ports, strict=True)
+    ]
+    ratios: dict[str, list[float]] = {t: [] for t in trees}
+    try:
+        async with aiohttp.ClientSession() as session:
+            for query in QUERIES:
+                body = orjson.dumps({"query": query, "timeout_ms": 60_000})
+                for port in ports:
+                    await ask(session, port, body)  # up, and warm
+                rg_once(rg, dirs, query)
+                times: dict[str, list[float]] = {t: [] for t in trees}
+                alone: list[float] = []
+                for i in range(args.rounds):
+                    pairs = list(zip(trees, ports, strict=True))
+                    for tree, port in pairs if i % 2 == 0 else pairs[::-1]:
+                        times[tree].append(await ask(session, port, body))
+                        alone.append(rg_once(rg, dirs, query))
+                rg_median = statistics.median(alone)
+                line = f"{query!r:20} rg {rg_median * 1000:6.1f} ms"
+                for tree in trees:
+                    ratio = statistics.median(times[tree]) / rg_median
+                    ratios[tree].append(ratio)
+                    line += f" | {Path(tree).name}: {statistics.median(times[tree]) * 1000:6.1f} ms {ratio:.2f}"
+                print(line)
+    finally:
+        for server in servers:
+            server.terminate()
+        for server in servers:
+            server.wait(timeout=10)
+    for tree in trees:
+        print(f"{tree}: median ratio fedsearch/rg over {len(QUERIES)} queries {statistics.median(ratios[tree]):.3f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
