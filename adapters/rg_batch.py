@@ -63,12 +63,20 @@ class _Batch:
     members: Sequence[Member]
     proc: Child | None = None
     task: asyncio.Task[None] | None = None
+    cancelled: bool = False  # a caller left without its answer
+    _checked: int = 0  # members[:_checked] are answered or gone
 
-    def abandoned(self, _: asyncio.Future[BackendResult]) -> None:
-        """Every caller answered or gone, one at least cancelled: end rg (the task reaps it)."""
-        futures = [m.future for m in self.members]
-        gone = all(f.done() for f in futures) and any(f.cancelled() for f in futures)
-        if gone and self.proc is not None:
+    def all_settled(self) -> bool:
+        """Whether every caller is answered or gone; amortised O(1) (a batch can hold thousands)."""
+        members = self.members
+        while self._checked < len(members) and members[self._checked].future.done():
+            self._checked += 1  # a settled future stays settled
+        return self._checked == len(members)
+
+    def settled(self, future: asyncio.Future[BackendResult]) -> None:
+        """A caller answered or gone; once every one is, one at least cancelled: end rg (the task reaps it)."""
+        self.cancelled = self.cancelled or future.cancelled()
+        if self.cancelled and self.proc is not None and self.all_settled():
             self.proc.kill()
 
 
@@ -98,6 +106,17 @@ class _Router:
 async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member]) -> None:
     """Search every member's root with one rg; settle each member's future."""
     batch = members[0].batch
+    try:
+        if batch is None or not batch.all_settled():  # else every caller left before rg started
+            await _search(rg, query, exclude, members, batch)
+    finally:
+        for m in members:  # a member and its batch refer to each other: left alone, that cycle
+            m.batch = None  # would keep every file found alive until the cycle collector ran
+
+
+async def _search(
+    rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member], batch: _Batch | None
+) -> None:
     cwd: str | None = None
     roots: tuple[str, ...] = (".",)
     if len(members) == 1 and any(map(anchored, excludes(query, exclude))):
@@ -129,8 +148,6 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
             child.close()
     finally:
         pipe.close()
-        for m in members:  # a member and its batch refer to each other: left alone, that cycle
-            m.batch = None  # would keep every file found alive until the cycle collector ran
 
 
 async def _read(child: Child, pipe: OutputPipe, deadline: float, members: Sequence[Member]) -> None:
@@ -215,7 +232,7 @@ class Batcher:
         finally:
             # The last of a batch to leave waits until rg is reaped: no process outlives its callers.
             done = member.batch
-            if done is not None and done.task is not None and all(m.future.done() for m in done.members):
+            if done is not None and done.task is not None and done.all_settled():
                 await asyncio.wait({done.task})
 
     def _launch(self, key: Hashable) -> None:
@@ -224,7 +241,7 @@ class Batcher:
             batch = _Batch(group)
             for m in group:
                 m.batch = batch
-                m.future.add_done_callback(batch.abandoned)
+                m.future.add_done_callback(batch.settled)
             task = asyncio.get_running_loop().create_task(run(rg, query, exclude, group))
             batch.task = task
             self._running.add(task)

@@ -13,6 +13,7 @@ import pytest
 
 from adapters import rg_batch
 from adapters._child import Child
+from adapters._rg import Collector
 from adapters.ripgrep import RipgrepBackend, RipgrepSettings
 from gateway.models import BackendResult, SearchQuery
 from tests.test_ripgrep import rg_children
@@ -155,6 +156,59 @@ class TestBatch:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert rg_children() == set()
+
+
+class _CountingFuture:
+    """Stands in for a member's future: counts how often it is asked whether it is done."""
+
+    asked = 0
+
+    def __init__(self) -> None:
+        self.is_done = False
+
+    def done(self) -> bool:
+        _CountingFuture.asked += 1
+        return self.is_done
+
+
+class TestManyMembers:
+    def test_asking_whether_all_settled_is_linear_overall(self) -> None:
+        """Every caller asks as it leaves; over a batch of n that is O(n) checks, not O(n^2)."""
+        n = 2000
+        futures = [_CountingFuture() for _ in range(n)]
+        members = [rg_batch.Member(f"/r/{i}", Collector(), future=f) for i, f in enumerate(futures)]  # type: ignore[arg-type]
+        batch = rg_batch._Batch(members)
+        _CountingFuture.asked = 0
+        for i, future in enumerate(futures):
+            future.is_done = True
+            assert batch.all_settled() == (i == n - 1)
+        assert _CountingFuture.asked <= 2 * n
+
+    async def test_callers_gone_before_rg_starts_start_no_rg(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every caller of a batch cancelled within its two gathering turns: rg never starts."""
+        started: list[list[str]] = []
+
+        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+            started.append(argv)
+            return Child(argv, cwd=cwd, stdout=stdout)
+
+        monkeypatch.setattr(rg_batch, "Child", spy)
+        batcher = rg_batch.Batcher()
+        members = [rg_batch.Member(f"/nonexistent/{i}", Collector()) for i in range(3)]
+        tasks = [asyncio.create_task(batcher.search("rg", _query(), (), m)) for m in members]
+        await asyncio.sleep(0)  # each has joined the batch
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        launched = False
+        for _ in range(20):  # the batch is launched two turns after it began, then runs
+            launched = launched or bool(batcher._running)
+            if launched and not batcher._running:
+                break
+            await asyncio.sleep(0)
+        assert launched and not batcher._pending and not batcher._running
+        assert started == []
+        assert all(m.batch is None for m in members)
 
 
 class TestOutputPipe:
