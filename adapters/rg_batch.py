@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from adapters._child import Child
 from adapters._rg import TICK_S, Collector, OutputPipe, OutputReader, anchored, build_argv, error_line, excludes
+from gateway.backend import call_slot
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 
@@ -107,8 +108,9 @@ async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequ
     """Search every member's root with one rg; settle each member's future."""
     batch = members[0].batch
     try:
-        if batch is None or not batch.all_settled():  # else every caller left before rg started
-            await _search(rg, query, exclude, members, batch)
+        async with call_slot():  # one place in the fan-out's gate for the whole batch
+            if batch is None or not batch.all_settled():  # else every caller left before rg started
+                await _search(rg, query, exclude, members, batch)
     finally:
         for m in members:  # a member and its batch refer to each other: left alone, that cycle
             m.batch = None  # would keep every file found alive until the cycle collector ran

@@ -87,6 +87,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
     kind = "ripgrep"
     Settings = RipgrepSettings
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
+    shares_calls = True  # one rg for the batch (rg_batch), inside call_slot()
 
     def __init__(self, name: str, settings: RipgrepSettings) -> None:
         super().__init__(name, settings)

@@ -151,6 +151,9 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
     kind = "zoekt"
     Settings = ZoektSettings
 
+    @property
+    def shares_calls(self) -> bool:  # type: ignore[override]
+        return self.settings.coalesce
 
     def replicas(self) -> int:
         """How many replicas serve this index."""

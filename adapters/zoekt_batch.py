@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 import re2
 
+from gateway.backend import call_slot
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery
 
@@ -137,6 +138,11 @@ class Coalescer:
 
     @staticmethod
     async def _send(batch: _Batch) -> None:
+        async with call_slot():  # one place in the fan-out's gate for the whole request
+            await Coalescer._send_now(batch)
+
+    @staticmethod
+    async def _send_now(batch: _Batch) -> None:
         members = [m for m in batch.members if not m.future.done()]
         if not members:
             return

@@ -10,11 +10,21 @@ transport raised at its edge.
 A backend that can read its files (a local checkout) also returns a
 :class:`FileTree` from :meth:`tree`; the others return ``None`` and reading
 through them is ``unsupported``.
+
+A fan-out keeps at most ``server.concurrency`` backend calls in flight. A backend
+whose searches in one fan-out are merged into calls shared by many namespaces (one
+``rg`` for every local checkout, one request per Zoekt server) says so with
+:attr:`AsyncBackend.shares_calls`: its namespaces then take no place each, and each
+shared call takes one, inside :func:`call_slot`.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
 
@@ -22,7 +32,21 @@ from pydantic import BaseModel, ConfigDict
 
 from gateway.models import BackendResult, Mode, SearchQuery
 
-__all__ = ["AsyncBackend", "BackendSettings", "FileTree"]
+__all__ = ["CALL_GATE", "AsyncBackend", "BackendSettings", "FileTree", "call_slot"]
+
+#: The current fan-out's gate (set by the fan-out for the namespaces it starts).
+CALL_GATE: ContextVar[asyncio.Semaphore | None] = ContextVar("fedsearch_call_gate", default=None)
+
+
+@contextlib.asynccontextmanager
+async def call_slot() -> AsyncIterator[None]:
+    """Hold a place in the current fan-out's gate for one call shared by several namespaces."""
+    gate = CALL_GATE.get()
+    if gate is None:
+        yield
+        return
+    async with gate:
+        yield
 
 
 class BackendSettings(BaseModel):
@@ -62,6 +86,9 @@ class AsyncBackend(abc.ABC, Generic[S]):
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
     #: Whether it serves several namespaces of its own (``<name>/<sub>``), like a peer gateway.
     serves_children: ClassVar[bool] = False
+    #: Whether its searches share calls with other namespaces', each call inside
+    #: :func:`call_slot` (then the fan-out does not hold a place for each namespace).
+    shares_calls: bool = False
 
     def __init__(self, name: str, settings: S) -> None:
         self.name = name

@@ -1,8 +1,11 @@
 """One query on N backends under one deadline -> one Outcome each, in route order.
 
 Each namespace runs as its own task under ``min(its timeout_ms, what is left of the
-request's)``; a bounded semaphore keeps at most ``concurrency`` backends busy at
-once, so a thousand namespaces work. A namespace that raises, hangs or answers
+request's)``; a bounded semaphore keeps at most ``concurrency`` backend calls in
+flight, so a thousand namespaces work. A namespace whose backend shares its calls
+(:attr:`~gateway.backend.AsyncBackend.shares_calls`) takes no place of its own: each
+shared call takes one (:func:`~gateway.backend.call_slot`), so a thousand namespaces
+on four Zoekt servers are four calls at once, not sixteen waves of sixty-four. A namespace that raises, hangs or answers
 garbage costs only itself: its Outcome says how, and the others are untouched.
 Outcomes come back in the order of the routes, whatever order backends answer in.
 
@@ -25,7 +28,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from gateway.backend import AsyncBackend
+from gateway.backend import CALL_GATE, AsyncBackend
 from gateway.errors import BackendError
 from gateway.log import get_logger, scrub
 from gateway.models import BackendResult, Outcome, SearchQuery, Status
@@ -84,8 +87,11 @@ async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start:
             asked = replace(query, deadline=deadline, sub_namespaces=route.sub_namespaces)
         try:
             async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + GRACE_S):
-                async with gate:
+                if backend.shares_calls:
                     result = await backend.search(asked)
+                else:
+                    async with gate:
+                        result = await backend.search(asked)
             status, error = result.status, result.reason
         except BackendError as exc:
             status, error = exc.status, exc.reason
@@ -166,10 +172,14 @@ async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int 
     gate = asyncio.Semaphore(concurrency)
     start = time.monotonic()
     logged = log.is_enabled_for(logging.INFO)  # namespace_done lines: asked once, not per namespace
-    tasks = [
-        asyncio.create_task(_one(route, query, gate, start, logged), name=f"fanout:{route.namespace}")
-        for route in routes
-    ]
+    shared = CALL_GATE.set(gate)  # each task starts with a copy of this context
+    try:
+        tasks = [
+            asyncio.create_task(_one(route, query, gate, start, logged), name=f"fanout:{route.namespace}")
+            for route in routes
+        ]
+    finally:
+        CALL_GATE.reset(shared)
     try:
         limit = max(0.0, query.deadline + GRACE_S - time.monotonic()) + SETTLE_S
         _, pending = await asyncio.wait(tasks, timeout=limit)

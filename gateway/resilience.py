@@ -171,6 +171,10 @@ class ResilientBackend(AsyncBackend[Any]):
         return self.inner.kind
 
     @property
+    def shares_calls(self) -> bool:  # type: ignore[override]
+        return self.inner.shares_calls
+
+    @property
     def modes(self) -> frozenset[Mode]:  # type: ignore[override]
         return self.inner.modes
 

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from gateway.backend import call_slot
 from gateway.errors import BackendError, InvalidRequest, RateLimited
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
@@ -93,6 +94,33 @@ class TestScale:
         outcomes = await fan_out(routes, _query(10), concurrency=8)
         assert all(o.status == "ok" for o in outcomes)
         assert 1 <= peak <= 8
+
+    async def test_namespaces_that_share_calls_take_a_place_per_call(self) -> None:
+        """Namespaces whose backend shares its calls all start past a gate of one; each shared
+        call then holds one place (at most one at a time here)."""
+        n = 12
+        joined = in_call = peak = 0
+        everyone = asyncio.Event()
+
+        async def sharing(query: SearchQuery) -> BackendResult:
+            nonlocal joined, in_call, peak
+            joined += 1
+            if joined == n:
+                everyone.set()
+            await everyone.wait()  # a place per namespace would let only the first get here
+            async with call_slot():
+                in_call += 1
+                peak = max(peak, in_call)
+                await asyncio.sleep(0)
+                in_call -= 1
+            return await _ok(query)
+
+        backends = [MockBackend(sharing, f"s{i}") for i in range(n)]
+        for backend in backends:
+            backend.shares_calls = True
+        outcomes = await fan_out([Route(b.name, b) for b in backends], _query(5), concurrency=1)
+        assert [o.status for o in outcomes] == ["ok"] * n
+        assert peak == 1
 
     async def test_cancelling_the_request_cancels_every_backend(self) -> None:
         """Cancelling a fan-out leaves no backend task behind."""

@@ -15,7 +15,9 @@ from adapters import rg_batch
 from adapters._child import Child
 from adapters._rg import Collector
 from adapters.ripgrep import RipgrepBackend, RipgrepSettings
+from gateway.config import parse_config
 from gateway.models import BackendResult, SearchQuery
+from gateway.service import SearchService
 from tests.test_ripgrep import rg_children
 
 
@@ -113,6 +115,30 @@ class TestBatch:
         assert started == [(None, str(a)), (str(a), "."), (None, str(a))]
         assert sorted(f.path for f in plain.files) == ["sub/y.py", "x.py"]
         assert [f.path for f in pruned.files] == [f.path for f in unanchored.files] == ["x.py"]
+
+    async def test_one_rg_for_more_namespaces_than_the_gate_holds(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Ten local namespaces behind a gate of two still run one rg: the batch takes one place."""
+        started: list[list[str]] = []
+
+        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+            started.append(argv)
+            return Child(argv, cwd=cwd, stdout=stdout)
+
+        monkeypatch.setattr(rg_batch, "Child", spy)
+        roots = [_repo(tmp_path / f"r{i}", {"x.py": "needle\n"}) for i in range(10)]
+        config = parse_config({
+            "server": {"concurrency": 2},
+            "namespaces": [{"name": r.name, "backend": "ripgrep", "root": str(r)} for r in roots],
+        })
+        service = SearchService(config)
+        try:
+            answer = await service.search_json({"query": "needle"})
+        finally:
+            await service.aclose()
+        assert answer["file_count"] == 10
+        assert len(started) == 1
 
     async def test_one_process_for_the_batch(self, tmp_path: Path) -> None:
         """Three namespaces searched together run one rg, reaped when they all return."""

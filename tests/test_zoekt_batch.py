@@ -126,6 +126,28 @@ class TestShared:
         assert all(len(r.files) == 2 for r in results)
 
 
+class TestGate:
+    async def test_more_namespaces_than_the_gate_holds_share_a_request(self, answer: dict[str, Any]) -> None:
+        """Through a fan-out with a gate of two: thirty namespaces on one server, one request."""
+        async with FakeServer(json_reply(answer)) as server, backends(
+            *({"urls": [server.url], "repos": f"^{REPOS[i % 3]}$"} for i in range(30))
+        ) as found:
+            routes = [Route(b.name, wrap(b)) for b in found]
+            outcomes = await fan_out(routes, query(), concurrency=2)
+        assert [o.status for o in outcomes] == ["ok"] * 30
+        assert len(server.requests) == 1
+
+    async def test_namespaces_that_do_not_share_take_a_place_each(self, answer: dict[str, Any]) -> None:
+        """With ``coalesce = false`` every namespace is still its own request behind the gate."""
+        async with FakeServer(json_reply(answer)) as server, backends(
+            *({"urls": [server.url], "repos": f"^{REPOS[i % 3]}$", "coalesce": False} for i in range(6))
+        ) as found:
+            routes = [Route(b.name, wrap(b)) for b in found]
+            outcomes = await fan_out(routes, query(), concurrency=2)
+        assert [o.status for o in outcomes] == ["ok"] * 6
+        assert len(server.requests) == 6
+
+
 class TestApart:
     @pytest.mark.parametrize(
         ("first", "second"),
