@@ -127,25 +127,19 @@ class TestShared:
 
 
 class TestGate:
-    async def test_more_namespaces_than_the_gate_holds_share_a_request(self, answer: dict[str, Any]) -> None:
-        """Through a fan-out with a gate of two: thirty namespaces on one server, one request."""
+    @pytest.mark.parametrize(("coalesce", "requests"), [(True, 1), (False, 12)])
+    async def test_a_shared_request_takes_one_place_in_the_gate(
+        self, answer: dict[str, Any], coalesce: bool, requests: int
+    ) -> None:
+        """Through a fan-out with a gate of two: twelve namespaces on one server share one
+        request; with ``coalesce = false`` each is still its own request behind the gate."""
         async with FakeServer(json_reply(answer)) as server, backends(
-            *({"urls": [server.url], "repos": f"^{REPOS[i % 3]}$"} for i in range(30))
+            *({"urls": [server.url], "repos": f"^{REPOS[i % 3]}$", "coalesce": coalesce} for i in range(12))
         ) as found:
             routes = [Route(b.name, wrap(b)) for b in found]
             outcomes = await fan_out(routes, query(), concurrency=2)
-        assert [o.status for o in outcomes] == ["ok"] * 30
-        assert len(server.requests) == 1
-
-    async def test_namespaces_that_do_not_share_take_a_place_each(self, answer: dict[str, Any]) -> None:
-        """With ``coalesce = false`` every namespace is still its own request behind the gate."""
-        async with FakeServer(json_reply(answer)) as server, backends(
-            *({"urls": [server.url], "repos": f"^{REPOS[i % 3]}$", "coalesce": False} for i in range(6))
-        ) as found:
-            routes = [Route(b.name, wrap(b)) for b in found]
-            outcomes = await fan_out(routes, query(), concurrency=2)
-        assert [o.status for o in outcomes] == ["ok"] * 6
-        assert len(server.requests) == 6
+        assert [o.status for o in outcomes] == ["ok"] * 12
+        assert len(server.requests) == requests
 
 
 class TestApart:
