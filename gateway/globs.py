@@ -10,6 +10,7 @@ on these: they are translated by hand and compiled with RE2.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -137,10 +138,12 @@ class PathFilter:
 
     @classmethod
     def build(cls, paths: Sequence[str], languages: Sequence[str] = ()) -> PathFilter:
-        includes = [validate_glob(g) for g in paths if not g.startswith("!")]
-        excludes = [validate_glob(g[1:]) for g in paths if g.startswith("!")]
-        langs = [glob_to_regex(g) for g in globs_for(languages)]
-        return cls(_union(includes), _union(excludes), _union(langs))
+        """The filter for ``paths`` and ``languages`` (raises ValueError on a bad glob).
+
+        Built once per distinct pair and kept (every namespace of every request asks,
+        and compiling its globs is most of what a filter costs).
+        """
+        return _build(tuple(paths), tuple(languages))
 
     @property
     def is_open(self) -> bool:
@@ -153,6 +156,14 @@ class PathFilter:
         if self.include is not None and not self.include.search(path):
             return False
         return self.language is None or bool(self.language.search(path))
+
+
+@functools.lru_cache(maxsize=1024)
+def _build(paths: tuple[str, ...], languages: tuple[str, ...]) -> PathFilter:
+    includes = [validate_glob(g) for g in paths if not g.startswith("!")]
+    excludes = [validate_glob(g[1:]) for g in paths if g.startswith("!")]
+    langs = [glob_to_regex(g) for g in globs_for(languages)]
+    return PathFilter(_union(includes), _union(excludes), _union(langs))
 
 
 def check_globs(globs: Sequence[str], field: str = "paths") -> None:
