@@ -5,8 +5,10 @@ request's)``; a bounded semaphore keeps at most ``concurrency`` backend calls in
 flight, so a thousand namespaces work. A namespace whose backend shares its calls
 (:attr:`~gateway.backend.AsyncBackend.shares_calls`) takes no place of its own: each
 shared call takes one (:func:`~gateway.backend.call_slot`), so a thousand namespaces
-on four Zoekt servers are four calls at once, not sixteen waves of sixty-four. A namespace that raises, hangs or answers
-garbage costs only itself: its Outcome says how, and the others are untouched.
+on four Zoekt servers are four calls at once, not sixteen waves of sixty-four.
+
+A namespace that raises, hangs or answers garbage costs only itself: its Outcome
+says how, and the others are untouched.
 Outcomes come back in the order of the routes, whatever order backends answer in.
 
 Deadlines: a namespace's backend is handed its own deadline in the query (adapters
