@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.ripgrep import find_rg
 from bench.corpus import build, size
 from gateway.config import config_from_env
+from gateway.heap import settle_heap
 from gateway.log import configure
-from gateway.server import settle_heap
 from gateway.service import SearchService
 from gateway.wire import parse_request
 

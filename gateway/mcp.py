@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gateway.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
+from gateway.heap import settle_heap
 from gateway.log import configure, get_logger
 from gateway.problems import problem_for
 from gateway.service import MAX_READ_LINES, Access, SearchService
@@ -358,6 +359,7 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
 async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access) -> None:
     service = SearchService(config)
     table = TokenTable(config.tokens)
+    settle_heap()
     await _serve_with(service, table, endpoint, access)
 
 

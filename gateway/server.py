@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import io
 import os
 import signal
@@ -53,19 +52,18 @@ from aiohttp.typedefs import Handler
 from gateway.auth import refusal, warn_if_open
 from gateway.config import Config
 from gateway.errors import InvalidRequest
+from gateway.heap import settle_heap
 from gateway.log import get_logger
 from gateway.reload import SERVICE, reload_config
 from gateway.web import create_app
 
-__all__ = ["GRACE_S", "LIMITS", "MAX_WORKERS", "ClientLimits", "bind", "grace_period", "guard", "serve", "settle_heap"]
+__all__ = ["GRACE_S", "LIMITS", "MAX_WORKERS", "ClientLimits", "bind", "grace_period", "guard", "serve"]
 
 #: Seconds that requests in flight get to finish after SIGTERM (inside Kubernetes' default 30).
 GRACE_S = 25.0
 MAX_WORKERS = 256
 #: A worker that dies sooner than this after starting is crashing, not to be restarted.
 MIN_UPTIME_S = 5.0
-#: Allocations between two collections of the youngest generation (the default is 700).
-GC_YOUNG_THRESHOLD = 50_000
 BACKLOG = 1024
 
 log = get_logger("fedsearch.server")
@@ -240,16 +238,6 @@ def serve(
     if workers == 1:
         return run_worker(config, sock, load, grace)
     return _Supervisor(config, sock, workers, load, grace).run()
-
-
-def settle_heap() -> None:
-    """Set the collector up for serving, once the start-up heap is built."""
-    gc.collect()
-    gc.freeze()  # the start-up heap is long-lived: keep full collections from walking it per request
-    # An answer allocates tens of thousands of short-lived objects (decoded backend
-    # payloads, files, hits), nearly all freed by reference counting; collecting every
-    # 700 allocations (the default) spent ~10 % of a request's CPU in bench/overhead.
-    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
 
 
 def run_worker(config: Config, sock: socket.socket, load: Load | None, grace_s: float) -> int:
