@@ -93,6 +93,8 @@ class _Router:
         self._prefixes = [p for p, _ in pairs]
         self._members = [m for _, m in pairs]
         self._single = members[0] if len(members) == 1 else None
+        self._last: Member | None = None
+        self._touched: list[Member] = []
 
     def __call__(self, path: str) -> Collector | None:
         member = self._single
@@ -101,24 +103,32 @@ class _Router:
             if i < 0 or not path.startswith(self._prefixes[i]):
                 return None
             member = self._members[i]
+        if member is not self._last:
+            self._last = member
+            self._touched.append(member)
         return member.collector if member.open() else None
+
+    def touched(self) -> list[Member]:
+        """The members handed files since the last call (the one whose file may go on, again)."""
+        touched = self._touched
+        self._touched = [] if self._last is None else [self._last]
+        return touched
 
 
 async def run(rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member]) -> None:
     """Search every member's root with one rg; settle each member's future."""
-    batch = members[0].batch
+    batch = members[0].batch or _Batch(members)
     try:
         async with call_slot():  # one place in the fan-out's gate for the whole batch
-            if batch is None or not batch.all_settled():  # else every caller left before rg started
-                await _search(rg, query, exclude, members, batch)
+            if not batch.all_settled():  # else every caller left before rg started
+                await _search(rg, query, exclude, batch)
     finally:
         for m in members:  # a member and its batch refer to each other: left alone, that cycle
             m.batch = None  # would keep every file found alive until the cycle collector ran
 
 
-async def _search(
-    rg: str, query: SearchQuery, exclude: Sequence[str], members: Sequence[Member], batch: _Batch | None
-) -> None:
+async def _search(rg: str, query: SearchQuery, exclude: Sequence[str], batch: _Batch) -> None:
+    members = batch.members
     cwd: str | None = None
     roots: tuple[str, ...] = (".",)
     if len(members) == 1 and any(map(anchored, excludes(query, exclude))):
@@ -137,10 +147,9 @@ async def _search(
                 m.fail(error)
             return
         pipe.started()
-        if batch is not None:
-            batch.proc = child
+        batch.proc = child
         try:
-            await _read(child, pipe, query.deadline, members)
+            await _read(child, pipe, query.deadline, batch)
         except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
             for m in members:
                 m.fail(exc if isinstance(exc, Exception) else BackendError("search cancelled"))
@@ -152,15 +161,18 @@ async def _search(
         pipe.close()
 
 
-async def _read(child: Child, pipe: OutputPipe, deadline: float, members: Sequence[Member]) -> None:
+async def _read(child: Child, pipe: OutputPipe, deadline: float, batch: _Batch) -> None:
     """Read rg's output when it exits, or at each tick while it runs (see :class:`OutputPipe`)."""
-    reader = OutputReader(_Router(members), blocks=not members[0].collector.context_lines)
+    members = batch.members
+    router = _Router(members)
+    reader = OutputReader(router, blocks=not members[0].collector.context_lines)
     nobody_left = False
 
     def feed(chunk: bytes) -> bool:
         nonlocal nobody_left
         reader.feed_bytes(chunk)
-        nobody_left = _settle_capped(members)
+        _settle_capped(router.touched())  # only they can have reached a cap (a batch can hold thousands)
+        nobody_left = batch.all_settled()
         return not nobody_left
 
     exited = child.exited
@@ -198,12 +210,11 @@ async def _read(child: Child, pipe: OutputPipe, deadline: float, members: Sequen
         m.finish("ok", "")
 
 
-def _settle_capped(members: Sequence[Member]) -> bool:
-    """Answer the members that reached a cap; whether none is left open."""
+def _settle_capped(members: Sequence[Member]) -> None:
+    """Answer the members that reached a cap."""
     for m in members:
         if m.collector.capped and not m.future.done():
             m.finish("capped", m.collector.capped)
-    return not any(m.open() for m in members)
 
 
 def _independent(members: list[Member]) -> list[list[Member]]:

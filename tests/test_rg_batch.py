@@ -210,6 +210,18 @@ class TestManyMembers:
             assert batch.all_settled() == (i == n - 1)
         assert _CountingFuture.asked <= 2 * n
 
+    async def test_the_router_names_the_members_given_files(self) -> None:
+        """Only members handed files since the last look can have reached a cap; the member
+        whose file may go on into the next read is named again."""
+        a, b, c = (rg_batch.Member(f"/r/{n}", Collector()) for n in "abc")
+        router = rg_batch._Router([a, b, c])
+        for path in ("/r/a/x", "/r/a/y", "/r/c/z", "/elsewhere", "/r/a/w"):
+            router(path)
+        assert router.touched() == [a, c, a]
+        assert router.touched() == [a]
+        router("/r/b/q")
+        assert router.touched() == [a, b]
+
     async def test_callers_gone_before_rg_starts_start_no_rg(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Every caller of a batch cancelled within its two gathering turns: rg never starts."""
         started: list[list[str]] = []
