@@ -400,7 +400,7 @@ class OutputReader:
             if not (raw_path and _MATCH_LINE(body)) or _UNMATCHED(body):
                 self.feed([*b"\n\n".join(files[i:]).split(b"\n"), b""])
                 return
-            path = _decode(raw_path).removeprefix("./")
+            path = raw_path.decode("utf-8", "replace").removeprefix("./")
             collector = route(path)
             if collector is not None:
                 collector.block(path, body)
