@@ -26,6 +26,21 @@ def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
     return out
 
 
+def build_many(root: Path, n: int) -> list[Path]:
+    """``n`` small checkouts under ``root`` (three files each, one naming ``needle``), each ``git init``ed."""
+    out = []
+    for i in range(n):
+        dest = root / f"repo{i:04d}"
+        if not dest.exists():
+            (dest / "src").mkdir(parents=True)
+            (dest / "src" / "main.py").write_text(f"def needle_{i}(x):\n    return x + {i}\n")
+            (dest / "src" / "util.py").write_text("import os\n\n\ndef helper():\n    return os.sep\n")
+            (dest / "README.md").write_text(f"# repo {i}\n")
+            subprocess.run(["git", "init", "-q", str(dest)], check=True)
+        out.append(dest)
+    return out
+
+
 def size(paths: list[Path]) -> tuple[int, int]:
     files = [p for d in paths for p in d.rglob("*") if p.is_file() and ".git" not in p.parts]
     return len(files), sum(p.stat().st_size for p in files)

@@ -1,6 +1,7 @@
 """local: fedsearch vs one `rg --json` process over the same checkouts.
 
     .venv/bin/python bench/local.py [--rounds 7] [--queries q1,q2,...] [--dir DIR] [--http]
+    .venv/bin/python bench/local.py --checkouts 1000 [--http]   # many small checkouts, query 'needle'
 
 fedsearch runs in-process (SearchService.search, the collector set up as `fedsearch
 serve` sets it up), or with --http as `fedsearch serve` asked over HTTP (warm):
@@ -29,7 +30,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.ripgrep import find_rg
-from bench.corpus import build, size
+from bench.corpus import build, build_many, size
 from gateway.config import config_from_env
 from gateway.heap import settle_heap
 from gateway.log import configure
@@ -106,10 +107,12 @@ async def main() -> None:
     parser.add_argument("--queries", default=",".join(QUERIES))
     parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
     parser.add_argument("--http", action="store_true", help="ask `fedsearch serve` over HTTP")
+    parser.add_argument("--checkouts", type=int, help="that many small checkouts instead (query: needle)")
     args = parser.parse_args()
     configure(level="error")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
-    dirs = build(base)
+    dirs = build_many(base, args.checkouts) if args.checkouts else build(base)
+    queries = "needle" if args.checkouts and args.queries == ",".join(QUERIES) else args.queries
     nfiles, nbytes = size(dirs)
     print(f"corpus: {len(dirs)} checkouts, {nfiles} files, {nbytes / 1e6:.1f} MB under {base}")
     rg = find_rg()
@@ -120,7 +123,7 @@ async def main() -> None:
     print(f"fedsearch: {'HTTP (fedsearch serve, warm)' if args.http else 'in-process'}")
     ratios = []
     try:
-        for query in args.queries.split(","):
+        for query in queries.split(","):
             await fed_once(service, query)  # warm
             rg_once(rg, dirs, query)
             fed, ripgrep, count = [], [], 0
