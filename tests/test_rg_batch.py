@@ -14,10 +14,12 @@ import pytest
 from adapters import rg_batch
 from adapters._child import Child
 from adapters._rg import Collector
-from adapters.ripgrep import RipgrepBackend, RipgrepSettings
+from adapters.ripgrep import BATCHER, RipgrepBackend, RipgrepSettings
 from gateway.config import parse_config
+from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, SearchQuery
 from gateway.service import SearchService
+from gateway.testing import MockBackend
 from tests.test_ripgrep import rg_children
 
 
@@ -139,6 +141,35 @@ class TestBatch:
             await service.aclose()
         assert answer["file_count"] == 10
         assert len(started) == 1
+
+    async def test_a_batch_still_waiting_for_the_gate_at_the_deadline_starts_no_rg(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A gate of one held by a hanging backend: the ripgrep namespaces time out waiting,
+        and their batch, once it gets the place, finds nobody left and starts no rg."""
+        started: list[list[str]] = []
+
+        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+            started.append(argv)
+            return Child(argv, cwd=cwd, stdout=stdout)
+
+        async def hang(query: SearchQuery) -> BackendResult:
+            await asyncio.Event().wait()
+            raise AssertionError("unreachable")
+
+        monkeypatch.setattr(rg_batch, "Child", spy)
+        roots = [_repo(tmp_path / f"r{i}", {"x.py": "needle\n"}) for i in range(2)]
+        routes = [Route("hang", MockBackend(hang, "hang"))] + [
+            Route(r.name, RipgrepBackend(r.name, RipgrepSettings(root=str(r)))) for r in roots
+        ]
+        outcomes = await fan_out(routes, SearchQuery(text="needle", deadline=time.monotonic() + 0.3), concurrency=1)
+        assert [o.status for o in outcomes] == ["timeout"] * 3
+        for _ in range(50):  # the batch gets the place once the hanging call is cancelled
+            if not BATCHER._running:
+                break
+            await asyncio.sleep(0)
+        assert not BATCHER._running
+        assert started == []
 
     async def test_one_process_for_the_batch(self, tmp_path: Path) -> None:
         """Three namespaces searched together run one rg, reaped when they all return."""
