@@ -48,6 +48,7 @@ from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.heap import settle_heap
 from gateway.log import configure, get_logger
+from gateway.loop import run_serving
 from gateway.problems import problem_for
 from gateway.service import MAX_READ_LINES, Access, SearchService
 from gateway.wire import SearchRequest, SearchResponse, problem_fields
@@ -391,4 +392,4 @@ def run_mcp(config: Config, http: str | None = None, token: str | None = None) -
     access = stdio_access(config, token)
     if endpoint is not None:
         warn_if_open(config, endpoint[0], "mcp")
-    asyncio.run(_serve(config, endpoint, access))
+    run_serving(_serve(config, endpoint, access))

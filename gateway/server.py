@@ -54,6 +54,7 @@ from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.heap import settle_heap
 from gateway.log import get_logger
+from gateway.loop import run_serving
 from gateway.reload import SERVICE, reload_config
 from gateway.web import create_app
 
@@ -243,10 +244,9 @@ def serve(
 def run_worker(config: Config, sock: socket.socket, load: Load | None, grace_s: float) -> int:
     """Serve ``config`` on the listening ``sock`` in this process until told to stop.
 
-    On asyncio's own loop: uvloop was measured no faster here (rg, the one child, is
-    watched through a pidfd either way: :mod:`adapters._child`).
+    On uvloop's loop when it is installed (:mod:`gateway.loop`).
     """
-    return asyncio.run(_run(guard(create_app(config)), sock, load, grace_s))
+    return run_serving(_run(guard(create_app(config)), sock, load, grace_s))
 
 
 async def _run(app: web.Application, sock: socket.socket, load: Load | None, grace_s: float) -> int:
