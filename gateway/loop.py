@@ -1,8 +1,9 @@
 """The event loop a serving process runs on: uvloop's when it is installed, else asyncio's.
 
-uvloop is not a dependency. Measured A B over HTTP in bench/local.py's setting, with
-rg started by Popen either way (adapters._child), uvloop's loop answered 0.01-0.03
-closer to rg's time in three runs of three; bench/overhead.py was no different.
+uvloop is not a dependency. Measured A B over HTTP in bench/local.py's setting, the
+same code on both loops (rg is started by Popen either way, adapters._child): the
+median ratio to rg was 0.01-0.03 lower on uvloop's loop in each of three runs, and
+bench/overhead.py was no different.
 """
 
 from __future__ import annotations
