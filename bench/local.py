@@ -119,7 +119,8 @@ async def main() -> None:
     service: SearchService | Http = (
         Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
     )
-    settle_heap()
+    if not args.http:
+        settle_heap()  # in-process: the collector as `fedsearch serve` sets it up (over HTTP, serve does)
     print(f"fedsearch: {'HTTP (fedsearch serve, warm)' if args.http else 'in-process'}")
     ratios = []
     try:
