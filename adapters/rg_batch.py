@@ -15,8 +15,10 @@ hold a ``/`` runs from its own root, where rg matches them and skips what they n
 in every case (done, capped, deadline, error, or every caller cancelled).
 
 rg's output is read from an :class:`~adapters._rg.OutputPipe` when rg exits, at a
-tick while it runs, or as it comes while rg fills the pipe; caps are checked after
-each read, and at the deadline whatever the pipe holds is read before answering.
+tick while it runs once it has written something (a search that finds nothing is
+not woken before rg's exit), or as it comes while rg fills the pipe; caps are
+checked after each read, and at the deadline whatever the pipe holds is read
+before answering.
 """
 
 from __future__ import annotations
@@ -162,7 +164,7 @@ async def _search(rg: str, query: SearchQuery, exclude: Sequence[str], batch: _B
 
 
 async def _read(child: Child, pipe: OutputPipe, deadline: float, batch: _Batch) -> None:
-    """Read rg's output when it exits, or at each tick while it runs (see :class:`OutputPipe`)."""
+    """Read rg's output when it exits, or at each tick once it began writing (see :class:`OutputPipe`)."""
     members = batch.members
     router = _Router(members)
     reader = OutputReader(router, blocks=not members[0].collector.context_lines)
@@ -178,9 +180,13 @@ async def _read(child: Child, pipe: OutputPipe, deadline: float, batch: _Batch) 
     exited = child.exited
     try:
         async with asyncio.timeout_at(deadline):
+            quiet = True  # rg has written nothing yet: no ticks, woken by its first output or its exit
             streaming = False  # reading as rg writes: it fills the pipe faster than ticks empty it
             while not pipe.ended:
-                await pipe.wait(exited, TICK_S, readable=streaming)
+                await pipe.wait(exited, None if quiet else TICK_S, readable=quiet or streaming)
+                if quiet and not exited.done():
+                    quiet = False  # rg began to write: read at ticks from now (a first file is no read's worth)
+                    continue
                 taken = pipe.drain(feed)
                 if nobody_left:
                     return
