@@ -10,19 +10,21 @@ from pathlib import Path
 PACKAGES = ("pip", "hypothesis", "mypy", "aiohttp", "pydantic", "setuptools", "mcp", "pygments")
 
 
-def build(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
-    """Copy each installed package under ``root`` as its own git checkout."""
+def build(root: Path, packages: tuple[str, ...] = PACKAGES, copies: int = 1) -> list[Path]:
+    """Copy each installed package under ``root`` as its own git checkout (``copies`` times:
+    ``pip``, ``pip-2``, ...; a bigger organisation's worth of checkouts)."""
     site = Path(sysconfig.get_paths()["purelib"])
     out = []
-    for name in packages:
-        src = site / name
-        if not src.is_dir():
-            continue
-        dest = root / name
-        if not dest.exists():
-            shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-            subprocess.run(["git", "init", "-q", str(dest)], check=True)
-        out.append(dest)
+    for copy in range(1, copies + 1):
+        for name in packages:
+            src = site / name
+            if not src.is_dir():
+                continue
+            dest = root / (name if copy == 1 else f"{name}-{copy}")
+            if not dest.exists():
+                shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+                subprocess.run(["git", "init", "-q", str(dest)], check=True)
+            out.append(dest)
     return out
 
 

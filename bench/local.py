@@ -108,10 +108,11 @@ async def main() -> None:
     parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
     parser.add_argument("--http", action="store_true", help="ask `fedsearch serve` over HTTP")
     parser.add_argument("--checkouts", type=int, help="that many small checkouts instead (query: needle)")
+    parser.add_argument("--copies", type=int, default=1, help="the 8 package checkouts, that many times over")
     args = parser.parse_args()
     configure(level="error")
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
-    dirs = build_many(base, args.checkouts) if args.checkouts else build(base)
+    dirs = build_many(base, args.checkouts) if args.checkouts else build(base, copies=args.copies)
     queries = "needle" if args.checkouts and args.queries == ",".join(QUERIES) else args.queries
     nfiles, nbytes = size(dirs)
     print(f"corpus: {len(dirs)} checkouts, {nfiles} files, {nbytes / 1e6:.1f} MB under {base}")

@@ -16,6 +16,7 @@ offset 0 yields every file once, in one global order.
 from __future__ import annotations
 
 import functools
+import heapq
 import posixpath
 import re
 from collections.abc import Callable, Sequence
@@ -30,6 +31,7 @@ from gateway.wire import SearchRequest
 __all__ = [
     "DEFINITION_ASCII_PATTERN",
     "DEFINITION_SCAN",
+    "Fused",
     "K",
     "Ranked",
     "RankedFile",
@@ -153,16 +155,25 @@ def _namespace_of(outcome: Outcome, file: FileMatch) -> str:
     return f"{outcome.namespace}/{file.namespace}" if file.namespace else outcome.namespace
 
 
-def fuse(
-    request: SearchRequest, outcomes: Sequence[Outcome]
-) -> tuple[list[RankedFile], int, dict[str, tuple[int, int]]]:
-    """All matching files in global order, the weak hits dropped, and per-namespace counts.
+class Fused(NamedTuple):
+    """What :func:`fuse` gives: the files in global order (the first ``limit`` of them), and counts."""
+
+    ordered: list[RankedFile]
+    total: int  # files after fusion, all of them
+    weak: int  # hits dropped as weak
+    counts: dict[str, tuple[int, int]]  # (files, hits) by namespace
+
+
+def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None) -> Fused:
+    """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
     A file's score is its namespace's weight / (K + its place there), times the code
     signals: the query in its name (PATH_NAME_BOOST) or path (PATH_BOOST), a definition
     among its first hits (DEFINITION_BOOST), vendored/generated/minified (DEMOTION).
     This is the hot loop of a wide answer, one pass per file: the signals are inline
-    and each file's sort key is built once.
+    and each file's sort key is built once. Only the files ``limit`` asks for are put
+    in order (a heap selection: a page needs its first files, not all 20,000 sorted)
+    and made :class:`RankedFile`.
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
@@ -170,8 +181,8 @@ def fuse(
     threshold = request.threshold
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
-    #: (-score, namespace, path, file): sorted as they are, (namespace, path) being unique.
-    entries: list[tuple[float, str, str, RankedFile]] = []
+    #: (-score, namespace, path, file, path_match): ordered as they are, (namespace, path) being unique.
+    entries: list[tuple[float, str, str, FileMatch, bool]] = []
     at: dict[tuple[str, str], int] = {}  # where each (namespace, path) is in entries
     for outcome in outcomes:
         result = outcome.result
@@ -200,11 +211,11 @@ def fuse(
                     files, nhits = counts.get(base, (0, 0))
                     counts[base] = (files + own_files, nhits + own_hits)
                     own_files = own_hits = 0
-                first = entries[seen][3]
-                both = _merge(first.file, hits)
-                entries[seen] = (*entries[seen][:3], _ranked((namespace, both, first.score, first.path_match)))
+                first = entries[seen]
+                both = _merge(first[3], hits)
+                entries[seen] = (*first[:3], both, first[4])
                 files, nhits = counts[namespace]
-                counts[namespace] = (files, nhits + len(both.hits) - len(first.file.hits))
+                counts[namespace] = (files, nhits + len(both.hits) - len(first[3].hits))
                 continue
             place += 1
             if hits is not file.hits:
@@ -218,7 +229,7 @@ def fuse(
             if _demoted(path):
                 score *= DEMOTION
             at[key] = len(entries)
-            entries.append((-score, namespace, path, _ranked((namespace, file, score, path_match))))
+            entries.append((-score, namespace, path, file, path_match))
             if namespace is base:
                 own_files += 1
                 own_hits += count
@@ -228,8 +239,9 @@ def fuse(
         if own_files:
             files, nhits = counts.get(base, (0, 0))
             counts[base] = (files + own_files, nhits + own_hits)
-    entries.sort()  # (namespace, path) is unique: files themselves are never compared
-    return [entry[3] for entry in entries], weak, counts
+    # (namespace, path) is unique: files themselves are never compared
+    top = heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
+    return Fused([_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in top], len(entries), weak, counts)
 
 
 def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
@@ -394,23 +406,23 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
 
 def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
     """Fuse, page and explain: the whole ranked answer for one request."""
-    ordered, weak, counts = fuse(request, outcomes)
+    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files)
     shown = page(ordered, request.offset, request.files, request.hit_budget)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
-    if end < len(ordered) and shown and end <= MAX_OFFSET:
-        actions.append(_action(f"next page: files {end + 1}-{min(len(ordered), end + request.files)} "
-                               f"of {len(ordered)}", request.args(offset=end)))
+    if end < total and shown and end <= MAX_OFFSET:
+        actions.append(_action(f"next page: files {end + 1}-{min(total, end + request.files)} "
+                               f"of {total}", request.args(offset=end)))
     failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
     for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
         actions.extend(_widen(request, outcome))
     return Ranked(
         page=shown,
-        file_count=len(ordered) + _unreturned(outcomes),
+        file_count=total + _unreturned(outcomes),
         weak_filtered=weak,
         truncated=bool(actions),
         next=actions,
-        note=_note(request, len(shown), len(ordered), weak, outcomes, failed),
+        note=_note(request, len(shown), total, weak, outcomes, failed),
         statuses=_statuses(outcomes, counts),
         offset=request.offset,
     )

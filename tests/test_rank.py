@@ -80,6 +80,16 @@ class TestInvariants:
         assert seen == everything
         assert len(set(seen)) == len(seen)
 
+    @given(outcomes(), request_args(), st.integers(min_value=1, max_value=60))
+    def test_a_limited_fusion_is_the_first_files_of_the_whole(
+        self, outs: list[Outcome], args: dict[str, Any], limit: int
+    ) -> None:
+        """fuse(limit=k) puts only k files in order (a heap selection): they are the whole order's first k."""
+        request = parse_request(args)
+        whole, part = fuse(request, outs), fuse(request, outs, limit=limit)
+        assert part.ordered == whole.ordered[:limit]
+        assert (part.total, part.weak, part.counts) == (len(whole.ordered), whole.weak, whole.counts)
+
     @given(outcomes(), request_args(), st.randoms())
     def test_order_does_not_depend_on_arrival(
         self, outs: list[Outcome], args: dict[str, Any], rnd: Any
@@ -197,7 +207,7 @@ class TestDuplicates:
         request = parse_request({"query": "zzz"})
         files = (self._file("a.py", [1, 5]), self._file("b.py", [2]), self._file("a.py", [5, 9]))
         outs = [Outcome(namespace="n", backend="m", status="ok", took_ms=0, result=BackendResult(files=files))]
-        ordered, _, counts = fuse(request, outs)
+        ordered, _, _, counts = fuse(request, outs)
         assert [(f.file.path, [h.line for h in f.file.hits]) for f in ordered] == [("a.py", [1, 5, 9]), ("b.py", [2])]
         assert ordered[0].score > ordered[1].score  # a.py kept place 1
         assert counts == {"n": (2, 4)}
@@ -208,7 +218,7 @@ class TestDuplicates:
         request = parse_request({"query": "zzz"})
         files = (self._file("a.py", [1]), self._file("a.py", [1], "s"), self._file("a.py", [2], "s"))
         outs = [Outcome(namespace="p", backend="gateway", status="ok", took_ms=0, result=BackendResult(files=files))]
-        ordered, _, counts = fuse(request, outs)
+        ordered, _, _, counts = fuse(request, outs)
         assert sorted((f.namespace, len(f.file.hits)) for f in ordered) == [("p", 1), ("p/s", 2)]
         assert counts == {"p": (1, 1), "p/s": (1, 2)}
 
