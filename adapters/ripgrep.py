@@ -88,6 +88,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
     Settings = RipgrepSettings
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
     shares_calls = True  # one rg for the batch (rg_batch), inside call_slot()
+    caps_hits = True  # its Collector stops at settings.max_hits
 
     def __init__(self, name: str, settings: RipgrepSettings) -> None:
         super().__init__(name, settings)

@@ -89,6 +89,9 @@ class AsyncBackend(abc.ABC, Generic[S]):
     #: Whether its searches share calls with other namespaces', each call inside
     #: :func:`call_slot` (then the fan-out does not hold a place for each namespace).
     shares_calls: bool = False
+    #: Whether its answers never hold more hits than its settings' ``max_hits`` (it caps
+    #: them as it reads): the resilience layer then need not count them again.
+    caps_hits: ClassVar[bool] = False
 
     def __init__(self, name: str, settings: S) -> None:
         self.name = name
