@@ -1,7 +1,7 @@
 """local, A B A B across commits: `fedsearch serve` from several source trees and `rg --json`, interleaved.
 
     git worktree add /tmp/before <commit>
-    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR]
+    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR] [--floor]
 
 Each tree's server runs with that tree on PYTHONPATH (this venv's packages), over the
 same corpus as bench/local.py. For each query, every round asks each server once (in
@@ -9,6 +9,10 @@ turn, the order reversed every other round) and runs rg after each answer, so al
 sides see the same machine. Prints each tree's median time and ratio to rg per query,
 then each tree's median ratio over the queries. On a noisy machine a difference
 between two commits means something only here, not across separate runs.
+
+With ``--floor`` the two servers of bench/floor_server.py run beside them: the least an
+HTTP gateway over one rg does (``floor-bare``), and that plus fedsearch's own work on
+the answer (``floor-work``): what fedsearch costs beyond them is its framework.
 """
 
 from __future__ import annotations
@@ -52,21 +56,29 @@ async def main() -> None:
     parser.add_argument("trees", nargs="+", help="source trees (checkouts of fedsearch) to compare")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
+    parser.add_argument("--floor", action="store_true", help="also the two servers of bench/floor_server.py")
     args = parser.parse_args()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
     dirs = build(base)
     rg = find_rg()
     assert rg is not None
     trees = [str(Path(t).resolve()) for t in args.trees]
-    ports = free_ports(len(trees))
+    floors = ["floor-bare", "floor-work"] if args.floor else []
+    ports = free_ports(len(trees) + len(floors))
     env = dict(os.environ, FEDSEARCH_LOG_LEVEL="warning")
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(port)],
             cwd=tree, stderr=subprocess.DEVNULL, env=dict(env, PYTHONPATH=tree),
         )
-        for tree, port in zip(trees, ports, strict=True)
+        for tree, port in zip(trees, ports, strict=False)
     ]
+    here = Path(__file__).resolve().parent
+    servers += [
+        subprocess.Popen([sys.executable, str(here / "floor_server.py"), str(port), str(base), name.split("-")[1]])
+        for name, port in zip(floors, ports[len(trees):], strict=True)
+    ]
+    trees += floors
     ratios: dict[str, list[float]] = {t: [] for t in trees}
     try:
         async with aiohttp.ClientSession() as session:

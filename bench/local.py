@@ -117,6 +117,7 @@ async def main() -> None:
     nfiles, nbytes = size(dirs)
     print(f"corpus: {len(dirs)} checkouts, {nfiles} files, {nbytes / 1e6:.1f} MB under {base}")
     rg = find_rg()
+    assert rg is not None, "rg not found (the ripgrep wheel installs it)"
     service: SearchService | Http = (
         Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
     )

@@ -144,10 +144,10 @@ async def main() -> None:
               f"{os.cpu_count()} cores")
         for name in gateways:
             print(f"{name:12} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
-        for base in ("naive", "naive+reuse"):
-            tput = statistics.median(rps["fedsearch"]) / statistics.median(rps[base])
-            lat = statistics.median(p50["fedsearch"]) / statistics.median(p50[base])
-            print(f"ratios fedsearch/{base}: throughput {tput:.2f}x (target >= 1.2), p50 {lat:.2f}x (target <= 1.0)")
+        for naive in ("naive", "naive+reuse"):
+            tput = statistics.median(rps["fedsearch"]) / statistics.median(rps[naive])
+            ratio = statistics.median(p50["fedsearch"]) / statistics.median(p50[naive])
+            print(f"ratios fedsearch/{naive}: throughput {tput:.2f}x (target >= 1.2), p50 {ratio:.2f}x (target <= 1.0)")
     finally:
         for proc in procs:
             proc.terminate()
