@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Iterable, MutableMapping
@@ -53,6 +54,7 @@ def redact_values(values: Iterable[str | None]) -> None:
         if value and len(value) >= 4:
             _secret_values.add(value)
             _secret_values.add(quote(value, safe=""))
+            _scrub_short.cache_clear()  # what was scrubbed before may hold it
 
 
 def _mask(match: Any) -> str:
@@ -60,19 +62,30 @@ def _mask(match: Any) -> str:
     return (prefix + REDACTED) if prefix else REDACTED
 
 
-#: Text without any of these (lower-cased) cannot hold what _CREDENTIAL matches.
-_CREDENTIAL_MARKS = ("bearer", "basic", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sgp_")
+#: Text without any of these (in any case) cannot hold what _CREDENTIAL matches.
+_CREDENTIAL_MARK = re.compile(r"bearer|basic|gh[pousr]_|github_pat_|glpat-|sgp_", re.IGNORECASE).search
+#: Strings up to this long are scrubbed once and remembered (names, statuses, kinds recur
+#: in every line); the memory is forgotten whenever a secret value is registered.
+_REMEMBERED_CHARS = 64
 
 
 def scrub(text: str) -> str:
     """``text`` with every registered secret value and credential-looking token replaced."""
+    if len(text) <= _REMEMBERED_CHARS:
+        return _scrub_short(text)
+    return _scrub_text(text)
+
+
+def _scrub_text(text: str) -> str:
     for secret in _secret_values:
         if secret in text:
             text = text.replace(secret, REDACTED)
-    lowered = text.lower()
-    if any(mark in lowered for mark in _CREDENTIAL_MARKS):
+    if _CREDENTIAL_MARK(text):
         text = str(_CREDENTIAL.sub(_mask, text))
     return text
+
+
+_scrub_short = functools.lru_cache(maxsize=4096)(_scrub_text)
 
 
 def _scrub(value: Any) -> Any:

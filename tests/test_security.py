@@ -654,6 +654,19 @@ class TestSecrets:
             "detail": "used [REDACTED]", "url": "http://h/?q=[REDACTED]", "api_key": "[REDACTED]", "count": 3,
         }
 
+    def test_a_secret_registered_late_is_masked_in_text_scrubbed_before(self) -> None:
+        """Short texts are scrubbed once and remembered: registering a secret forgets them, so
+        a text seen before the secret was known is masked once it is."""
+        from gateway.log import REDACTED, redact_values, scrub
+
+        late = "late-canary-7f6e5d"
+        text = f"ns {late}"
+        assert scrub(text) == text  # remembered as clean
+        redact_values([late])
+        assert scrub(text) == f"ns {REDACTED}"
+        assert scrub("Bearer abcdefgh12345") == f"Bearer {REDACTED}"  # credential-looking text, in any case
+        assert scrub("BASIC abcdefgh12345") == f"BASIC {REDACTED}"
+
     def test_open_backend_registers_token_values(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """Opening a namespace with token_env registers that variable's value for redaction."""
         from gateway.log import scrub
