@@ -9,6 +9,7 @@ anything is sent anywhere, and returns the wire answer built by
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +57,27 @@ def _health(backend: AsyncBackend[Any]) -> str:
     if not states or all(s == "closed" for s in states):
         return "ok"
     return "unavailable" if all(s == "open" for s in states) else "degraded"
+
+
+def _log_search(outcomes: Sequence[Outcome], files: int, took_ms: int) -> None:
+    """One line for a search: how many namespaces answered how, and the slowest one.
+
+    A namespace that did not answer ``ok`` has its own ``namespace_done`` line at info
+    (:mod:`gateway.fanout`); the others only at debug, so a search over a thousand
+    namespaces is one line here, not a thousand.
+    """
+    statuses: dict[str, int] = {}
+    for outcome in outcomes:
+        statuses[outcome.status] = statuses.get(outcome.status, 0) + 1
+    slowest = max(outcomes, key=lambda o: o.took_ms, default=None)
+    log.info(
+        "search_done",
+        namespaces=len(outcomes),
+        statuses=statuses,
+        files=files,
+        took_ms=took_ms,
+        **({"slowest": slowest.namespace, "slowest_ms": slowest.took_ms} if slowest is not None else {}),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +216,8 @@ class SearchService:
                 observe(outcome)
         ranked = rank(request, outcomes)
         took_ms = round((time.monotonic() - started) * 1000)
+        if log.is_enabled_for(logging.INFO):
+            _log_search(outcomes, ranked.file_count, took_ms)
         return build_response(request, ranked, took_ms)
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:

@@ -477,7 +477,7 @@ class TestStdio:
         assert proc.returncode == 0
         assert replies[2]["result"]["structuredContent"]["files"]
         assert replies[3]["result"]["isError"] is True
-        assert b"mcp_tool" in stderr and b"namespace_done" in stderr
+        assert b"mcp_tool" in stderr and b"search_done" in stderr
         assert b"mcp_stopped" in stderr  # the service was closed after stdin ended
 
 

@@ -37,6 +37,7 @@ from gateway.service import SearchService
 from gateway.testing import MockBackend
 from gateway.web import create_app
 from tests.corpus import make_corpus
+from tests.test_mcp import free_port
 
 Client = TestClient[Any, Any]
 MakeClient = Callable[..., Awaitable[Client]]
@@ -468,14 +469,17 @@ class TestWorkers:
 
 
 class TestLogs:
+    @pytest.mark.parametrize("level", ["info", "debug"])
     async def test_json_lines_with_request_and_namespace_fields(
-        self, serve: Callable[..., Awaitable[Served]], corpus: Path, tmp_path: Path, zoekt_payload: bytes
+        self, serve: Callable[..., Awaitable[Served]], corpus: Path, tmp_path: Path, zoekt_payload: bytes, level: str
     ) -> None:
-        """Off a terminal each line is JSON; a request logs id, route, status, took_ms; a namespace its outcome."""
+        """Off a terminal each line is JSON; a request logs id, route, status, took_ms; a search one
+        search_done line; a namespace its outcome, at info when it did not answer ok, else at debug."""
         async with HeldZoekt(zoekt_payload) as zoekt:
             zoekt.release.set()
-            path = _write(tmp_path, ripgrep_ns("alpha", corpus / "alpha") + zoekt_ns("idx", zoekt.url))
-            served = await serve("--config", str(path))
+            down = f"http://127.0.0.1:{free_port()}"
+            config = ripgrep_ns("alpha", corpus / "alpha") + zoekt_ns("idx", zoekt.url) + zoekt_ns("down", down)
+            served = await serve("--config", str(_write(tmp_path, config)), env={"FEDSEARCH_LOG_LEVEL": level})
             await served.event("accepting")
             async with aiohttp.ClientSession() as session:
                 headers = {"X-Request-Id": "ops-test-1"}
@@ -486,11 +490,17 @@ class TestLogs:
         assert served.raw and all(isinstance(orjson.loads(line), dict) for line in served.raw)
         assert all({"event", "level", "timestamp"} <= e.keys() for e in served.events)
         assert done["route"] == "/v1/search" and done["status"] == 200 and isinstance(done["took_ms"], int)
+        (search,) = served.find("search_done", request_id="ops-test-1")
+        assert search["namespaces"] == 3 and search["statuses"] == {"ok": 2, "unavailable": 1}
+        assert search["slowest"] in {"alpha", "idx", "down"} and isinstance(search["slowest_ms"], int)
         outcomes = {e["namespace"]: e for e in served.find("namespace_done", request_id="ops-test-1")}
-        assert outcomes.keys() == {"alpha", "idx"}
+        assert outcomes.keys() == ({"alpha", "idx", "down"} if level == "debug" else {"down"})
         for outcome in outcomes.values():
             assert {"namespace", "backend", "status", "took_ms", "hits"} <= outcome.keys()
-        assert outcomes["idx"]["backend"] == "zoekt" and outcomes["idx"]["hits"] > 0
+        assert outcomes["down"]["level"] == "info" and outcomes["down"]["status"] == "unavailable"
+        assert outcomes["down"]["error"]
+        if level == "debug":
+            assert outcomes["idx"]["level"] == "debug" and outcomes["idx"]["hits"] > 0
 
     async def test_secrets_never_reach_a_log_line(
         self, serve: Callable[..., Awaitable[Served]], corpus: Path, tmp_path: Path, zoekt_payload: bytes
