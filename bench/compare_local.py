@@ -65,7 +65,7 @@ async def main() -> None:
     trees = [str(Path(t).resolve()) for t in args.trees]
     floors = ["floor-bare", "floor-work"] if args.floor else []
     ports = free_ports(len(trees) + len(floors))
-    env = dict(os.environ, FEDSEARCH_LOG_LEVEL="warning")
+    env = dict(os.environ)  # logs at the default level (info), as served
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(port)],

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -100,7 +102,7 @@ async def main() -> None:
     parser.add_argument("--ports", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    configure(level="warning")
+    configure(level="info", json=True)  # the default level; its lines go nowhere (see measure)
     base = consecutive_ports(args.ports)
     code = SERVER.replace("DELAYS(n)", f"({SLOWEST_MS} if n == 7 else 20 + (n * 37) % 61)")
     server = subprocess.Popen([sys.executable, "-c", code, str(base), str(args.ports)], stdout=subprocess.PIPE)
@@ -109,8 +111,9 @@ async def main() -> None:
     slowest = max(delay_ms(n) for n in range(args.namespaces))
     floor, floor_cpu = await bare_client(base, args.ports, args.namespaces, args.rounds)
     try:
-        shared = await measure(base, args, coalesce=True)
-        alone = await measure(base, args, coalesce=False)
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+            shared = await measure(base, args, coalesce=True)
+            alone = await measure(base, args, coalesce=False)
     finally:
         server.terminate()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
