@@ -1,7 +1,7 @@
 """local, A B A B across commits: `fedsearch serve` from several source trees and `rg --json`, interleaved.
 
     git worktree add /tmp/before <commit>
-    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR] [--floor]
+    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR] [--copies K] [--floor]
 
 Each tree's server runs with that tree on PYTHONPATH (this venv's packages), over the
 same corpus as bench/local.py. For each query, every round asks each server once (in
@@ -57,9 +57,10 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
     parser.add_argument("--floor", action="store_true", help="also the two servers of bench/floor_server.py")
+    parser.add_argument("--copies", type=int, default=1, help="the 8 package checkouts, that many times over")
     args = parser.parse_args()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
-    dirs = build(base)
+    dirs = build(base, copies=args.copies)
     rg = find_rg()
     assert rg is not None
     trees = [str(Path(t).resolve()) for t in args.trees]
