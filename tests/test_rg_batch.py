@@ -339,6 +339,17 @@ class TestOutputPipe:
         assert [f.path for f in member.future.result().files] == ["x.txt"]
         assert len(drains) > 2 and drains[0] > 0  # read at ticks once it wrote
 
+    async def test_rg_silent_past_the_deadline_is_stopped_there(self, tmp_path: Path) -> None:
+        """No ticks while rg is silent, yet the deadline still ends it: timeout, and rg killed and reaped."""
+        sleeper = _script(tmp_path / "sleeper", "exec sleep 30")
+        member = rg_batch.Member(str(tmp_path), Collector())
+        started = time.monotonic()
+        query = SearchQuery(text="needle", deadline=started + 0.3)
+        await rg_batch.run(sleeper, query, (), [member])
+        assert member.future.result().status == "timeout"
+        assert time.monotonic() - started < 10  # not the 30 s rg would have taken
+        assert not rg_children("sleep")
+
 
 def _script(path: Path, body: str) -> str:
     """An executable standing in for rg (it ignores its arguments)."""

@@ -67,8 +67,8 @@ def paths(result: BackendResult) -> list[str]:
     return [f.path for f in result.files]
 
 
-def rg_children() -> set[int]:
-    """Pids of ``rg`` processes (running or zombie) whose parent is this process."""
+def rg_children(name: str = "rg") -> set[int]:
+    """Pids of ``rg`` (or ``name``) processes, running or zombie, whose parent is this process."""
     if not os.path.isdir("/proc"):  # pragma: no cover - Linux only
         pytest.skip("needs /proc")
     found: set[int] = set()
@@ -81,7 +81,7 @@ def rg_children() -> set[int]:
             continue
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == os.getpid() and comm == "rg":
+        if ppid == os.getpid() and comm == name:
             found.add(int(entry))
     return found
 
