@@ -26,11 +26,13 @@ import logging
 import os
 import re
 import sys
+import time
 import traceback
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
+import orjson
 import re2
 import structlog
 
@@ -171,13 +173,32 @@ def _stdlib_handler(level: int) -> None:
     root.setLevel(level)
 
 
+def _json(event: Any, **_: Any) -> str:
+    """One log line as JSON: orjson, anything it cannot encode as its ``str``."""
+    return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+_second: list[Any] = [None, ""]  # the last whole second seen, and its ISO text
+
+
+def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """``timestamp``: ISO 8601 UTC with microseconds, as structlog's TimeStamper("iso", utc=True)
+    writes it, the date and time formatted once a second."""
+    now = time.time()
+    second = int(now)
+    if second != _second[0]:
+        _second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    event["timestamp"] = f"{_second[1]}.{int((now - second) * 1_000_000):06d}Z"
+    return event
+
+
 def configure(level: str | None = None, json: bool | None = None) -> None:
     """Configure structlog and stdlib logging to stderr (idempotent)."""
     level_name = (level or os.environ.get("FEDSEARCH_LOG_LEVEL", "info")).upper()
     numeric = getattr(logging, level_name, logging.INFO)
     as_json = json if json is not None else not sys.stderr.isatty()
     renderer: Any = (
-        structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer(serializer=_json)
         if as_json
         else structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback)
     )
@@ -185,7 +206,7 @@ def configure(level: str | None = None, json: bool | None = None) -> None:
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _timestamp,
             structlog.processors.format_exc_info,  # plain text, no locals; before redaction
             redact,
             renderer,

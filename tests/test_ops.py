@@ -527,6 +527,31 @@ class TestLogs:
         assert served.find("request_done", status=401)
         assert BEARER not in text and ZOEKT_TOKEN not in text
 
+    def test_a_json_line_encodes_anything_with_an_iso_utc_timestamp(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Off a terminal a line is one JSON object (orjson): values it cannot encode become their
+        str, keys that are not strings too; the timestamp is ISO 8601 UTC with microseconds."""
+        import re
+        from datetime import UTC, datetime
+
+        saved = structlog.get_config()
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        out = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", out)
+        before = datetime.now(UTC)
+        try:
+            configure(level="info", json=True)
+            get_logger("fedsearch.test").info("odd", path=Path("/x"), counts={1: 2}, took_ms=3)
+        finally:
+            structlog.configure(**saved)
+            root.handlers[:], root.level = handlers, level
+        (line,) = out.getvalue().splitlines()
+        event = orjson.loads(line)
+        assert event["event"] == "odd" and event["path"] == "/x" and event["counts"] == {"1": 2}
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", event["timestamp"])
+        stamped = datetime.strptime(event["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+        assert 0 <= (stamped - before).total_seconds() < 5
+
     def test_console_lines_on_a_terminal(self, monkeypatch: pytest.MonkeyPatch) -> None:
         """On a terminal the same event renders as a readable console line, not JSON."""
 
