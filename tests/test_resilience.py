@@ -373,6 +373,18 @@ class TestRetries:
             with pytest.raises(Unreachable):
                 await backend.search(query())
         assert len(backend.inner.calls) == 10 and backend.breakers() == []
+        assert backend.stats.requests == backend.stats.attempts == 10 and backend.stats.retries == 0
+
+    async def test_a_local_backend_goes_straight_through(self) -> None:
+        """Nothing to decide for the local policy: no retry budget or latency is kept per call,
+        and answers are still capped."""
+        files = tuple(ok(f"{i}.py", hits=40).files[0] for i in range(5))
+        backend = ResilientBackend(MockBackend(script(BackendResult(files=files)), "local"),
+                                   Policy(max_attempts=1, breaker=False, hedge=False, max_hits=100))
+        result = await backend.search(query())
+        assert [f.path for f in result.files] == ["0.py", "1.py"] and result.status == "capped"
+        assert not backend._budget._requests and not backend._latency.samples  # nothing kept for it
+        assert backend.stats.requests == backend.stats.attempts == 1
 
 
 class TestRetryBudget:
