@@ -178,17 +178,21 @@ def _json(event: Any, **_: Any) -> str:
     return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-_second: list[Any] = [None, ""]  # the last whole second seen, and its ISO text
+_second: tuple[int, str] = (-1, "")  # the last whole second seen, and its ISO text
 
 
 def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """``timestamp``: ISO 8601 UTC with microseconds, as structlog's TimeStamper("iso", utc=True)
-    writes it, the date and time formatted once a second."""
+    writes it, the date and time formatted once a second (a thread that logs meanwhile
+    at most formats its second again)."""
+    global _second
     now = time.time()
     second = int(now)
-    if second != _second[0]:
-        _second[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
-    event["timestamp"] = f"{_second[1]}.{int((now - second) * 1_000_000):06d}Z"
+    seen, text = _second
+    if second != seen:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second = (second, text)
+    event["timestamp"] = f"{text}.{int((now - second) * 1_000_000):06d}Z"
     return event
 
 
