@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/merge.py
 	$(BIN)/python bench/local.py
 	$(BIN)/python bench/local.py --http
+	$(BIN)/python bench/local.py --http --copies 4
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/resilience.py
