@@ -22,6 +22,7 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gateway adapters tests bench
+	$(BIN)/ruff format --check gateway adapters tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -270,9 +270,7 @@ class HttpBackend(AsyncBackend[S]):
     @staticmethod
     def budget(deadline_s: float) -> aiohttp.ClientTimeout:
         """A per-request timeout that ends at the query's deadline."""
-        return aiohttp.ClientTimeout(
-            total=max(0.001, deadline_s), connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT
-        )
+        return aiohttp.ClientTimeout(total=max(0.001, deadline_s), connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT)
 
     async def aclose(self) -> None:
         if self._session is not None:

@@ -132,7 +132,6 @@ def error_message(body: bytes, secret: str | None) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-
 def quote_term(text: str) -> str:
     """The term bare when it is one plain word, else quoted with ``\\`` and ``"`` escaped."""
     if _BARE_TERM.fullmatch(text) and text.upper() not in _KEYWORDS and not text.startswith("-"):

@@ -104,9 +104,7 @@ class Manifest:
             raise BackendError("AFI manifest is not a JSON object")
         capabilities = data.get("capabilities")
         search = data.get("search")
-        if (isinstance(capabilities, list) and "search" not in capabilities) or not isinstance(
-            search, Mapping
-        ):
+        if (isinstance(capabilities, list) and "search" not in capabilities) or not isinstance(search, Mapping):
             raise Unsupported("the AFI provider does not offer search")
         modes = search.get("modes")
         if not isinstance(modes, list) or not modes:
@@ -183,8 +181,10 @@ async def afi_error(resp: aiohttp.ClientResponse, secret: str | None = None) -> 
     if code == "rate_limited" or status == 429:
         wait = error.get("retry_after")
         seconds = float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
-        return RateLimited(f"rate limited: {message or f'HTTP {status}'}",
-                           retry_after=seconds if seconds is not None else retry_after(resp.headers))
+        return RateLimited(
+            f"rate limited: {message or f'HTTP {status}'}",
+            retry_after=seconds if seconds is not None else retry_after(resp.headers),
+        )
     if code == "unauthorized" or status == 401:
         return Rejected("unauthorized")
     if code == "unsupported":
@@ -251,9 +251,7 @@ class _Collected:
         paths = list(self.files)
         if status != "ok" and len(paths) > 1 and paths[-1] == self.last:
             paths = paths[:-1]  # the last file may have more hits on the next page
-        files = tuple(
-            FileMatch(path=p, hits=tuple(self.files[p][n] for n in sorted(self.files[p]))) for p in paths
-        )
+        files = tuple(FileMatch(path=p, hits=tuple(self.files[p][n] for n in sorted(self.files[p]))) for p in paths)
         if self.incomplete:
             failed = ", ".join(f"{name} ({state})" for name, state in sorted(self.incomplete.items())[:5])
             more = f" and {len(self.incomplete) - 5} more" if len(self.incomplete) > 5 else ""
@@ -275,15 +273,12 @@ class AfiBackend(HttpBackend[AfiSettings]):
         self._manifest: Manifest | None = None
         self._manifest_lock = asyncio.Lock()
 
-
     async def manifest(self, query: SearchQuery) -> Manifest:
         """The provider's manifest, read once and kept until a search fails."""
         async with self._manifest_lock:
             if self._manifest is None:
                 url = self.settings.url + MANIFEST_PATH
-                async with self.session.get(
-                    url, timeout=self.budget(query.remaining()), allow_redirects=False
-                ) as resp:
+                async with self.session.get(url, timeout=self.budget(query.remaining()), allow_redirects=False) as resp:
                     if resp.status >= 300:
                         raise await afi_error(resp, token_from_env(self.settings.token_env))
                     self._manifest = Manifest.parse(await read_json(resp, self.settings.max_bytes))
@@ -310,8 +305,7 @@ class AfiBackend(HttpBackend[AfiSettings]):
         limit = min(MAX_LIMIT, max(MIN_LIMIT, MATCHES_PER_FILE * wanted))
         if manifest.max_results is not None:
             limit = min(limit, manifest.max_results)
-        body: dict[str, Any] = {"query": afi_query(query, manifest), "path": scope_of(query.paths),
-                                "limit": limit}
+        body: dict[str, Any] = {"query": afi_query(query, manifest), "path": scope_of(query.paths), "limit": limit}
         try:
             return await self._collect(body, query)
         except RateLimited:
@@ -324,8 +318,7 @@ class AfiBackend(HttpBackend[AfiSettings]):
         """Follow ``next_cursor`` within the deadline and the match budget."""
         wanted = max(1, query.max_files)
         cap = max(HIT_CAP_FLOOR, HIT_CAP_PER_FILE * wanted)
-        got = _Collected(PathFilter.build(query.paths, query.languages), query.mode == "semantic",
-                         query.context_lines)
+        got = _Collected(PathFilter.build(query.paths, query.languages), query.mode == "semantic", query.context_lines)
         first = True
         while True:
             try:
@@ -351,7 +344,6 @@ class AfiBackend(HttpBackend[AfiSettings]):
             if not isinstance(cursor, str):
                 raise BackendError("unexpected response shape: next_cursor is not a string")
             if got.complete() >= wanted or got.matches >= cap or query.remaining() < MIN_PAGE_S:
-                why = (f"stopped after {got.matches} matches in {len(got.files)} files; "
-                       "the AFI provider has more")
+                why = f"stopped after {got.matches} matches in {len(got.files)} files; the AFI provider has more"
                 return got.result("capped", why)
             body["cursor"] = cursor

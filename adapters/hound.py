@@ -155,7 +155,6 @@ class HoundBackend(HttpBackend[HoundSettings]):
     kind = "hound"
     Settings = HoundSettings
 
-
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode not in self.modes:
             raise Unsupported(f"hound cannot search in {query.mode} mode")

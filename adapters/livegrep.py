@@ -69,7 +69,6 @@ class LivegrepSettings(HttpSettings):
         return self
 
 
-
 def go_quote_meta(text: str) -> str:
     """``text`` as a regular expression matching itself (Go's ``regexp.QuoteMeta``)."""
     return "".join("\\" + c if c in _GO_META else c for c in text)
@@ -198,7 +197,6 @@ class LivegrepBackend(HttpBackend[LivegrepSettings]):
 
     kind = "livegrep"
     Settings = LivegrepSettings
-
 
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode not in self.modes:

@@ -237,7 +237,6 @@ class PeerBackend(HttpBackend[PeerSettings]):
     #: It serves namespaces of its own, ``<name>/<remote>`` (for the service's routing).
     serves_children: ClassVar[bool] = True
 
-
     def remote_patterns(self, query: SearchQuery) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(globs sent to the peer, globs its answer is held to locally).
 

@@ -67,7 +67,6 @@ class SourcegraphSettings(HttpSettings):
         return self
 
 
-
 def _quoted(value: str, delimiter: str = '"') -> str:
     escaped = value.replace("\\", "\\\\").replace(delimiter, "\\" + delimiter)
     escaped = escaped.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")

@@ -32,7 +32,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.ripgrep import find_rg
+from adapters.ripgrep.backend import find_rg
 from bench.corpus import build
 from bench.local import JSON, QUERIES, rg_once
 from bench.overhead import free_ports
@@ -70,14 +70,16 @@ async def main() -> None:
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(port)],
-            cwd=tree, stderr=subprocess.DEVNULL, env=dict(env, PYTHONPATH=tree),
+            cwd=tree,
+            stderr=subprocess.DEVNULL,
+            env=dict(env, PYTHONPATH=tree),
         )
         for tree, port in zip(trees, ports, strict=False)
     ]
     here = Path(__file__).resolve().parent
     servers += [
         subprocess.Popen([sys.executable, str(here / "floor_server.py"), str(port), str(base), name.split("-")[1]])
-        for name, port in zip(floors, ports[len(trees):], strict=True)
+        for name, port in zip(floors, ports[len(trees) :], strict=True)
     ]
     trees += floors
     ratios: dict[str, list[float]] = {t: [] for t in trees}

@@ -22,19 +22,35 @@ def payload(index: int, files: int = 100) -> bytes:
         line = f"def register_widget_{index}_{i}(name, factory):\n".encode()
         matches = [
             {
-                "Line": base64.b64encode(line).decode(), "LineStart": 0, "LineEnd": len(line),
-                "LineNumber": n, "Before": "", "After": "", "FileName": False, "Score": 100.0 - n,
-                "DebugScore": "", "LineFragments": [{"LineOffset": 4, "Offset": 4, "MatchLength": 15,
-                                                     "SymbolInfo": None}],
+                "Line": base64.b64encode(line).decode(),
+                "LineStart": 0,
+                "LineEnd": len(line),
+                "LineNumber": n,
+                "Before": "",
+                "After": "",
+                "FileName": False,
+                "Score": 100.0 - n,
+                "DebugScore": "",
+                "LineFragments": [{"LineOffset": 4, "Offset": 4, "MatchLength": 15, "SymbolInfo": None}],
             }
             for n in (3, 17, 40)
         ]
-        out.append({
-            "FileName": f"src/pkg{i % 7}/module_{i}.py", "Repository": f"github.com/acme/repo-{index}",
-            "Version": "0" * 40, "Language": "Python", "Branches": ["HEAD"], "LineMatches": matches,
-            "Score": 5000.0 - i * 10 - index, "Checksum": "AAAA", "Content": None, "RepoURLs": {},
-            "LineFragments": {}, "Debug": "",
-        })
+        out.append(
+            {
+                "FileName": f"src/pkg{i % 7}/module_{i}.py",
+                "Repository": f"github.com/acme/repo-{index}",
+                "Version": "0" * 40,
+                "Language": "Python",
+                "Branches": ["HEAD"],
+                "LineMatches": matches,
+                "Score": 5000.0 - i * 10 - index,
+                "Checksum": "AAAA",
+                "Content": None,
+                "RepoURLs": {},
+                "LineFragments": {},
+                "Debug": "",
+            }
+        )
     result.update(Files=out, FileCount=files, MatchCount=files * 3, FilesSkipped=0, ShardsSkipped=0, Crashes=0)
     return json.dumps({"Result": result}).encode()
 

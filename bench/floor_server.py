@@ -10,7 +10,7 @@ its output left in a 1 MiB pipe and read when it exits):
 - ``bare``: answers how many files rg printed. No validation, no parsing, no ranking:
   the cost of HTTP, the spawn and the reading alone.
 - ``work``: fedsearch's own work on top (`gateway.wire.parse_request`, rg's output
-  through `adapters._rg.OutputReader` into one collector per checkout, `gateway.rank.rank`,
+  through `adapters.ripgrep.output.OutputReader` into one collector per checkout, `gateway.rank.rank`,
   `gateway.wire.build_response`, orjson): the same answer fedsearch gives, without its
   fan-out, resilience layer, batcher, middlewares or reading while rg runs.
 
@@ -32,13 +32,13 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters._rg import PIPE_BYTES, Collector, OutputReader, build_argv, find_rg
-from adapters.rg_batch import Member, _Router
-from gateway.heap import settle_heap
-from gateway.loop import loop_factory
+from adapters.ripgrep.batch import Member, _Router
+from adapters.ripgrep.output import PIPE_BYTES, Collector, OutputReader, build_argv, find_rg
 from gateway.models import BackendResult, Outcome, SearchQuery
 from gateway.rank import rank
-from gateway.wire import build_response, parse_request
+from gateway.request import parse_request
+from gateway.serving import settle_heap
+from gateway.wire import build_response
 
 
 async def run_rg(argv: list[str]) -> bytes:
@@ -76,24 +76,34 @@ def app(corpus: Path, mode: str) -> web.Application:
 
     async def bare(request: web.Request) -> web.Response:
         asked = orjson.loads(await request.read())
-        query = SearchQuery(text=asked["query"], case_sensitive=any(c.isupper() for c in asked["query"]),
-                            deadline=time.monotonic() + 60)
+        query = SearchQuery(
+            text=asked["query"], case_sensitive=any(c.isupper() for c in asked["query"]), deadline=time.monotonic() + 60
+        )
         output = await run_rg(build_argv(rg, query, (), roots))
         return web.Response(body=orjson.dumps({"file_count": output.count(b"\0")}), content_type="application/json")
 
     async def work(request: web.Request) -> web.Response:
         started = time.monotonic()
         asked = parse_request(orjson.loads(await request.read()))
-        query = SearchQuery(text=asked.query, mode=asked.mode, case_sensitive=asked.effective_case(),
-                            deadline=started + asked.timeout_ms / 1000)
+        query = SearchQuery(
+            text=asked.query,
+            mode=asked.mode,
+            case_sensitive=asked.effective_case(),
+            deadline=started + asked.timeout_ms / 1000,
+        )
         output = await run_rg(build_argv(rg, query, (), roots))
         members = [Member(root, Collector(strip=len(root) + 1)) for root in roots]
         reader = OutputReader(_Router(members), blocks=True)
         reader.feed_bytes(output)
         reader.end()
         outcomes = [
-            Outcome(namespace=os.path.basename(m.root), backend="ripgrep", status="ok", took_ms=0,
-                    result=BackendResult(files=m.collector.ranked()))
+            Outcome(
+                namespace=os.path.basename(m.root),
+                backend="ripgrep",
+                status="ok",
+                took_ms=0,
+                result=BackendResult(files=m.collector.ranked()),
+            )
             for m in members
         ]
         answer = build_response(asked, rank(asked, outcomes), round((time.monotonic() - started) * 1000))
@@ -109,8 +119,7 @@ def main() -> None:
     if mode not in ("bare", "work"):
         raise SystemExit("mode: bare or work")
     settle_heap()
-    factory = loop_factory() or asyncio.new_event_loop
-    web.run_app(app(corpus, mode), host="127.0.0.1", port=port, print=None, access_log=None, loop=factory())
+    web.run_app(app(corpus, mode), host="127.0.0.1", port=port, print=None, access_log=None)
 
 
 if __name__ == "__main__":

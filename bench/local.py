@@ -30,13 +30,13 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.ripgrep import find_rg
+from adapters.ripgrep.backend import find_rg
 from bench.corpus import build, build_many, size
 from gateway.config import config_from_env
-from gateway.heap import settle_heap
 from gateway.log import configure
+from gateway.request import parse_request
 from gateway.service import SearchService
-from gateway.wire import parse_request
+from gateway.serving import settle_heap
 
 JSON = {"Content-Type": "application/json"}
 DEVNULL = open(os.devnull, "w")  # noqa: SIM115 - for the whole run
@@ -47,7 +47,8 @@ def rg_once(rg: str, dirs: list[Path], query: str) -> float:
     started = time.perf_counter()
     subprocess.run(
         [rg, "--json", "--no-config", "-S", "-F", "-e", query, "--", *map(str, dirs)],
-        stdout=subprocess.PIPE, check=False,
+        stdout=subprocess.PIPE,
+        check=False,
     )
     return time.perf_counter() - started
 
@@ -122,9 +123,7 @@ async def main() -> None:
     print(f"corpus: {len(dirs)} checkouts, {nfiles} files, {nbytes / 1e6:.1f} MB under {base}")
     rg = find_rg()
     assert rg is not None, "rg not found (the ripgrep wheel installs it)"
-    service: SearchService | Http = (
-        Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
-    )
+    service: SearchService | Http = Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
     if not args.http:
         settle_heap()  # in-process: the collector as `fedsearch serve` sets it up (over HTTP, serve does)
     print(f"fedsearch: {'HTTP (fedsearch serve, warm)' if args.http else 'in-process'}")

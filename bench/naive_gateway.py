@@ -23,6 +23,7 @@ REUSE = os.environ.get("NAIVE_REUSE") == "1"
 async def search(request: web.Request) -> web.Response:
     body = await request.json()
     payload = {"Q": body["query"], "Opts": {"MaxDocDisplayCount": 100, "NumContextLines": 0}}
+
     async def one(session: aiohttp.ClientSession, url: str) -> list[dict[str, object]]:
         async with session.post(url + "/api/search", json=payload) as resp:
             data = json.loads(await resp.read())

@@ -107,22 +107,30 @@ async def main() -> None:
     backends = [f"http://127.0.0.1:{base + i}" for i in range(8)]
     tmp = Path(tempfile.mkdtemp(prefix="fedsearch-overhead-"))
     config = tmp / "fedsearch.toml"
-    config.write_text("".join(
-        f'[[namespaces]]\nname = "zoekt{i}"\nbackend = "zoekt"\nurls = ["{u}"]\n' for i, u in enumerate(backends)
-    ))
+    config.write_text(
+        "".join(
+            f'[[namespaces]]\nname = "zoekt{i}"\nbackend = "zoekt"\nurls = ["{u}"]\n' for i, u in enumerate(backends)
+        )
+    )
     env = dict(os.environ, FEDSEARCH_LOG_LEVEL=os.environ.get("FEDSEARCH_LOG_LEVEL", "info"))
     procs = [
         subprocess.Popen([PY, str(HERE / "fake_zoekt.py"), str(base), "8"], stdout=subprocess.PIPE),
     ]
     assert procs[0].stdout is not None
     procs[0].stdout.readline()
-    procs.append(subprocess.Popen(
-        [PY, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(fed_port)],
-        stderr=subprocess.DEVNULL, env=env,
-    ))
+    procs.append(
+        subprocess.Popen(
+            [PY, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(fed_port)],
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+    )
     procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(naive_port), *backends]))
-    procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(reuse_port), *backends],
-                                  env=dict(os.environ, NAIVE_REUSE="1")))
+    procs.append(
+        subprocess.Popen(
+            [PY, str(HERE / "naive_gateway.py"), str(reuse_port), *backends], env=dict(os.environ, NAIVE_REUSE="1")
+        )
+    )
     gateways = {
         "fedsearch": f"http://127.0.0.1:{fed_port}",
         "naive": f"http://127.0.0.1:{naive_port}",
@@ -140,8 +148,10 @@ async def main() -> None:
                 rps[name].append(rate)
                 _, lat = await load(url, 1, args.seconds)
                 p50[name].append(statistics.median(lat))
-        print(f"8 fake Zoekt backends x 100 files; {args.rounds} rounds A B A B of {args.seconds:.0f} s; "
-              f"{os.cpu_count()} cores")
+        print(
+            f"8 fake Zoekt backends x 100 files; {args.rounds} rounds A B A B of {args.seconds:.0f} s; "
+            f"{os.cpu_count()} cores"
+        )
         for name in gateways:
             print(f"{name:12} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
         for naive in ("naive", "naive+reuse"):

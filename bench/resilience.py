@@ -36,13 +36,13 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.zoekt import ZoektBackend, ZoektSettings
+from adapters.zoekt.backend import ZoektBackend, ZoektSettings
 from bench.fake_zoekt import payload
 from gateway.config import parse_config
 from gateway.log import configure
-from gateway.resilience import Policy, ResilientBackend
+from gateway.request import parse_request
+from gateway.resilience.wrapper import Policy, ResilientBackend
 from gateway.service import SearchService
-from gateway.wire import parse_request
 
 # --- the fake servers (child process) -------------------------------------------------------
 
@@ -165,8 +165,7 @@ def judge(answer: dict[str, Any]) -> bool:
 
 
 async def partial_outage(requests: int, deadline_ms: int) -> None:
-    request = parse_request({"query": "register_widget", "timeout_ms": deadline_ms, "files": 200,
-                             "hit_budget": 5000})
+    request = parse_request({"query": "register_widget", "timeout_ms": deadline_ms, "files": 200, "hit_budget": 5000})
     print(f"1. 8 backends (20 files each), 1 black-holed, D = {deadline_ms} ms (target p99 <= {deadline_ms + 50} ms)")
     async with servers(*(f"ok:{i}" for i in range(7)), "hole") as urls:
         service = service_over(urls)
@@ -174,9 +173,11 @@ async def partial_outage(requests: int, deadline_ms: int) -> None:
             await service.search(request)  # warm: connections, imports
             for concurrency, count in ((1, requests // 2), (8, requests)):
                 latencies, complete = await timed(count, concurrency, lambda i: service.search(request), judge)
-                print(f"   {count} answers, {concurrency} at a time: p50 {ms(statistics.median(latencies))}"
-                      f"  p99 {ms(pct(latencies, 0.99))}  max {ms(max(latencies))};"
-                      f" the other 7 complete and the 8th `timeout` in {complete}/{count}")
+                print(
+                    f"   {count} answers, {concurrency} at a time: p50 {ms(statistics.median(latencies))}"
+                    f"  p99 {ms(pct(latencies, 0.99))}  max {ms(max(latencies))};"
+                    f" the other 7 complete and the 8th `timeout` in {complete}/{count}"
+                )
         finally:
             await service.aclose()
 
@@ -188,7 +189,9 @@ async def total_outage(requests: int, deadline_ms: int) -> None:
         tasks_before, sockets_before = other_tasks(), open_sockets()
         try:
             latencies, timeouts = await timed(
-                requests, 8, lambda i: service.search(request),
+                requests,
+                8,
+                lambda i: service.search(request),
                 lambda a: all(s["status"] == "timeout" for s in a["namespaces"]),
             )
             await asyncio.sleep(0.05)
@@ -196,18 +199,23 @@ async def total_outage(requests: int, deadline_ms: int) -> None:
         finally:
             await service.aclose()
     print(f"2. all 8 black-holed, D = {deadline_ms} ms, {requests} answers, 8 at a time")
-    print(f"   p50 {ms(statistics.median(latencies))}  p99 {ms(pct(latencies, 0.99))}  max {ms(max(latencies))}"
-          f"  (target <= {deadline_ms + 50} ms); every namespace `timeout` in {timeouts}/{requests}")
-    print(f"   gateway tasks {tasks_before} -> {tasks_after}, sockets {sockets_before} -> {sockets_after}"
-          " (before -> 50 ms after the last answer)")
+    print(
+        f"   p50 {ms(statistics.median(latencies))}  p99 {ms(pct(latencies, 0.99))}  max {ms(max(latencies))}"
+        f"  (target <= {deadline_ms + 50} ms); every namespace `timeout` in {timeouts}/{requests}"
+    )
+    print(
+        f"   gateway tasks {tasks_before} -> {tasks_after}, sockets {sockets_before} -> {sockets_after}"
+        " (before -> 50 ms after the last answer)"
+    )
 
 
 # --- 3: hedging -----------------------------------------------------------------------------
 
 
 async def hedging(requests: int, seed: int, concurrency: int) -> None:
-    print(f"3. 2 replicas, one straggling (10 % of its requests take 1 s), {requests} searches,"
-          f" {concurrency} at a time")
+    print(
+        f"3. 2 replicas, one straggling (10 % of its requests take 1 s), {requests} searches, {concurrency} at a time"
+    )
     request = parse_request({"query": "register_widget", "timeout_ms": 5000})
     base: float | None = None
     for label, policy in (
@@ -226,9 +234,11 @@ async def hedging(requests: int, seed: int, concurrency: int) -> None:
         extra = stats.attempts / requests - 1
         p99 = pct(latencies, 0.99)
         base = base or p99
-        print(f"   {label:36} p50 {ms(statistics.median(latencies))}  p99 {ms(p99)}  ({base / p99:5.1f}x better)"
-              f"  extra requests {extra * 100:4.1f} %  hedges {stats.hedges} (won {stats.hedges_won},"
-              f" denied {stats.hedges_denied})")
+        print(
+            f"   {label:36} p50 {ms(statistics.median(latencies))}  p99 {ms(p99)}  ({base / p99:5.1f}x better)"
+            f"  extra requests {extra * 100:4.1f} %  hedges {stats.hedges} (won {stats.hedges_won},"
+            f" denied {stats.hedges_denied})"
+        )
 
 
 # --- 4: a 503 storm -------------------------------------------------------------------------
@@ -248,8 +258,10 @@ class InjectedClock:
 
 async def storm(requests: int) -> None:
     step = 30.0 / requests
-    print(f"4. one backend answering 503 to everything for 30 s (injected clock), {requests} requests,"
-          f" one every {step * 1000:.0f} ms")
+    print(
+        f"4. one backend answering 503 to everything for 30 s (injected clock), {requests} requests,"
+        f" one every {step * 1000:.0f} ms"
+    )
     request = parse_request({"query": "register_widget", "timeout_ms": 2000})
     async with servers("503") as urls:
         for label, settings in (
@@ -273,9 +285,11 @@ async def storm(requests: int) -> None:
                 await service.aclose()
             took = time.perf_counter() - started
             stats = backend.stats
-            print(f"   {label:40} attempts/request {stats.attempts / requests:5.3f}  ({stats.attempts} attempts,"
-                  f" {stats.short_circuited} short-circuited; {statuses};"
-                  f" {took / requests * 1000:.2f} ms/request)")
+            print(
+                f"   {label:40} attempts/request {stats.attempts / requests:5.3f}  ({stats.attempts} attempts,"
+                f" {stats.short_circuited} short-circuited; {statuses};"
+                f" {took / requests * 1000:.2f} ms/request)"
+            )
     print(f"   target: <= 1.2 + the floor (3 retries per 10 s window: {3 * 3 / requests:.3f} per request here)")
 
 

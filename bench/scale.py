@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.overhead import consecutive_ports
 from gateway.config import parse_config
 from gateway.log import configure
+from gateway.request import parse_request
 from gateway.service import SearchService
-from gateway.wire import parse_request
 
 SLOWEST_MS = 150
 
@@ -43,7 +43,7 @@ def delay_ms(n: int) -> int:
     return SLOWEST_MS if n == 7 else 20 + (n * 37) % 61
 
 
-SERVER = r'''
+SERVER = r"""
 import asyncio, base64, json, re, sys
 from aiohttp import web
 base, ports = int(sys.argv[1]), int(sys.argv[2])
@@ -70,7 +70,7 @@ async def main():
         await web.TCPSite(runner, "127.0.0.1", base + p, backlog=2048).start()
     print("ready", flush=True); await asyncio.Event().wait()
 asyncio.run(main())
-'''
+"""
 
 
 async def bare_client(base: int, ports: int, namespaces: int, rounds: int) -> tuple[float, float]:
@@ -117,22 +117,33 @@ async def main() -> None:
     finally:
         server.terminate()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"scale: {args.namespaces} namespaces on {args.ports} ports, slowest backend {slowest} ms "
-          f"(target: slowest + 100 ms, <= 300 MB)")
+    print(
+        f"scale: {args.namespaces} namespaces on {args.ports} ports, slowest backend {slowest} ms "
+        f"(target: slowest + 100 ms, <= 300 MB)"
+    )
     for label, (times, cpus) in (("coalesced (default)", shared), ("one request each", alone)):
         med = statistics.median(times) * 1000
-        print(f"  {label:20} answer min {min(times) * 1000:.0f}  med {med:.0f}  max {max(times) * 1000:.0f} ms "
-              f"(slowest + {med - slowest:.0f} ms), CPU {statistics.median(cpus) * 1000:.0f} ms")
+        print(
+            f"  {label:20} answer min {min(times) * 1000:.0f}  med {med:.0f}  max {max(times) * 1000:.0f} ms "
+            f"(slowest + {med - slowest:.0f} ms), CPU {statistics.median(cpus) * 1000:.0f} ms"
+        )
     print(f"  peak RSS {rss_mb:.0f} MB")
-    print(f"  the same {args.namespaces} requests from a bare aiohttp client (no gateway): med {floor * 1000:.0f} ms "
-          f"(slowest + {floor * 1000 - slowest:.0f} ms), CPU {floor_cpu * 1000:.0f} ms: the harness's own floor")
+    print(
+        f"  the same {args.namespaces} requests from a bare aiohttp client (no gateway): med {floor * 1000:.0f} ms "
+        f"(slowest + {floor * 1000 - slowest:.0f} ms), CPU {floor_cpu * 1000:.0f} ms: the harness's own floor"
+    )
 
 
 async def measure(base: int, args: argparse.Namespace, *, coalesce: bool) -> tuple[list[float], list[float]]:
     """Median-ready answer times and CPU per round of one query over every namespace."""
     namespaces = [
-        {"name": f"ns{n}", "backend": "zoekt", "urls": [f"http://127.0.0.1:{base + n % args.ports}"],
-         "repos": f"/ns{n}$", "coalesce": coalesce}
+        {
+            "name": f"ns{n}",
+            "backend": "zoekt",
+            "urls": [f"http://127.0.0.1:{base + n % args.ports}"],
+            "repos": f"/ns{n}$",
+            "coalesce": coalesce,
+        }
         for n in range(args.namespaces)
     ]
     # Shared requests on the default config; separate ones with room for all of them at
@@ -154,6 +165,7 @@ async def measure(base: int, args: argparse.Namespace, *, coalesce: bool) -> tup
     finally:
         await service.aclose()
     return times[1:], cpus[1:]  # the first round opens the sessions
+
 
 if __name__ == "__main__":
     asyncio.run(main())

@@ -17,9 +17,10 @@ from gateway.errors import (
     Unsupported,
 )
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
+from gateway.request import SearchRequest, parse_request
 from gateway.service import SearchService
 from gateway.testing import MockBackend
-from gateway.wire import SearchRequest, SearchResponse, parse_request
+from gateway.wire import SearchResponse
 
 __all__ = [
     "AsyncBackend",

@@ -205,9 +205,7 @@ def discover(root: str | os.PathLike[str] = ".") -> tuple[NamespaceConfig, ...]:
             if depth >= DISCOVERY_MAX_DEPTH:
                 dirnames.clear()
                 continue
-            dirnames[:] = sorted(
-                d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS
-            )
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
     taken: set[str] = set()
     return tuple(
         NamespaceConfig(
@@ -219,9 +217,7 @@ def discover(root: str | os.PathLike[str] = ".") -> tuple[NamespaceConfig, ...]:
     )
 
 
-def config_from_env(
-    config: str | None = None, root: str | None = None, env: Mapping[str, str] | None = None
-) -> Config:
+def config_from_env(config: str | None = None, root: str | None = None, env: Mapping[str, str] | None = None) -> Config:
     """The config a command runs with: ``--config``, else FEDSEARCH_CONFIG, else discovery."""
     env = os.environ if env is None else env
     path = config or env.get("FEDSEARCH_CONFIG")

@@ -207,7 +207,8 @@ async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int 
         await asyncio.shield(_settle(tasks))
         raise
     return [
-        task.result() if task.done() and not task.cancelled() and task.exception() is None
+        task.result()
+        if task.done() and not task.cancelled() and task.exception() is None
         else _late(route, query, start, logged)
         for task, route in zip(tasks, routes, strict=True)
     ]

@@ -39,8 +39,7 @@ import structlog
 __all__ = ["REDACTED", "configure", "get_logger", "redact", "redact_values", "scrub"]
 
 REDACTED = "[REDACTED]"
-_SECRET_KEYS = ("token", "secret", "password", "passwd", "authorization", "cookie", "api_key", "apikey",
-                "credential")
+_SECRET_KEYS = ("token", "secret", "password", "passwd", "authorization", "cookie", "api_key", "apikey", "credential")
 #: Credential-looking text: an auth scheme and its value, or a well-known token prefix.
 _CREDENTIAL = re2.compile(
     r"(?i)((?:bearer|basic)\s+)[A-Za-z0-9._~+/=-]{8,}"

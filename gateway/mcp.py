@@ -43,15 +43,15 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gateway.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
-from gateway.heap import settle_heap
+from gateway.http.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
+from gateway.http.problems import problem_for
 from gateway.log import configure, get_logger
-from gateway.loop import run_serving
-from gateway.problems import problem_for
+from gateway.request import SearchRequest, problem_fields
 from gateway.service import MAX_READ_LINES, Access, SearchService
-from gateway.wire import SearchRequest, SearchResponse, problem_fields
+from gateway.serving import settle_heap
+from gateway.wire import SearchResponse
 
 __all__ = [
     "MCP_PATH",
@@ -93,14 +93,10 @@ READ_FILE_DESCRIPTION = (
     "`total_lines` tells how far the file goes."
 )
 
-NAMESPACES_DESCRIPTION = (
-    "List the namespaces you can search, with their backend kind, health and capabilities."
-)
+NAMESPACES_DESCRIPTION = "List the namespaces you can search, with their backend kind, health and capabilities."
 
 #: Every tool only reads: safe to call again, never destructive, over a closed set of namespaces.
-READ_ONLY = ToolAnnotations(
-    read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False
-)
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 
 log = get_logger("fedsearch.mcp")
 
@@ -277,9 +273,7 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
 
     tools = [
         _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse, access),
-        _tool(
-            "read_file", "Read a file", READ_FILE_DESCRIPTION, read_file, ReadFileRequest, ReadFileResult, access
-        ),
+        _tool("read_file", "Read a file", READ_FILE_DESCRIPTION, read_file, ReadFileRequest, ReadFileResult, access),
         _tool(
             "namespaces",
             "List namespaces",
@@ -294,6 +288,7 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
 
 
 # --- access ------------------------------------------------------------------------------
+
 
 def caller_access(ctx: Context | None, default: Access) -> Access:
     """The access :class:`BearerAuth` put in this call's HTTP request, else ``default``."""
@@ -392,4 +387,4 @@ def run_mcp(config: Config, http: str | None = None, token: str | None = None) -
     access = stdio_access(config, token)
     if endpoint is not None:
         warn_if_open(config, endpoint[0], "mcp")
-    run_serving(_serve(config, endpoint, access))
+    asyncio.run(_serve(config, endpoint, access))

@@ -2,8 +2,8 @@
 
 Files are the ranked unit. A file's score is its namespace's weighted reciprocal
 rank, ``weight / (K + rank)`` with ``K = 60`` and ``rank`` its 1-based place in its
-backend's own order, times the product of the code-aware signals (a pipeline of
-small callables, each returning a factor). Factors are positive and independent
+backend's own order, times the code-aware factors of :mod:`gateway.signals` (inline in
+:func:`fuse`'s one pass per file). Factors are positive and independent
 of weights, so a higher namespace weight never lowers a file. Ties break by
 namespace, then path: the order is total and deterministic.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import heapq
 import posixpath
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -26,17 +25,15 @@ from typing import Any, NamedTuple
 import re2
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
-from gateway.wire import SearchRequest
+from gateway.request import SearchRequest
+from gateway.signals import QueryMatcher, defines, demoted
 
 __all__ = [
-    "DEFINITION_ASCII_PATTERN",
-    "DEFINITION_SCAN",
     "Fused",
     "K",
     "Ranked",
     "RankedFile",
     "fuse",
-    "looks_like_definition",
     "page",
     "rank",
 ]
@@ -48,28 +45,6 @@ PATH_NAME_BOOST = 2.0
 PATH_BOOST = 1.3
 DEFINITION_BOOST = 1.5
 DEMOTION = 0.3
-
-#: What a definition's line looks like (for ``re.match``). Possessive (``*+``, ``++``):
-#: giving whitespace back can never help a keyword match, and not trying it makes a
-#: miss on an indented line about 6x cheaper.
-_DEFINITION_PATTERN = (
-    r"\s*+(?:export\s++)?(?:default\s++)?(?:pub(?:\([\w:]+\))?\s++)?(?:public\s++|private\s++|protected\s++)?"
-    r"(?:static\s++)?(?:async\s++)?(?:abstract\s++)?"
-    r"(?:def|class|func|fn|struct|interface|type|trait|enum|impl|module|function|object|record|"
-    r"message|service|protocol|typedef|macro_rules!|defmodule|defn|let|const|var|val)\b"
-)
-_DEFINITION = re.compile(_DEFINITION_PATTERN)
-#: The same test for an ASCII line held as bytes (for an adapter that keeps its lines
-#: undecoded until they make the page and sets ``FileMatch.definition`` itself). It
-#: answers as the text test does on ASCII: str ``\\s`` also matches ``\\x1c``-``\\x1f``,
-#: bytes ``\\s`` does not, so they are added.
-DEFINITION_ASCII_PATTERN = _DEFINITION_PATTERN.replace(r"\s", r"[\s\x1c-\x1f]").encode("ascii")
-_DEMOTED = re.compile(  # vendored, generated, minified
-    r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
-    r"dist|site-packages|\.yarn)/"
-    r"|\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
-    r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$"
-)
 
 
 class RankedFile(NamedTuple):
@@ -95,64 +70,10 @@ class Ranked:
     offset: int
 
 
-# --- signals ------------------------------------------------------------------------
-
-
-class QueryMatcher:
-    """Whether a string contains the query, as the request's mode and case decide."""
-
-    def __init__(self, request: SearchRequest) -> None:
-        self.sensitive = request.effective_case()
-        self.literal: str | None = None
-        self.regex: Any = None
-        if request.mode == "regex":
-            options = re2.Options()
-            options.case_sensitive = self.sensitive
-            options.log_errors = False
-            self.regex = re2.compile(request.query, options)
-        else:
-            text = request.query
-            self.literal = text if self.sensitive else text.lower()
-
-    def __call__(self, value: str) -> bool:
-        if self.literal is not None:
-            return self.literal in (value if self.sensitive else value.lower())
-        return bool(self.regex.search(value))
-
-
-#: Hits scanned per file for a definition (a backend lists its best lines first).
-DEFINITION_SCAN = 16
-
-
-def looks_like_definition(text: str) -> bool:
-    """Whether a line looks like it defines something (the test :func:`defines` applies)."""
-    return _DEFINITION.match(text) is not None
-
-
-def defines(file: FileMatch) -> bool:
-    """The backend's word on a definition, else whether one of the first hits looks like one."""
-    if file.definition is not None:
-        return file.definition
-    definition = _DEFINITION.match
-    return any(
-        hit.symbol or hit.kind not in ("line", "file") or definition(hit.text) for hit in file.hits[:DEFINITION_SCAN]
-    )
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _demoted(path: str) -> bool:
-    """Whether a path is vendored, generated or minified (paths recur across queries: cached)."""
-    return _DEMOTED.search(path) is not None
-
-
 # --- fusion -------------------------------------------------------------------------
 
 #: A RankedFile from its four fields without a Python-level ``__new__`` (one per file).
 _ranked: Callable[[tuple[str, FileMatch, float, bool]], RankedFile] = functools.partial(tuple.__new__, RankedFile)
-
-
-def _namespace_of(outcome: Outcome, file: FileMatch) -> str:
-    return f"{outcome.namespace}/{file.namespace}" if file.namespace else outcome.namespace
 
 
 class Fused(NamedTuple):
@@ -194,9 +115,7 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
         for file in result.files:
             hits = file.hits
             if semantic:
-                strong: tuple[Hit, ...] | LazyHits = tuple(
-                    h for h in hits if h.score is None or h.score >= threshold
-                )
+                strong: tuple[Hit, ...] | LazyHits = tuple(h for h in hits if h.score is None or h.score >= threshold)
                 weak += len(hits) - len(strong)
                 hits = strong
             count = len(hits)
@@ -226,7 +145,7 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
                 score *= PATH_NAME_BOOST if matcher(posixpath.basename(path)) else PATH_BOOST
             if file.definition or (file.definition is None and defines(file)):
                 score *= DEFINITION_BOOST
-            if _demoted(path):
+            if demoted(path):
                 score *= DEMOTION
             at[key] = len(entries)
             entries.append((-score, namespace, path, file, path_match))
@@ -294,14 +213,21 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     why = outcome.error or status
     if status == "unsupported":
         if request.mode != "exact":
-            return [_action(f"{ns} cannot search in {request.mode} mode: search it as exact text",
-                            request.args(**base, mode="exact"))]
-        return [_action(f"{ns} cannot search in exact mode: search it as a regex",
-                        request.args(**base, mode="regex", query=re2.escape(request.query)))]
+            return [
+                _action(
+                    f"{ns} cannot search in {request.mode} mode: search it as exact text",
+                    request.args(**base, mode="exact"),
+                )
+            ]
+        return [
+            _action(
+                f"{ns} cannot search in exact mode: search it as a regex",
+                request.args(**base, mode="regex", query=re2.escape(request.query)),
+            )
+        ]
     if status == "timeout" and request.timeout_ms < MAX_TIMEOUT_MS:
         more = min(MAX_TIMEOUT_MS, request.timeout_ms * 4)
-        return [_action(f"{ns} timed out ({why}): give it {more} ms alone",
-                        request.args(**base, timeout_ms=more))]
+        return [_action(f"{ns} timed out ({why}): give it {more} ms alone", request.args(**base, timeout_ms=more))]
     if status in ("error", "unavailable"):
         when = f" after {outcome.retry_after:.0f} s" if outcome.retry_after else ""
         return [_action(f"{ns} failed ({why}): retry it alone{when}", request.args(**base))]
@@ -311,10 +237,17 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     top = _top_directory(outcome)
     if top is not None and len(request.paths) < 31:
         if not any(not p.startswith("!") for p in request.paths):
-            actions.append(_action(f"{ns} was {status} ({why}): narrow to {top}/",
-                                   request.args(**base, paths=[*request.paths, f"{top}/**"])))
-        actions.append(_action(f"{ns} was {status} ({why}): skip {top}/",
-                               request.args(**base, paths=[*request.paths, f"!{top}/**"])))
+            actions.append(
+                _action(
+                    f"{ns} was {status} ({why}): narrow to {top}/",
+                    request.args(**base, paths=[*request.paths, f"{top}/**"]),
+                )
+            )
+        actions.append(
+            _action(
+                f"{ns} was {status} ({why}): skip {top}/", request.args(**base, paths=[*request.paths, f"!{top}/**"])
+            )
+        )
     if not actions:
         actions.append(_action(f"{ns} was {status} ({why}): search it again", request.args(**base)))
     return actions
@@ -372,22 +305,24 @@ def _note(
         if total and request.offset >= total:
             return f"offset {request.offset} is past the last of {total} matching files"
         if weak:
-            return (f"everything matched was weak: {weak} hits scored under threshold "
-                    f"{request.threshold}; lower threshold to see them")
+            return (
+                f"everything matched was weak: {weak} hits scored under threshold "
+                f"{request.threshold}; lower threshold to see them"
+            )
         filtered = " with these path/language filters" if request.paths or request.languages else ""
         partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
         return f"nothing matched {request.query!r} in {len(outcomes)} namespaces{filtered}{partial}"
     if failed:
-        return (f"{len(failed)} of {len(outcomes)} namespaces did not answer fully; "
-                "see namespaces and next")
+        return f"{len(failed)} of {len(outcomes)} namespaces did not answer fully; see namespaces and next"
     return None
 
 
 def _failed_children(outcomes: Sequence[Outcome]) -> list[Outcome]:
     """Sub-namespaces (of a peer gateway) that did not answer fully, as outcomes of their own."""
     return [
-        Outcome(namespace=f"{o.namespace}/{c.name}", backend=c.backend, status=c.status,
-                took_ms=c.took_ms, error=c.error)
+        Outcome(
+            namespace=f"{o.namespace}/{c.name}", backend=c.backend, status=c.status, took_ms=c.took_ms, error=c.error
+        )
         for o in outcomes
         if o.result is not None
         for c in o.result.children
@@ -411,8 +346,11 @@ def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
     if end < total and shown and end <= MAX_OFFSET:
-        actions.append(_action(f"next page: files {end + 1}-{min(total, end + request.files)} "
-                               f"of {total}", request.args(offset=end)))
+        actions.append(
+            _action(
+                f"next page: files {end + 1}-{min(total, end + request.files)} of {total}", request.args(offset=end)
+            )
+        )
     failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
     for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
         actions.extend(_widen(request, outcome))

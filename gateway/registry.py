@@ -15,10 +15,10 @@ from gateway.errors import ConfigError
 __all__ = ["KINDS", "load_kind"]
 
 KINDS: dict[str, str] = {
-    "ripgrep": "adapters.ripgrep:RipgrepBackend",
+    "ripgrep": "adapters.ripgrep.backend:RipgrepBackend",
     "gateway": "adapters.peer:PeerBackend",
     "afi": "adapters.afi:AfiBackend",
-    "zoekt": "adapters.zoekt:ZoektBackend",
+    "zoekt": "adapters.zoekt.backend:ZoektBackend",
     "sourcegraph": "adapters.sourcegraph:SourcegraphBackend",
     "github": "adapters.github:GitHubBackend",
     "gitlab": "adapters.gitlab:GitLabBackend",

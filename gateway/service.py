@@ -25,8 +25,9 @@ from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
 from gateway.rank import rank
 from gateway.registry import load_kind
-from gateway.resilience import wrap
-from gateway.wire import SearchRequest, build_response, parse_request
+from gateway.request import SearchRequest, parse_request
+from gateway.resilience.wrapper import wrap
+from gateway.wire import build_response
 
 __all__ = ["Access", "SearchService", "open_backend"]
 
@@ -93,8 +94,7 @@ class SearchService:
         self.config = config
         given = backends or {}
         self._entries = {
-            ns.name: _Entry(ns, given[ns.name] if ns.name in given else open_backend(ns))
-            for ns in config.namespaces
+            ns.name: _Entry(ns, given[ns.name] if ns.name in given else open_backend(ns)) for ns in config.namespaces
         }
         #: Called with every namespace outcome (metrics hook into this).
         self.observers: list[Callable[[Outcome], None]] = []
@@ -152,10 +152,7 @@ class SearchService:
             for pattern in patterns:
                 match = namespace_matcher(pattern)
                 hits = [n for n in names if match(n)]
-                parents = [
-                    n for n in names
-                    if pattern.startswith(n + "/") and self._entries[n].backend.serves_children
-                ]
+                parents = [n for n in names if pattern.startswith(n + "/") and self._entries[n].backend.serves_children]
                 if not hits and not parents:
                     raise UnknownNamespace(pattern)
                 whole.update(hits)

@@ -7,9 +7,7 @@ from pathlib import Path
 
 FILES: dict[str, dict[str, str]] = {
     "alpha": {
-        "src/widgets.py": (
-            "import os\n\n\ndef register_widget(name):\n    return name\n\n\nregister_widget('x')\n"
-        ),
+        "src/widgets.py": ("import os\n\n\ndef register_widget(name):\n    return name\n\n\nregister_widget('x')\n"),
         "src/util.py": "# helpers\nfrom widgets import register_widget\nVALUE = 1\n",
         "README.md": "Alpha: call register_widget to add one.\n",
         ".gitignore": "build/\n",
@@ -21,7 +19,7 @@ FILES: dict[str, dict[str, str]] = {
         "vendor/dep/widget.go": "// register_widget vendored copy\n",
     },
     "gamma": {
-        "main.rs": "fn main() {\n    println!(\"hello\");\n}\n",
+        "main.rs": 'fn main() {\n    println!("hello");\n}\n',
     },
 }
 

@@ -30,9 +30,7 @@ def files(draw: st.DrawFn) -> tuple[FileMatch, ...]:
     out = []
     for path in paths:
         lines = draw(st.lists(st.integers(1, 400), unique=True, min_size=1, max_size=8))
-        hits = tuple(
-            Hit(line=n, text=draw(st.sampled_from(TEXTS)), column=1) for n in sorted(lines)
-        )
+        hits = tuple(Hit(line=n, text=draw(st.sampled_from(TEXTS)), column=1) for n in sorted(lines))
         out.append(FileMatch(path=path, hits=hits))
     return tuple(out)
 

@@ -2,7 +2,7 @@
 
 Scripted replies (:class:`tests.fakeservers.FakeServer`, one per request in order:
 the manifest first, then search pages) cover what a real provider will not do on
-demand; the real provider is ``create_app`` with ``gateway.afi.add_afi_routes`` over
+demand; the real provider is ``create_app`` with ``gateway.afi.routes.add_afi_routes`` over
 ``git init`` checkouts.
 """
 
@@ -20,8 +20,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from adapters.afi import AfiBackend, AfiSettings, Manifest, afi_query, ecma_escape, scope_of
-from adapters.ripgrep import find_rg
-from gateway.afi import MANIFEST_PATH, add_afi_routes
+from adapters.ripgrep.backend import find_rg
+from gateway.afi.routes import MANIFEST_PATH, add_afi_routes
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover, parse_config
 from gateway.errors import (
     BackendError,
@@ -32,10 +32,10 @@ from gateway.errors import (
     Rejected,
     Unsupported,
 )
+from gateway.http.app import create_app
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.service import SearchService, open_backend
 from gateway.testing import MockBackend
-from gateway.web import create_app
 from tests.corpus import make_corpus
 from tests.fakeservers import (
     FakeServer,
@@ -60,11 +60,16 @@ Serve = Callable[..., Awaitable[str]]
 
 def manifest(modes: list[str] | None = None, max_results: int = 500, **extra: Any) -> Reply:
     """An AFI manifest reply declaring ``modes``."""
-    body = {"afi_version": "0.1", "provider": "fake", "profile": 2,
-            "capabilities": ["stat", "list", "read", "search"],
-            "search": {"modes": ALL_MODES if modes is None else modes, "max_results": max_results},
-            "path": {"case_sensitive": True, "max_length": 4096},
-            "auth": {"required": False, "methods": []}, **extra}
+    body = {
+        "afi_version": "0.1",
+        "provider": "fake",
+        "profile": 2,
+        "capabilities": ["stat", "list", "read", "search"],
+        "search": {"modes": ALL_MODES if modes is None else modes, "max_results": max_results},
+        "path": {"case_sensitive": True, "max_length": 4096},
+        "auth": {"required": False, "methods": []},
+        **extra,
+    }
     return json_reply(body)
 
 
@@ -111,7 +116,10 @@ class TestManifest:
             await afi.search(query())
             await afi.search(query())
         assert [(r.method, r.path) for r in server.requests] == [
-            ("GET", MANIFEST_PATH), ("POST", SEARCH), ("POST", SEARCH)]
+            ("GET", MANIFEST_PATH),
+            ("POST", SEARCH),
+            ("POST", SEARCH),
+        ]
 
     async def test_refreshed_after_a_failure(self) -> None:
         """A failed search drops the manifest, so the next search reads it again."""
@@ -169,14 +177,21 @@ class TestAsking:
         modes = Manifest(frozenset(ALL_MODES))
         assert afi_query(query("a+", mode="regex"), modes) == {"regex": "a+"}
         assert afi_query(query("a+", mode="regex", case_sensitive=False), modes) == {"regex": "a+", "flags": "i"}
-        assert afi_query(query("auth", mode="semantic", threshold=0.7), modes) == {
-            "semantic": "auth", "threshold": 0.7}
+        assert afi_query(query("auth", mode="semantic", threshold=0.7), modes) == {"semantic": "auth", "threshold": 0.7}
 
-    @pytest.mark.parametrize(("paths", "scope"), [
-        ((), "/"), (("src/api/**",), "/src/api"), (("src/x.py",), "/src"), (("*.py",), "/"),
-        (("**/x.py",), "/"), (("src/**", "lib/**"), "/"), (("src/**", "!src/gen/**"), "/src"),
-        (("s*/api/**",), "/"),
-    ])
+    @pytest.mark.parametrize(
+        ("paths", "scope"),
+        [
+            ((), "/"),
+            (("src/api/**",), "/src/api"),
+            (("src/x.py",), "/src"),
+            (("*.py",), "/"),
+            (("**/x.py",), "/"),
+            (("src/**", "lib/**"), "/"),
+            (("src/**", "!src/gen/**"), "/src"),
+            (("s*/api/**",), "/"),
+        ],
+    )
     def test_scope_from_one_include(self, paths: tuple[str, ...], scope: str) -> None:
         """The search path is the literal directory of a single include glob, else the root."""
         assert scope_of(paths) == scope
@@ -191,8 +206,9 @@ class TestAsking:
 
     def test_config_table(self) -> None:
         """A [[namespaces]] table of backend afi validates its url and token_env, and needs the url."""
-        config = parse_config({"namespaces": [{"name": "docs", "backend": "afi", "url": "https://h/",
-                                               "token_env": TOKEN_ENV}]})
+        config = parse_config(
+            {"namespaces": [{"name": "docs", "backend": "afi", "url": "https://h/", "token_env": TOKEN_ENV}]}
+        )
         settings = config.namespaces[0].settings
         assert isinstance(settings, AfiSettings) and settings.url == "https://h"
         with pytest.raises(ConfigError, match="url"):
@@ -210,8 +226,12 @@ class TestAsking:
 class TestReading:
     async def test_grouped_by_path(self) -> None:
         """Matches group by path in first-seen order, one hit per line at its first column, without the leading /."""
-        matches = [match("/b/x.py", 3, 9), match("/a/y.py", 1, 2), match("/b/x.py", 3, 4),
-                   match("/b/x.py", 1, None, **{"x-namespace": "ns"})]
+        matches = [
+            match("/b/x.py", 3, 9),
+            match("/a/y.py", 1, 2),
+            match("/b/x.py", 3, 4),
+            match("/b/x.py", 1, None, **{"x-namespace": "ns"}),
+        ]
         async with fake_afi(manifest(), page(*matches)) as (_, afi):
             result = await afi.search(query())
         assert lines(result) == {"b/x.py": [(1, None), (3, 4)], "a/y.py": [(1, 2)]}
@@ -254,8 +274,11 @@ class TestReading:
 class TestPaging:
     async def test_follows_cursor(self) -> None:
         """next_cursor is sent back until the provider gives none, and a file split over pages is merged."""
-        replies = [manifest(), page(match("/a.py", 1), match("/b.py", 1), cursor="c1"),
-                   page(match("/b.py", 2), match("/c.py", 1))]
+        replies = [
+            manifest(),
+            page(match("/a.py", 1), match("/b.py", 1), cursor="c1"),
+            page(match("/b.py", 2), match("/c.py", 1)),
+        ]
         async with fake_afi(*replies) as (server, afi):
             result = await afi.search(query())
         assert server.requests[2].json()["cursor"] == "c1"
@@ -281,8 +304,11 @@ class TestPaging:
 
     async def test_later_page_error(self) -> None:
         """A later page's AFI error keeps the first page, marked capped with the error."""
-        replies = [manifest(), page(match("/a.py", 1), match("/b.py", 1), cursor="c1"),
-                   afi_error("internal", 500, "disk on fire")]
+        replies = [
+            manifest(),
+            page(match("/a.py", 1), match("/b.py", 1), cursor="c1"),
+            afi_error("internal", 500, "disk on fire"),
+        ]
         async with fake_afi(*replies) as (_, afi):
             result = await afi.search(query())
         assert (result.status, list(lines(result))) == ("capped", ["a.py"])
@@ -418,9 +444,14 @@ class TestRealProvider:
         found = lines(result)
         assert found["alpha/src/widgets.py"] == [(4, 5), (8, 1)]
         assert found["team/beta/docs/guide.md"] == [(1, 5)]
-        assert set(found) == {"alpha/src/widgets.py", "alpha/src/util.py", "alpha/README.md",
-                              "team/beta/lib/registry.go", "team/beta/docs/guide.md",
-                              "team/beta/vendor/dep/widget.go"}
+        assert set(found) == {
+            "alpha/src/widgets.py",
+            "alpha/src/util.py",
+            "alpha/README.md",
+            "team/beta/lib/registry.go",
+            "team/beta/docs/guide.md",
+            "team/beta/vendor/dep/widget.go",
+        }
 
     async def test_case_insensitive_through_regex(self, provider: str) -> None:
         """A case-insensitive exact search goes as an escaped regex and finds the same lines."""
@@ -432,8 +463,11 @@ class TestRealProvider:
         """An include glob's directory becomes the AFI search path."""
         async with AfiBackend("r", AfiSettings(url=provider)) as afi:
             result = await afi.search(query("register_widget", paths=("team/beta/**",)))
-        assert {f.path for f in result.files} == {"team/beta/lib/registry.go", "team/beta/docs/guide.md",
-                                                  "team/beta/vendor/dep/widget.go"}
+        assert {f.path for f in result.files} == {
+            "team/beta/lib/registry.go",
+            "team/beta/docs/guide.md",
+            "team/beta/vendor/dep/widget.go",
+        }
 
     async def test_semantic_undeclared(self, provider: str) -> None:
         """The provider's manifest declares no semantic mode over ripgrep, so semantic is Unsupported."""
@@ -446,8 +480,7 @@ class TestRealProvider:
         url = await serve(make_corpus(tmp_path / "remote"), MockBackend(semantic, name="docs"))
         async with AfiBackend("r", AfiSettings(url=url)) as afi:
             result = await afi.search(query("auth", mode="semantic", threshold=0.5))
-        assert [(f.path, [(h.line, h.score) for h in f.hits]) for f in result.files] == [
-            ("docs/auth.md", [(2, 0.9)])]
+        assert [(f.path, [(h.line, h.score) for h in f.hits]) for f in result.files] == [("docs/auth.md", [(2, 0.9)])]
 
     async def test_paging_through_cursors(self, serve: Serve, tmp_path: Path) -> None:
         """Matches over several cursor pages all arrive, files whole, none twice."""
@@ -476,7 +509,8 @@ class TestRealProvider:
         url = await serve(make_corpus(tmp_path / "remote"), MockBackend(failing, name="broken"))
         local = discover(make_corpus(tmp_path / "local", {"delta": {"app.py": "import register_widget\n"}}))
         service = SearchService.with_backends(
-            [AfiBackend("remote", AfiSettings(url=url)), *(open_backend(ns) for ns in local)])
+            [AfiBackend("remote", AfiSettings(url=url)), *(open_backend(ns) for ns in local)]
+        )
         try:
             answer = await service.search_json({"query": "register_widget", "case_sensitive": True})
         finally:
@@ -493,4 +527,3 @@ class TestRealProvider:
         async with AfiBackend("r", AfiSettings(url=provider)) as afi:
             got = await afi.manifest(query())
         assert {"exact", "regex"} <= got.modes and got.max_results == 500
-

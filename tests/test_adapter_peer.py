@@ -20,14 +20,14 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from adapters.peer import PeerBackend, PeerSettings, build_request, next_offset, peer_timeout_ms
-from adapters.ripgrep import find_rg
+from adapters.ripgrep.backend import find_rg
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover, parse_config
 from gateway.errors import BackendError, BackendTimeout, ConfigError, RateLimited
+from gateway.http.app import create_app
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
+from gateway.request import parse_request
 from gateway.service import SearchService, open_backend
 from gateway.testing import MockBackend
-from gateway.web import create_app
-from gateway.wire import parse_request
 from tests.corpus import make_corpus
 from tests.fakeservers import (
     FakeServer,
@@ -75,8 +75,15 @@ async def failing(q: SearchQuery) -> BackendResult:
 
 
 async def symbols(q: SearchQuery) -> BackendResult:
-    hit = Hit(line=3, end_line=7, text="def register_widget(name):", column=5, kind="function",
-              symbol="register_widget", score=0.9)
+    hit = Hit(
+        line=3,
+        end_line=7,
+        text="def register_widget(name):",
+        column=5,
+        kind="function",
+        symbol="register_widget",
+        score=0.9,
+    )
     return BackendResult(files=(FileMatch(path="lib/defs.py", hits=(hit,)),))
 
 
@@ -151,25 +158,52 @@ def group(answer: dict[str, Any], namespace: str, path: str) -> dict[str, Any]:
 def peer_answer(files: list[tuple[str, str, int]], offset: int = 0, more: bool = False) -> dict[str, Any]:
     """A peer SearchResponse with one hit per (namespace, path, line); ``more`` adds a next-page action."""
     groups = [
-        {"file_path": path, "namespace": ns, "hit_count": 1,
-         "hits": [{"id": 1, "qualified_name": f"{ns}:{path}:{line}", "kind": "line", "name": path,
-                   "file_path": path, "start_line": line, "end_line": line, "matched": ["content"],
-                   "namespace": ns, "text": "needle", "column": 1}]}
+        {
+            "file_path": path,
+            "namespace": ns,
+            "hit_count": 1,
+            "hits": [
+                {
+                    "id": 1,
+                    "qualified_name": f"{ns}:{path}:{line}",
+                    "kind": "line",
+                    "name": path,
+                    "file_path": path,
+                    "start_line": line,
+                    "end_line": line,
+                    "matched": ["content"],
+                    "namespace": ns,
+                    "text": "needle",
+                    "column": 1,
+                }
+            ],
+        }
         for ns, path, line in files
     ]
     end = offset + len(files)
     actions = [{"reason": "next page", "tool": "search", "args": {"query": "needle", "offset": end}}] if more else []
-    return {"files": groups, "file_count": end + (1 if more else 0), "weak_filtered": 0, "truncated": more,
-            "limits": {"files": 200, "offset": offset, "hit_budget": 5000}, "next": actions,
-            "namespaces": [{"name": "r", "backend": "ripgrep", "status": "ok", "took_ms": 1,
-                            "files": len(files), "hits": len(files)}], "took_ms": 1}
+    return {
+        "files": groups,
+        "file_count": end + (1 if more else 0),
+        "weak_filtered": 0,
+        "truncated": more,
+        "limits": {"files": 200, "offset": offset, "hit_budget": 5000},
+        "next": actions,
+        "namespaces": [
+            {"name": "r", "backend": "ripgrep", "status": "ok", "took_ms": 1, "files": len(files), "hits": len(files)}
+        ],
+        "took_ms": 1,
+    }
 
 
 class TestAsking:
     def test_request_is_a_valid_search_request(self) -> None:
         """The body sent is a complete SearchRequest the peer's own validation accepts."""
-        body = build_request(query(paths=("src/**",), languages=("python",), context_lines=2, max_files=500),
-                             offset=200, namespaces=["team/*"])
+        body = build_request(
+            query(paths=("src/**",), languages=("python",), context_lines=2, max_files=500),
+            offset=200,
+            namespaces=["team/*"],
+        )
         request = parse_request(body)
         assert (request.files, request.offset, request.hit_budget) == (200, 200, 5000)
         assert request.case_sensitive is False
@@ -184,8 +218,12 @@ class TestAsking:
 
     def test_next_page_action_is_found(self) -> None:
         """Only the action moving the offset on counts as the next page."""
-        answer = {"next": [{"tool": "search", "args": {"offset": 0, "namespaces": ["x"]}},
-                           {"tool": "search", "args": {"offset": 200}}]}
+        answer = {
+            "next": [
+                {"tool": "search", "args": {"offset": 0, "namespaces": ["x"]}},
+                {"tool": "search", "args": {"offset": 200}},
+            ]
+        }
         assert next_offset(answer, 0) == 200
         assert next_offset(answer, 200) is None
         assert next_offset({"next": [{"tool": "search", "args": {"offset": True}}]}, 0) is None
@@ -220,8 +258,19 @@ class TestAsking:
 
     def test_config_table(self) -> None:
         """A [[namespaces]] table of backend gateway validates its url, token_env and remote globs."""
-        config = parse_config({"namespaces": [{"name": "peer", "backend": "gateway", "url": "http://h:1/",
-                                               "token_env": TOKEN_ENV, "namespaces": ["team/*"]}]})
+        config = parse_config(
+            {
+                "namespaces": [
+                    {
+                        "name": "peer",
+                        "backend": "gateway",
+                        "url": "http://h:1/",
+                        "token_env": TOKEN_ENV,
+                        "namespaces": ["team/*"],
+                    }
+                ]
+            }
+        )
         settings = config.namespaces[0].settings
         assert isinstance(settings, PeerSettings)
         assert (settings.url, settings.namespaces) == ("http://h:1", ["team/*"])
@@ -252,9 +301,13 @@ class TestRealPeer:
         answer = await local(peer_url).search_json({"query": "register_widget"})
         shown = {(g["namespace"], g["file_path"]) for g in answer["files"]}
         assert shown == {
-            ("peer/alpha", "src/widgets.py"), ("peer/alpha", "src/util.py"), ("peer/alpha", "README.md"),
-            ("peer/team/beta", "lib/registry.go"), ("peer/team/beta", "docs/guide.md"),
-            ("peer/team/beta", "vendor/dep/widget.go"), ("delta", "app.py"),
+            ("peer/alpha", "src/widgets.py"),
+            ("peer/alpha", "src/util.py"),
+            ("peer/alpha", "README.md"),
+            ("peer/team/beta", "lib/registry.go"),
+            ("peer/team/beta", "docs/guide.md"),
+            ("peer/team/beta", "vendor/dep/widget.go"),
+            ("delta", "app.py"),
         }
         assert (answer["file_count"], answer["truncated"]) == (7, False)
         assert answer["files"][0]["file_path"] == "src/widgets.py"  # the definition ranks first
@@ -300,7 +353,10 @@ class TestRemoteFailure:
             result = await peer.search(query())
         children = {c.name: c for c in result.children}
         assert (children["broken"].status, children["broken"].backend, children["broken"].error) == (
-            "error", "mock", "boom")
+            "error",
+            "mock",
+            "boom",
+        )
         assert result.status == "ok"
 
     async def test_becomes_our_next_action(self, broken_url: str, local: Local) -> None:
@@ -324,16 +380,18 @@ class TestRemoteFailure:
     async def test_sub_namespaces_asked(self, broken_url: str) -> None:
         """A query naming sub-namespaces asks the peer for exactly those."""
         async with PeerBackend("p", PeerSettings(url=broken_url)) as peer:
-            result = await peer.search(SearchQuery(text="register_widget", case_sensitive=False,
-                                                sub_namespaces=("team/*",)))
+            result = await peer.search(
+                SearchQuery(text="register_widget", case_sensitive=False, sub_namespaces=("team/*",))
+            )
         assert [c.name for c in result.children] == ["team/beta"]
         assert {f.namespace for f in result.files} == {"team/beta"}
 
     async def test_sub_namespaces_stay_within_globs(self, broken_url: str) -> None:
         """Sub-namespaces outside the configured globs are not shown."""
         async with PeerBackend("p", PeerSettings(url=broken_url, namespaces=["alpha"])) as peer:
-            result = await peer.search(SearchQuery(text="register_widget", case_sensitive=False,
-                                                sub_namespaces=("alpha", "team/*")))
+            result = await peer.search(
+                SearchQuery(text="register_widget", case_sensitive=False, sub_namespaces=("alpha", "team/*"))
+            )
         assert [c.name for c in result.children] == ["alpha"]
         assert {f.namespace for f in result.files} == {"alpha"}
         assert result.file_count is None

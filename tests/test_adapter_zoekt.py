@@ -14,7 +14,7 @@ import pydantic
 import pytest
 import re2
 
-from adapters.zoekt import ZoektBackend, ZoektSettings
+from adapters.zoekt.backend import ZoektBackend, ZoektSettings
 from gateway.errors import BackendError, BackendTimeout, RateLimited, Unsupported
 from gateway.models import BackendResult, SearchQuery
 from tests.fakeservers import (

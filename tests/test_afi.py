@@ -13,12 +13,12 @@ from aiohttp.test_utils import TestClient
 from aiohttp.typedefs import Handler
 from yarl import URL
 
-from gateway.afi import MAX_RESULTS, add_afi_routes, afi_matches
+from gateway.afi.routes import MAX_RESULTS, add_afi_routes, afi_matches
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
+from gateway.http.app import ACCESS, create_app
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.service import SearchService
 from gateway.testing import MockBackend
-from gateway.web import ACCESS, create_app
 from tests.corpus import make_corpus
 
 Client = TestClient[Any, Any]
@@ -93,8 +93,7 @@ def root(tmp_path: Path, outside: Path) -> Path:
 
 @pytest.fixture
 def config(root: Path) -> Config:
-    return Config(server=ServerConfig(max_body_bytes=8192), defaults=DefaultsConfig(),
-                  namespaces=discover(root))
+    return Config(server=ServerConfig(max_body_bytes=8192), defaults=DefaultsConfig(), namespaces=discover(root))
 
 
 @pytest.fixture
@@ -142,8 +141,7 @@ class TestManifest:
         doc = await resp.json()
         assert doc["afi_version"] == "0.1" and doc["provider"] == "fedsearch" and doc["profile"] == 2
         assert doc["capabilities"] == ["stat", "list", "read", "search"]
-        assert doc["search"] == {"modes": ["exact", "regex"], "max_results": MAX_RESULTS,
-                                 "x-ordering": "relevance"}
+        assert doc["search"] == {"modes": ["exact", "regex"], "max_results": MAX_RESULTS, "x-ordering": "relevance"}
         assert doc["path"]["case_sensitive"] is True and doc["path"]["max_length"] >= 1024
         assert doc["auth"] == {"required": False, "methods": []}
 
@@ -194,8 +192,7 @@ class TestList:
     async def test_root_lists_namespaces(self, client: Client) -> None:
         """list / shows the top of every namespace as a directory."""
         body = await (await client.get("/afi/list", params={"path": "/"})).json()
-        assert [(e["path"], e["type"]) for e in body["entries"]] == [
-            ("/alpha", "directory"), ("/team", "directory")]
+        assert [(e["path"], e["type"]) for e in body["entries"]] == [("/alpha", "directory"), ("/team", "directory")]
         assert "next_cursor" not in body
         team = await (await client.get("/afi/list", params={"path": "/team"})).json()
         assert [e["path"] for e in team["entries"]] == ["/team/beta"]
@@ -300,9 +297,14 @@ class TestSearch:
         """A match has the virtual path, line, column, text, context and x-namespace, no score."""
         resp = await client.post("/afi/search", json={"query": "needle in go"})
         [match] = (await resp.json())["matches"]
-        assert match == {"path": "/team/beta/lib/x.go", "line": 3, "column": 4, "text": "// needle in go",
-                         "context": {"before": ["package lib", ""], "after": ["func F() {}"]},
-                         "x-namespace": "team/beta"}
+        assert match == {
+            "path": "/team/beta/lib/x.go",
+            "line": 3,
+            "column": 4,
+            "text": "// needle in go",
+            "context": {"before": ["package lib", ""], "after": ["func F() {}"]},
+            "x-namespace": "team/beta",
+        }
 
     async def test_exact_is_case_sensitive(self, client: Client) -> None:
         """Exact mode is case-sensitive even for a lower-case query."""
@@ -325,22 +327,34 @@ class TestSearch:
         assert {m["x-namespace"] for m in team} == {"team/beta"} and len(team) == 2
         many, _ = await search_all(client, {"query": "needle", "path": "/alpha/many"})
         assert {(m["path"], m["line"]) for m in many} == {
-            k for k in expected_matches("needle") if k[0].startswith("/alpha/many/")}
+            k for k in expected_matches("needle") if k[0].startswith("/alpha/many/")
+        }
 
     async def test_cursor_of_another_query(self, client: Client) -> None:
         """A cursor is refused for another query, another path, or when it is garbage."""
         page = await (await client.post("/afi/search", json={"query": "needle", "limit": 3})).json()
         cursor = page["next_cursor"]
-        for body in ({"query": "needles", "cursor": cursor}, {"query": "needle", "path": "/alpha", "cursor": cursor},
-                     {"query": {"regex": "needle"}, "cursor": cursor}, {"query": "needle", "cursor": "!!"},
-                     {"query": "needle", "cursor": cursor[:-4]}):
+        for body in (
+            {"query": "needles", "cursor": cursor},
+            {"query": "needle", "path": "/alpha", "cursor": cursor},
+            {"query": {"regex": "needle"}, "cursor": cursor},
+            {"query": "needle", "cursor": "!!"},
+            {"query": "needle", "cursor": cursor[:-4]},
+        ):
             await error(await client.post("/afi/search", json=body), 400, "invalid_request")
 
-    @pytest.mark.parametrize("body", [
-        {"query": ""}, {"query": {"regex": "("}}, {"query": {"regex": "a", "flags": "g"}},
-        {"query": "x", "limit": 0}, {"query": "x", "bogus": 1}, {"query": {"regex": "a", "semantic": "b"}},
-        ["needle"],
-    ])
+    @pytest.mark.parametrize(
+        "body",
+        [
+            {"query": ""},
+            {"query": {"regex": "("}},
+            {"query": {"regex": "a", "flags": "g"}},
+            {"query": "x", "limit": 0},
+            {"query": "x", "bogus": 1},
+            {"query": {"regex": "a", "semantic": "b"}},
+            ["needle"],
+        ],
+    )
     async def test_bad_body(self, client: Client, body: Any) -> None:
         """A malformed search body is invalid_request."""
         await error(await client.post("/afi/search", json=body), 400, "invalid_request")
@@ -375,8 +389,9 @@ class TestErrors:
         def factory(config: Config) -> SearchService:
             return SearchService.with_backends([MockBackend(handler, name="docs")])
 
-        client = await aiohttp_client(afi_app(Config(server=ServerConfig(), defaults=DefaultsConfig(),
-                                                     namespaces=()), factory))
+        client = await aiohttp_client(
+            afi_app(Config(server=ServerConfig(), defaults=DefaultsConfig(), namespaces=()), factory)
+        )
         for op in ("stat", "list", "read"):
             await error(await client.get(f"/afi/{op}", params={"path": "/docs/a.md"}), 405, "unsupported")
         await error(await client.get("/afi/list", params={"path": "/docs"}), 405, "unsupported")
@@ -384,7 +399,8 @@ class TestErrors:
         assert modes == ["exact", "regex", "semantic"]
         resp = await client.post("/afi/search", json={"query": {"semantic": "s", "threshold": 0.5}})
         assert (await resp.json())["matches"] == [
-            {"path": "/docs/a.md", "line": 2, "text": "strong", "score": 0.9, "x-namespace": "docs"}]
+            {"path": "/docs/a.md", "line": 2, "text": "strong", "score": 0.9, "x-namespace": "docs"}
+        ]
 
 
 class TestCloaking:
@@ -502,8 +518,13 @@ class TestTraversal:
 def test_conversion_is_one_function() -> None:
     """afi_matches turns a wire answer into AFI matches, dropping path-only and weak hits."""
     hit = {"kind": "line", "file_path": "a/b.py", "start_line": 3, "end_line": 3, "text": "t", "column": 2}
-    answer = {"files": [{"namespace": "ns", "hits": [hit, {**hit, "kind": "file", "start_line": 1}]},
-                        {"namespace": "n2", "hits": [{**hit, "score": 0.4}, {**hit, "score": 0.8}]}]}
+    answer = {
+        "files": [
+            {"namespace": "ns", "hits": [hit, {**hit, "kind": "file", "start_line": 1}]},
+            {"namespace": "n2", "hits": [{**hit, "score": 0.4}, {**hit, "score": 0.8}]},
+        ]
+    }
     assert afi_matches(answer, False, 0.5)[0] == [
-        {"path": "/ns/a/b.py", "line": 3, "column": 2, "text": "t", "x-namespace": "ns"}]
+        {"path": "/ns/a/b.py", "line": 3, "column": 2, "text": "t", "x-namespace": "ns"}
+    ]
     assert [m["score"] for m in afi_matches(answer, True, 0.5)[1]] == [0.8]

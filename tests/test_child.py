@@ -1,4 +1,4 @@
-"""A child process started by Popen and watched from the loop (adapters._child)."""
+"""A child process started by Popen and watched from the loop (adapters.ripgrep.process)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters._child import STDERR_KEEP, Child
+from adapters.ripgrep.process import STDERR_KEEP, Child
 
 
 def _python(code: str) -> list[str]:

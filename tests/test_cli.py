@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main
+from gateway.cli.main import main
 from tests.corpus import make_corpus
 
 FEDSEARCH = [sys.executable, "-m", "gateway.cli"]
@@ -118,7 +118,10 @@ class TestSubprocess:
         """The installed command answers with JSON on stdout and nothing but logs on stderr."""
         proc = subprocess.run(
             [*FEDSEARCH, "search", "RegisterWidget", "--root", str(corpus), "--json"],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert proc.returncode == 0, proc.stderr
         answer = json.loads(proc.stdout)
@@ -128,7 +131,10 @@ class TestSubprocess:
         """Bad input as a subprocess: exit 2, one line, no traceback."""
         proc = subprocess.run(
             [*FEDSEARCH, "search", "x", "--timeout-ms", "5", "--root", str(corpus)],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         assert proc.returncode == 2
         assert "Traceback" not in proc.stderr and "timeout_ms" in proc.stderr

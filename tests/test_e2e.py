@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from adapters.ripgrep import find_rg
+from adapters.ripgrep.backend import find_rg
 from gateway.config import config_from_env
+from gateway.request import parse_request
 from gateway.service import SearchService
-from gateway.wire import parse_request
 from tests.corpus import make_corpus
 
 REPOS = {
@@ -32,7 +32,9 @@ def _rg_matches(root: Path, query: str) -> set[tuple[str, str, int]]:
     for repo in sorted(REPOS):
         proc = subprocess.run(
             [find_rg(), "--json", "--no-config", "-S", "-F", "-e", query, "--", "."],
-            cwd=root / repo, capture_output=True, check=False,
+            cwd=root / repo,
+            capture_output=True,
+            check=False,
         )
         for line in proc.stdout.splitlines():
             msg = json.loads(line)

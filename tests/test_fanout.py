@@ -12,9 +12,9 @@ from gateway.backend import call_slot
 from gateway.errors import BackendError, InvalidRequest, RateLimited
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
+from gateway.request import parse_request
 from gateway.service import SearchService
 from gateway.testing import MockBackend
-from gateway.wire import parse_request
 
 
 async def _ok(query: SearchQuery) -> BackendResult:
@@ -132,8 +132,7 @@ class TestScale:
             return await _hang(query)
 
         before = len(asyncio.all_tasks())
-        task = asyncio.create_task(fan_out([Route(f"h{i}", MockBackend(hang, f"h{i}")) for i in range(5)],
-                                           _query(30)))
+        task = asyncio.create_task(fan_out([Route(f"h{i}", MockBackend(hang, f"h{i}")) for i in range(5)], _query(30)))
         await started.wait()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 
 from adapters._http import CONNECT_TIMEOUT, READ_TIMEOUT
-from adapters.ripgrep import RipgrepBackend, RipgrepSettings
-from adapters.zoekt import ZoektBackend, ZoektSettings
+from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings
+from adapters.zoekt.backend import ZoektBackend, ZoektSettings
 from gateway.fanout import Route, fan_out
 from gateway.models import SearchQuery
-from gateway.resilience import Policy, ResilientBackend
+from gateway.request import parse_request
+from gateway.resilience.wrapper import Policy, ResilientBackend
 from gateway.service import SearchService
-from gateway.wire import parse_request
 from tests.fakeservers import (
     FakeServer,
     Recorded,
@@ -137,8 +137,9 @@ class TestFaults:
 
     async def test_slow_drip(self, payload: Any) -> None:
         """A body dripping one byte at a time is cut at the deadline: timeout, not retried."""
-        answer, requests = await run(slow_drip(json.dumps(payload).encode(), every_s=0.01), payload=payload,
-                                     timeout_ms=300)
+        answer, requests = await run(
+            slow_drip(json.dumps(payload).encode(), every_s=0.01), payload=payload, timeout_ms=300
+        )
         assert status_of(answer)["status"] == "timeout" and len(requests) == 1
         assert_others_complete(answer)
 
@@ -167,8 +168,9 @@ class TestFaults:
     async def test_503_then_recovery(self, payload: Any) -> None:
         """A 503 then a good answer: the retry recovers the namespace's results."""
         sleep = FakeSleep()
-        answer, requests = await run(server_error(503), json_reply(payload), payload=payload,
-                                     policy=Policy(sleep=sleep))
+        answer, requests = await run(
+            server_error(503), json_reply(payload), payload=payload, policy=Policy(sleep=sleep)
+        )
         assert status_of(answer)["status"] == "ok" and status_of(answer)["files"] == len(EXPECTED)
         assert len(requests) == 2 and len(sleep.slept) == 1
         assert {f["file_path"] for f in answer["files"] if f["namespace"] == "bad"} == EXPECTED
@@ -177,8 +179,13 @@ class TestFaults:
     async def test_429_with_retry_after_that_fits(self, payload: Any) -> None:
         """A 429 with a Retry-After inside the deadline is waited out and retried."""
         clock = FakeClock()
-        answer, requests = await run(rate_limited("1"), json_reply(payload), payload=payload, timeout_ms=5000,
-                                     policy=Policy(clock=clock, sleep=clock.sleep))
+        answer, requests = await run(
+            rate_limited("1"),
+            json_reply(payload),
+            payload=payload,
+            timeout_ms=5000,
+            policy=Policy(clock=clock, sleep=clock.sleep),
+        )
         assert status_of(answer)["status"] == "ok" and len(requests) == 2 and clock.slept[0] >= 1
         assert_others_complete(answer)
 
@@ -245,8 +252,10 @@ class TestReplicaFaults:
                     ZoektBackend("z", ZoektSettings(urls=[dead.url, live.url])), Policy(hedge_floor_s=0.01)
                 )
                 try:
-                    results = [await backend.search(SearchQuery(text="register_widget",
-                                                                 deadline=time.monotonic() + 2)) for _ in range(4)]
+                    results = [
+                        await backend.search(SearchQuery(text="register_widget", deadline=time.monotonic() + 2))
+                        for _ in range(4)
+                    ]
                 finally:
                     await backend.aclose()
             assert dead.cancelled.is_set()
@@ -272,17 +281,16 @@ class TestSession:
 
 
 class TestLocalFaults:
-    async def test_ripgrep_cut_at_the_deadline_keeps_its_files_and_its_process_is_reaped(
-        self, tmp_path: Path
-    ) -> None:
+    async def test_ripgrep_cut_at_the_deadline_keeps_its_files_and_its_process_is_reaped(self, tmp_path: Path) -> None:
         """An rg still running at the deadline gives what it found so far as `timeout`, and is killed."""
         for i in range(600):  # 2.4 million matching lines: rg and fedsearch take 0.6 s here, 4x the deadline
             (tmp_path / f"f{i:03}.txt").write_text("needle here\n" * 4000)
         async with no_leaks():
             backend = ResilientBackend(RipgrepBackend("rg", RipgrepSettings(root=str(tmp_path), max_hits=10**7)))
             try:
-                outcome = (await fan_out([Route("rg", backend)], SearchQuery(text="needle",
-                                                                              deadline=time.monotonic() + 0.15)))[0]
+                outcome = (
+                    await fan_out([Route("rg", backend)], SearchQuery(text="needle", deadline=time.monotonic() + 0.15))
+                )[0]
             finally:
                 await backend.aclose()
         assert outcome.status == "timeout" and outcome.result is not None and outcome.result.files

@@ -31,13 +31,13 @@ from hypothesis import strategies as st
 from multidict import MultiDict
 from schemathesis import GenerationMode
 
-from gateway.afi import AfiError, normalise
-from gateway.auth import bearer_token
+from gateway.afi.routes import AfiError, normalise
 from gateway.errors import GatewayError
-from gateway.openapi import openapi
-from gateway.server import ClientLimits, guard
-from gateway.web import create_app, get_params
-from gateway.wire import parse_request
+from gateway.http.app import create_app, get_params
+from gateway.http.auth import bearer_token
+from gateway.http.openapi import openapi
+from gateway.http.server import ClientLimits, guard
+from gateway.request import parse_request
 from tests.secure_corpus import FORBIDDEN_WORDS, TOKENS, bearer, make_config, make_mock, make_root, service_factory
 
 SCALE = float(os.environ.get("FEDSEARCH_FUZZ_SCALE", "1"))
@@ -169,8 +169,35 @@ class TestOpenApi:
 
 #: Paths built from the pieces traversal is made of, with the corpus' own names among them.
 PATH_TEXT = st.lists(
-    st.sampled_from(["/", ".", "..", "%2e", "%2E%2E", "%2f", "%00", "%5c", "\\", "\x00", " ", "é", "~", "pub", "team",
-                     "open", "src", "app.py", "lib", "a.go", "README.md", ".git", "config", "*", "?"])
+    st.sampled_from(
+        [
+            "/",
+            ".",
+            "..",
+            "%2e",
+            "%2E%2E",
+            "%2f",
+            "%00",
+            "%5c",
+            "\\",
+            "\x00",
+            " ",
+            "é",
+            "~",
+            "pub",
+            "team",
+            "open",
+            "src",
+            "app.py",
+            "lib",
+            "a.go",
+            "README.md",
+            ".git",
+            "config",
+            "*",
+            "?",
+        ]
+    )
     | st.text(max_size=4),
     max_size=12,
 ).map("".join)
@@ -184,9 +211,12 @@ REGEX_TEXT = st.text(max_size=20)
 SEARCH_BODY = st.fixed_dictionaries(
     {},
     optional={
-        "query": st.one_of(st.text(max_size=30), st.fixed_dictionaries({"regex": REGEX_TEXT},
-                                                                       optional={"flags": st.text(max_size=4)}),
-                           st.fixed_dictionaries({"semantic": st.text(max_size=20)}), JSON),
+        "query": st.one_of(
+            st.text(max_size=30),
+            st.fixed_dictionaries({"regex": REGEX_TEXT}, optional={"flags": st.text(max_size=4)}),
+            st.fixed_dictionaries({"semantic": st.text(max_size=20)}),
+            JSON,
+        ),
         "path": PATH_TEXT,
         "limit": st.integers(-5, 10_000) | JSON,
         "cursor": st.text(max_size=40) | JSON,
@@ -196,11 +226,16 @@ SEARCH_BODY = st.fixed_dictionaries(
 
 class TestAfiWire:
     @fuzz_settings(100)
-    @given(operation=st.sampled_from(["stat", "list", "read"]), path=PATH_TEXT,
-           extra=st.dictionaries(st.sampled_from(["limit", "cursor", "glob", "offset", "length"]),
-                                 st.text(max_size=12), max_size=3))
-    def test_paths(self, live: str, session: requests.Session, operation: str, path: str,
-                   extra: dict[str, str]) -> None:
+    @given(
+        operation=st.sampled_from(["stat", "list", "read"]),
+        path=PATH_TEXT,
+        extra=st.dictionaries(
+            st.sampled_from(["limit", "cursor", "glob", "offset", "length"]), st.text(max_size=12), max_size=3
+        ),
+    )
+    def test_paths(
+        self, live: str, session: requests.Session, operation: str, path: str, extra: dict[str, str]
+    ) -> None:
         """AFI stat/list/read of any path and parameters never get a 5xx nor a leak."""
         COUNTS["afi paths"] += 1
         params = {"path": "/" + path.lstrip("/"), **extra}
@@ -223,8 +258,9 @@ class TestAfiWire:
         COUNTS["authorization bytes"] += 1
         host, port = live.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
-            sock.sendall(b"GET /v1/namespaces HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: "
-                         + raw + b"\r\n\r\n")
+            sock.sendall(
+                b"GET /v1/namespaces HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: " + raw + b"\r\n\r\n"
+            )
             answer = b""
             while chunk := sock.recv(65536):
                 answer += chunk
@@ -247,18 +283,61 @@ def _field_of_failure(parse: Any, data: Any) -> str | None:
 
 class TestParsers:
     @fuzz_settings(150)
-    @given(data=JSON | st.dictionaries(st.sampled_from(
-        ["query", "mode", "namespaces", "paths", "languages", "case_sensitive", "context_lines", "files",
-         "offset", "hit_budget", "timeout_ms", "threshold", "extra"]), JSON, max_size=6))
+    @given(
+        data=JSON
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "query",
+                    "mode",
+                    "namespaces",
+                    "paths",
+                    "languages",
+                    "case_sensitive",
+                    "context_lines",
+                    "files",
+                    "offset",
+                    "hit_budget",
+                    "timeout_ms",
+                    "threshold",
+                    "extra",
+                ]
+            ),
+            JSON,
+            max_size=6,
+        )
+    )
     def test_parse_request(self, data: Any) -> None:
         """parse_request takes any JSON and either validates it or raises InvalidRequest naming a field."""
         COUNTS["parse_request"] += 1
         assert _field_of_failure(parse_request, data) != ""
 
     @fuzz_settings(80)
-    @given(pairs=st.lists(st.tuples(st.sampled_from(["q", "mode", "ns", "path", "lang", "case", "context", "files",
-                                                       "offset", "hit_budget", "timeout_ms", "threshold", "x"]),
-                                    st.text(max_size=20)), max_size=8))
+    @given(
+        pairs=st.lists(
+            st.tuples(
+                st.sampled_from(
+                    [
+                        "q",
+                        "mode",
+                        "ns",
+                        "path",
+                        "lang",
+                        "case",
+                        "context",
+                        "files",
+                        "offset",
+                        "hit_budget",
+                        "timeout_ms",
+                        "threshold",
+                        "x",
+                    ]
+                ),
+                st.text(max_size=20),
+            ),
+            max_size=8,
+        )
+    )
     def test_get_params(self, pairs: list[tuple[str, str]]) -> None:
         """GET /v1/search parameters parse into a request or an error naming the parameter."""
         COUNTS["get_params"] += 1

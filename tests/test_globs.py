@@ -39,7 +39,6 @@ class TestPathFilter:
         f = PathFilter.build(["src/**"], ["python"])
         assert f("src/a.py") and not f("src/a.go") and not f("lib/a.py")
 
-
     def test_built_once_per_pair_and_a_bad_glob_refused_every_time(self) -> None:
         """A filter is kept for the next request asking the same; a bad glob is never kept."""
         assert PathFilter.build(["src/**", "!*.md"], ["python"]) is PathFilter.build(("src/**", "!*.md"), ("python",))

@@ -12,7 +12,7 @@ from openapi_spec_validator import validate
 from yarl import URL
 
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
-from gateway.web import create_app
+from gateway.http.app import create_app
 from tests.corpus import make_corpus
 
 Client = TestClient[Any, Any]
@@ -62,11 +62,9 @@ class TestSearch:
 
     async def test_get_equals_post(self, client: Client) -> None:
         """GET /v1/search with query parameters gives the same answer as POST."""
-        body = {"query": "register_widget", "namespaces": ["alpha", "team/*"], "files": 2,
-                "context_lines": 1}
+        body = {"query": "register_widget", "namespaces": ["alpha", "team/*"], "files": 2, "context_lines": 1}
         post = await (await client.post("/v1/search", json=body)).json()
-        params = [("q", "register_widget"), ("ns", "alpha"), ("ns", "team/*"), ("files", "2"),
-                  ("context", "1")]
+        params = [("q", "register_widget"), ("ns", "alpha"), ("ns", "team/*"), ("files", "2"), ("context", "1")]
         get = await (await client.get("/v1/search", params=params)).json()
         assert _strip_timing(get) == _strip_timing(post)
 
@@ -101,9 +99,7 @@ class TestProblems:
             (b'\xff\xfe{"query"}', "body"),
         ],
     )
-    async def test_post_bad_input_is_a_400_naming_the_field(
-        self, client: Client, body: bytes, field: str
-    ) -> None:
+    async def test_post_bad_input_is_a_400_naming_the_field(self, client: Client, body: bytes, field: str) -> None:
         """Each kind of bad POST body is a problem+json 400 naming the field."""
         resp = await client.post("/v1/search", data=body, headers={"Content-Type": "application/json"})
         assert (await _problem(resp, 400))["field"] == field
@@ -150,8 +146,13 @@ class TestFiles:
 
     @pytest.mark.parametrize(
         "path",
-        ["alpha/src/%2E%2E/%2E%2E/gamma/main.rs", "alpha/%2e%2e/%2e%2e/etc/passwd", "alpha/.git/config",
-         "nope/x", "alpha/zzz"],
+        [
+            "alpha/src/%2E%2E/%2E%2E/gamma/main.rs",
+            "alpha/%2e%2e/%2e%2e/etc/passwd",
+            "alpha/.git/config",
+            "nope/x",
+            "alpha/zzz",
+        ],
     )
     async def test_outside_or_missing_is_404(self, client: Client, path: str) -> None:
         """Paths leaving the namespace root, or missing, are 404s."""
@@ -200,7 +201,7 @@ class TestRequestLog:
         from aiohttp.test_utils import make_mocked_request
         from structlog.testing import capture_logs
 
-        from gateway.middleware import request_id_middleware
+        from gateway.http.middleware import request_id_middleware
 
         async def cut(request: Any) -> Any:
             raise asyncio.CancelledError

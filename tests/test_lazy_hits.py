@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
 from gateway.rank import rank
-from gateway.wire import build_response, parse_request
+from gateway.request import parse_request
+from gateway.wire import build_response
 
 
 def _lazy(path: str, count: int, calls: list[str], fail: bool = False) -> FileMatch:
@@ -44,18 +45,23 @@ class TestLazyHits:
 class TestAdapterLazyHits:
     def test_zoekt_line_matches_decoded_late_fall_back_to_their_first_line(self) -> None:
         """A zoekt file whose line matches turn out undecodable keeps a path-level hit at its first line."""
-        from adapters.zoekt_read import File, LineMatch, _lazy_file
+        from adapters.zoekt.read import File, LineMatch, _lazy_file
 
-        raw = File(FileName="a.go", Repository="r", LineMatches=[
-            LineMatch(Line="%%% not base64", LineNumber=9), LineMatch(Line="%%%", LineNumber=4),
-        ])
+        raw = File(
+            FileName="a.go",
+            Repository="r",
+            LineMatches=[
+                LineMatch(Line="%%% not base64", LineNumber=9),
+                LineMatch(Line="%%%", LineNumber=4),
+            ],
+        )
         file = _lazy_file(raw, raw.LineMatches or [], 0)
         assert file is not None and len(file.hits) == 2
         assert [(h.kind, h.line, h.text) for h in file.hits] == [("file", 4, "r/a.go")]
 
     def test_a_ripgrep_block_decodes_to_its_lines(self) -> None:
         """A ripgrep file kept as its block of match lines decodes to one hit per line, on demand."""
-        from adapters._rg import Collector
+        from adapters.ripgrep.output import Collector
 
         collector = Collector()
         collector.block("a.py", b"3:5:def needle():\n9:1:needle()")

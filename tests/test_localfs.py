@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from gateway import localfs
+from adapters.ripgrep import localfs
+from adapters.ripgrep.localfs import MAX_TEXT_BYTES, LocalTree
 from gateway.errors import InvalidRequest, NotFound
-from gateway.localfs import MAX_TEXT_BYTES, LocalTree
 
 SECRET = "TOP SECRET outside the root"
 
@@ -184,9 +184,7 @@ class TestReads:
         assert LocalTree(layout[0]).read_lines("a.txt", 10) == ([], 4)
 
     @pytest.mark.parametrize(("start", "end", "field"), [(0, None, "start_line"), (3, 2, "end_line")])
-    def test_read_lines_bad_range(
-        self, layout: tuple[Path, Path], start: int, end: int | None, field: str
-    ) -> None:
+    def test_read_lines_bad_range(self, layout: tuple[Path, Path], start: int, end: int | None, field: str) -> None:
         """An invalid range names the offending field."""
         with pytest.raises(InvalidRequest) as info:
             LocalTree(layout[0]).read_lines("a.txt", start, end)

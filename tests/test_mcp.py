@@ -22,6 +22,8 @@ from mcp.types import CallToolResult, Tool, jsonrpc_message_adapter
 
 from gateway.config import config_from_env
 from gateway.errors import InvalidRequest
+from gateway.http.app import create_app
+from gateway.http.problems import invalid_problem
 from gateway.mcp import (
     MCP_PATH,
     NamespacesResult,
@@ -31,11 +33,10 @@ from gateway.mcp import (
     parse_endpoint,
 )
 from gateway.models import BackendResult, SearchQuery
-from gateway.problems import invalid_problem
+from gateway.request import SearchRequest, parse_request
 from gateway.service import MAX_READ_LINES, SearchService
 from gateway.testing import MockBackend
-from gateway.web import create_app
-from gateway.wire import SearchRequest, SearchResponse, parse_request
+from gateway.wire import SearchResponse
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_LINES = 2500
@@ -200,9 +201,7 @@ class TestTools:
 
 
 class TestSearch:
-    async def test_structured_content_is_the_service_answer(
-        self, client: MCPClient, service: SearchService
-    ) -> None:
+    async def test_structured_content_is_the_service_answer(self, client: MCPClient, service: SearchService) -> None:
         """structuredContent is what service.search answers, timing aside."""
         result = await client.call_tool("search", QUERY)
         expected = await service.search(parse_request(QUERY))

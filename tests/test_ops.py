@@ -26,16 +26,16 @@ import structlog
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from gateway.cli import main
+from gateway.cli.main import main
 from gateway.config import Config, load_config
 from gateway.errors import InvalidRequest
+from gateway.http.app import create_app
+from gateway.http.reload import SERVICE, ServiceHolder, reload_config
+from gateway.http.server import GRACE_S, bind, grace_period
 from gateway.log import configure, get_logger
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.reload import SERVICE, ServiceHolder, reload_config
-from gateway.server import GRACE_S, bind, grace_period
 from gateway.service import SearchService
 from gateway.testing import MockBackend
-from gateway.web import create_app
 from tests.corpus import make_corpus
 from tests.test_mcp import free_port
 
@@ -116,7 +116,15 @@ class Served:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("FEDSEARCH_")}
         full_env.update({"FEDSEARCH_LOG_LEVEL": "info", **(env or {})})
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.cli", "serve", "--host", "127.0.0.1", "--port", "0", *args,
+            sys.executable,
+            "-m",
+            "gateway.cli",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            *args,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
@@ -141,10 +149,7 @@ class Served:
             self._changed.notify_all()
 
     def find(self, name: str, **fields: Any) -> list[dict[str, Any]]:
-        return [
-            e for e in self.events
-            if e.get("event") == name and all(e.get(k) == v for k, v in fields.items())
-        ]
+        return [e for e in self.events if e.get("event") == name and all(e.get(k) == v for k, v in fields.items())]
 
     async def event(self, name: str, count: int = 1, **fields: Any) -> dict[str, Any]:
         """The ``count``-th log event called ``name`` (with those fields), once it is logged."""

@@ -18,9 +18,9 @@ from aiohttp.test_utils import TestClient
 from mcp import Client, StdioServerParameters
 
 from gateway.config import config_from_env
+from gateway.http.app import create_app
 from gateway.mcp import build_server
 from gateway.service import SearchService
-from gateway.web import create_app
 from tests.corpus import make_corpus
 from tests.test_mcp import fedsearch_command, held_client, subprocess_env
 
@@ -61,7 +61,12 @@ async def mcp_client(root: Path) -> AsyncIterator[Client]:
 def cli(root: Path, args: dict[str, Any]) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "gateway.cli", "search", "--args-json", json.dumps(args), "--root", str(root), "--json"],
-        capture_output=True, text=True, timeout=60, check=False, cwd=REPO, env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO,
+        env=subprocess_env(),
     )
     assert proc.returncode == 0, proc.stderr
     answer: dict[str, Any] = json.loads(proc.stdout)

@@ -10,7 +10,8 @@ from msgspec.structs import replace
 
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
 from gateway.rank import fuse, rank
-from gateway.wire import SearchRequest, build_response, parse_request
+from gateway.request import SearchRequest, parse_request
+from gateway.wire import build_response
 from tests.strategies import outcomes, request_args
 
 
@@ -36,9 +37,7 @@ class TestInvariants:
         """Invariant 1: every shown file carries all of its hits."""
         request = parse_request(args)
         answer = _answer(request, outs)
-        sources = {
-            (o.namespace, f.path): len(f.hits) for o in outs if o.result for f in o.result.files
-        }
+        sources = {(o.namespace, f.path): len(f.hits) for o in outs if o.result for f in o.result.files}
         for group in answer["files"]:
             assert group["hit_count"] == len(group["hits"])
             assert group["hit_count"] == sources[(group["namespace"], group["file_path"])]
@@ -60,9 +59,7 @@ class TestInvariants:
             assert parsed.query == args["query"]
 
     @given(outcomes(statuses=False), request_args())
-    def test_paging_yields_every_file_once_in_one_order(
-        self, outs: list[Outcome], args: dict[str, Any]
-    ) -> None:
+    def test_paging_yields_every_file_once_in_one_order(self, outs: list[Outcome], args: dict[str, Any]) -> None:
         """Invariant 4: following next-page from offset 0 reaches every file once, in global order."""
         request = parse_request(args)
         seen: list[tuple[str, str]] = []
@@ -91,9 +88,7 @@ class TestInvariants:
         assert (part.total, part.weak, part.counts) == (len(whole.ordered), whole.weak, whole.counts)
 
     @given(outcomes(), request_args(), st.randoms())
-    def test_order_does_not_depend_on_arrival(
-        self, outs: list[Outcome], args: dict[str, Any], rnd: Any
-    ) -> None:
+    def test_order_does_not_depend_on_arrival(self, outs: list[Outcome], args: dict[str, Any], rnd: Any) -> None:
         """Invariant 5: the answer is the same whatever order the outcomes come in."""
         request = parse_request(args)
         shuffled = list(outs)
@@ -155,8 +150,12 @@ class TestInvariants:
 def _outcome(name: str, paths: list[str], status: str = "ok", **kw: Any) -> Outcome:
     files = tuple(FileMatch(path=p, hits=(Hit(line=1, text="x = foo"),)) for p in paths)
     return Outcome(
-        namespace=name, backend="mock", status=status,  # type: ignore[arg-type]
-        took_ms=1, result=BackendResult(files=files, status=status), **kw,  # type: ignore[arg-type]
+        namespace=name,
+        backend="mock",
+        status=status,  # type: ignore[arg-type]
+        took_ms=1,
+        result=BackendResult(files=files, status=status),
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -183,10 +182,8 @@ class TestSignals:
         use = FileMatch(path="a.py", hits=(Hit(line=1, text="x = foo()"),))
         definition = FileMatch(path="b.py", hits=(Hit(line=3, text="def foo():"),))
         outs = [
-            Outcome(namespace="n", backend="m", status="ok", took_ms=0,
-                    result=BackendResult(files=(use,))),
-            Outcome(namespace="o", backend="m", status="ok", took_ms=0,
-                    result=BackendResult(files=(definition,))),
+            Outcome(namespace="n", backend="m", status="ok", took_ms=0, result=BackendResult(files=(use,))),
+            Outcome(namespace="o", backend="m", status="ok", took_ms=0, result=BackendResult(files=(definition,))),
         ]
         assert fuse(request, outs)[0][0].file.path == "b.py"
 

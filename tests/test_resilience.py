@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from adapters._http import ConnectionLost, Unreachable
 from gateway.backend import AsyncBackend
-from gateway.breaker import Breaker, verdict
 from gateway.errors import (
     BackendCapped,
     BackendError,
@@ -24,13 +23,14 @@ from gateway.errors import (
     Unsupported,
 )
 from gateway.fanout import Route, fan_out
-from gateway.hedge import HedgeBudget, LatencyWindow, race
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.resilience import LOCAL, Policy, ResilientBackend, policy_for, wrap
-from gateway.retry import RetryBudget
+from gateway.request import parse_request
+from gateway.resilience.breaker import Breaker, verdict
+from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
+from gateway.resilience.retry import RetryBudget
+from gateway.resilience.wrapper import LOCAL, Policy, ResilientBackend, policy_for, wrap
 from gateway.service import SearchService
 from gateway.testing import MockBackend, MockSettings
-from gateway.wire import parse_request
 from tests.fakeservers import leftover_tasks
 
 Step = BaseException | BackendResult
@@ -283,8 +283,13 @@ class TestRetries:
 
     @pytest.mark.parametrize(
         "exc",
-        [BackendError("HTTP 500"), BackendError("HTTP 404"), BackendError("invalid JSON in response"),
-         BackendTimeout("timed out"), BackendCapped("over the cap")],
+        [
+            BackendError("HTTP 500"),
+            BackendError("HTTP 404"),
+            BackendError("invalid JSON in response"),
+            BackendTimeout("timed out"),
+            BackendCapped("over the cap"),
+        ],
     )
     async def test_other_failures_are_not_retried(self, exc: BackendError) -> None:
         """A 500, a 4xx, garbage, a timeout or a cap is raised after one attempt."""
@@ -303,8 +308,14 @@ class TestRetries:
     async def test_backoff_grows_and_is_capped(self) -> None:
         """The backoff ceiling doubles from 25 ms and stops at 250 ms (jitter at its maximum here)."""
         clock = FakeClock()
-        backend = resilient(script(Unreachable("HTTP 503")), clock, max_attempts=6, budget_min=10, breaker=False,
-                            jitter=lambda lo, hi: hi)
+        backend = resilient(
+            script(Unreachable("HTTP 503")),
+            clock,
+            max_attempts=6,
+            budget_min=10,
+            breaker=False,
+            jitter=lambda lo, hi: hi,
+        )
         with pytest.raises(Unreachable):
             await backend.search(query())
         assert clock.slept == pytest.approx([0.025, 0.05, 0.1, 0.2, 0.25])
@@ -344,8 +355,13 @@ class TestRetries:
     async def test_no_sleep_past_the_deadline(self) -> None:
         """A backoff that would end past the deadline is not slept: the error comes back at once."""
         clock = FakeClock()
-        backend = resilient(script(Unreachable("HTTP 503"), ok()), clock, backoff_base_s=1.0, backoff_max_s=1.0,
-                            jitter=lambda lo, hi: hi)
+        backend = resilient(
+            script(Unreachable("HTTP 503"), ok()),
+            clock,
+            backoff_base_s=1.0,
+            backoff_max_s=1.0,
+            jitter=lambda lo, hi: hi,
+        )
         with pytest.raises(Unreachable):
             await backend.search(query(0.5))
         assert clock.slept == [] and len(backend.inner.calls) == 1
@@ -379,8 +395,10 @@ class TestRetries:
         """Nothing to decide for the local policy: no retry budget or latency is kept per call,
         and answers are still capped."""
         files = tuple(ok(f"{i}.py", hits=40).files[0] for i in range(5))
-        backend = ResilientBackend(MockBackend(script(BackendResult(files=files)), "local"),
-                                   Policy(max_attempts=1, breaker=False, hedge=False, max_hits=100))
+        backend = ResilientBackend(
+            MockBackend(script(BackendResult(files=files)), "local"),
+            Policy(max_attempts=1, breaker=False, hedge=False, max_hits=100),
+        )
         result = await backend.search(query())
         assert [f.path for f in result.files] == ["0.py", "1.py"] and result.status == "capped"
         assert not backend._budget._requests and not backend._latency.samples  # nothing kept for it
@@ -628,7 +646,6 @@ class TestCaps:
         backend = resilient(script(answer), max_hits=3)
         assert await backend.search(query()) is answer
 
-
     @pytest.mark.parametrize("own_cap", [True, False])
     async def test_a_backend_capping_its_own_hits_is_not_counted_again(self, own_cap: bool) -> None:
         """A backend that caps its hits at its settings' max_hits (ripgrep) is trusted: its answer
@@ -676,10 +693,14 @@ class TestWrapper:
         """A service built from config puts every backend behind the resilience layer."""
         from gateway.config import parse_config
 
-        config = parse_config({"namespaces": [
-            {"name": "z", "backend": "zoekt", "urls": ["http://127.0.0.1:9", "http://127.0.0.1:10"]},
-            {"name": "r", "backend": "ripgrep", "root": str(tmp_path)},
-        ]})
+        config = parse_config(
+            {
+                "namespaces": [
+                    {"name": "z", "backend": "zoekt", "urls": ["http://127.0.0.1:9", "http://127.0.0.1:10"]},
+                    {"name": "r", "backend": "ripgrep", "root": str(tmp_path)},
+                ]
+            }
+        )
         service = SearchService(config)
         try:
             zoekt, rg = service.backend("z"), service.backend("r")

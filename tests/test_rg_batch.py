@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters import rg_batch
-from adapters._child import Child
-from adapters._rg import Collector
-from adapters.ripgrep import BATCHER, RipgrepBackend, RipgrepSettings
+from adapters.ripgrep import batch as rg_batch
+from adapters.ripgrep.backend import BATCHER, RipgrepBackend, RipgrepSettings
+from adapters.ripgrep.output import Collector
+from adapters.ripgrep.process import Child
 from gateway.config import parse_config
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, SearchQuery
@@ -105,6 +105,7 @@ class TestBatch:
         """Absolute roots, run from where we are; a lone namespace with excludes holding a ``/``
         runs from its root, where rg matches them."""
         started: list[tuple[str | None, str]] = []
+
         def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
             started.append((cwd, argv[-1]))
             return Child(argv, cwd=cwd, stdout=stdout)
@@ -130,10 +131,12 @@ class TestBatch:
 
         monkeypatch.setattr(rg_batch, "Child", spy)
         roots = [_repo(tmp_path / f"r{i}", {"x.py": "needle\n"}) for i in range(10)]
-        config = parse_config({
-            "server": {"concurrency": 2},
-            "namespaces": [{"name": r.name, "backend": "ripgrep", "root": str(r)} for r in roots],
-        })
+        config = parse_config(
+            {
+                "server": {"concurrency": 2},
+                "namespaces": [{"name": r.name, "backend": "ripgrep", "root": str(r)} for r in roots],
+            }
+        )
         service = SearchService(config)
         try:
             answer = await service.search_json({"query": "needle"})
@@ -286,7 +289,7 @@ class TestOutputPipe:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pipe_bytes: int
     ) -> None:
         """More output than the pipe holds (a page of pipe, or a full one): all of it is read."""
-        monkeypatch.setattr("adapters._rg.PIPE_BYTES", pipe_bytes)
+        monkeypatch.setattr("adapters.ripgrep.output.PIPE_BYTES", pipe_bytes)
         line = "needle " + "x" * 120 + "\n"
         a = _repo(tmp_path / "a", {f"f{i:03}.txt": line * 200 for i in range(120)})  # ~3.5 MB of output
         b = _repo(tmp_path / "b", {"only.txt": "needle\n"})

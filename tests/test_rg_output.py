@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import adapters._rg as rg_output
-from adapters._rg import Collector, LineSplitter, OutputReader
+import adapters.ripgrep.output as rg_output
+from adapters.ripgrep.output import Collector, LineSplitter, OutputReader
 
 #: Line texts: definitions and not, indented, non-ASCII, empty-looking.
 TEXTS = ["def needle():", "    needle = 1", "class Needle:", "x needle", "  \t", "caf\xc3\xa9 needle", "fn needle"]

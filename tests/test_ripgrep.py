@@ -13,16 +13,16 @@ from typing import Any
 import pydantic
 import pytest
 
-from adapters._rg import SKIPPED, LineSplitter
-from adapters.ripgrep import (
+from adapters.ripgrep.backend import (
     RipgrepBackend,
     RipgrepSettings,
     build_argv,
     collect,
     find_rg,
 )
+from adapters.ripgrep.localfs import LocalTree
+from adapters.ripgrep.output import SKIPPED, LineSplitter
 from gateway.errors import BackendError, Unsupported
-from gateway.localfs import LocalTree
 from gateway.models import MAX_TEXT, BackendResult, SearchQuery
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
@@ -54,9 +54,7 @@ def make_repo(tmp_path: Path) -> Make:
     return make
 
 
-async def search(
-    root: Path, text: str = "needle", settings: dict[str, Any] | None = None, **q: Any
-) -> BackendResult:
+async def search(root: Path, text: str = "needle", settings: dict[str, Any] | None = None, **q: Any) -> BackendResult:
     """Run one query on a fresh backend over ``root``."""
     backend = RipgrepBackend("test", RipgrepSettings(root=str(root), **(settings or {})))
     async with backend:
@@ -329,7 +327,7 @@ class TestErrors:
         root = make_repo({"a.txt": "needle\n"})
         broken = tmp_path / "rg"
         broken.write_text("not a program\n")  # not executable
-        monkeypatch.setattr("adapters.ripgrep.find_rg", lambda: str(broken))
+        monkeypatch.setattr("adapters.ripgrep.backend.find_rg", lambda: str(broken))
         fds = len(os.listdir("/proc/self/fd"))
         with pytest.raises(BackendError, match="cannot start rg: Permission denied"):
             await search(root)
@@ -343,7 +341,7 @@ class TestErrors:
         dying = tmp_path / "rg"
         dying.write_text("#!/bin/sh\nkill -9 $$\n")
         dying.chmod(0o755)
-        monkeypatch.setattr("adapters.ripgrep.find_rg", lambda: str(dying))
+        monkeypatch.setattr("adapters.ripgrep.backend.find_rg", lambda: str(dying))
         with pytest.raises(BackendError, match="rg exited with status -9"):
             await search(root)
 
@@ -425,7 +423,7 @@ class TestParser:
         """Lines that are not numbered lines, and a file whose first line was skipped, yield nothing."""
         output = [
             b"./a\x001:1:needle",
-            b"./a: WARNING: stopped searching binary file after match (found \"\\0\" byte around offset 9)",
+            b'./a: WARNING: stopped searching binary file after match (found "\\0" byte around offset 9)',
             b"x:1:not a line number",
             b"",
             b"\x00",  # SKIPPED: an overlong first line, so the file is unknown
@@ -438,7 +436,7 @@ class TestParser:
 
     def test_any_split_into_reads_gives_the_same_files(self) -> None:
         """A file cut across reads (begin, take, flush) reads as the same file read whole."""
-        from adapters._rg import Collector, OutputReader
+        from adapters.ripgrep.output import Collector, OutputReader
 
         def read(parts: list[list[bytes]]) -> list[tuple[str, list[tuple[int, str, tuple[str, ...]]]]]:
             collector = Collector(context_lines=1)

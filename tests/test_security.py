@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 from structlog.testing import capture_logs
 
-from gateway.auth import OPEN_ROUTES, TokenTable, bearer_token, is_loopback, nobody, warn_if_open
 from gateway.errors import InvalidRequest
+from gateway.http.app import create_app
+from gateway.http.auth import OPEN_ROUTES, TokenTable, bearer_token, is_loopback, nobody, warn_if_open
+from gateway.http.reload import SERVICE
 from gateway.mcp import MCP_PATH, build_server, http_app, stdio_access
-from gateway.reload import SERVICE
 from gateway.testing import MockBackend
-from gateway.web import create_app
 from tests.secure_corpus import (
     FORBIDDEN_WORDS,
     MOCK,
@@ -118,8 +118,14 @@ async def mcp_server(client: Client) -> AsyncIterator[str]:
         sock.close()
 
 
-async def mcp_call(session: ClientSession, url: str, tool: str, arguments: dict[str, Any],
-                   headers: dict[str, str], seen: Seen | None = None) -> Any:
+async def mcp_call(
+    session: ClientSession,
+    url: str,
+    tool: str,
+    arguments: dict[str, Any],
+    headers: dict[str, str],
+    seen: Seen | None = None,
+) -> Any:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
     accept = {"Accept": "application/json, text/event-stream"}
     async with session.post(url, json=body, headers={**accept, **headers}) as resp:
@@ -170,8 +176,12 @@ async def _every_surface(client: Client, headers: dict[str, str]) -> Seen:
     while "next_cursor" in listing:
         listing = orjson.loads(await get("/afi/list", path="/", limit="1", cursor=listing["next_cursor"]))
     await get("/afi/read", path="/pub/src/app.py")
-    for body in ({"query": TERM}, {"query": TERM, "path": "/team"}, {"query": {"regex": TERM, "flags": "i"}},
-                 {"query": {"semantic": TERM}}):
+    for body in (
+        {"query": TERM},
+        {"query": TERM, "path": "/team"},
+        {"query": {"regex": TERM, "flags": "i"}},
+        {"query": {"semantic": TERM}},
+    ):
         await post("/afi/search", body)
     found = orjson.loads(await post("/afi/search", {"query": TERM, "limit": 1}))
     while "next_cursor" in found:
@@ -289,8 +299,13 @@ BAD_AUTH = [
 async def _raw_request(client: Client, path: str, authorization: bytes) -> tuple[int, bytes]:
     """A GET whose Authorization header is arbitrary bytes (no client library re-encoding)."""
     reader, writer = await asyncio.open_connection(client.host, client.port)
-    writer.write(b"GET " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: "
-                 + authorization + b"\r\n\r\n")
+    writer.write(
+        b"GET "
+        + path.encode()
+        + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: "
+        + authorization
+        + b"\r\n\r\n"
+    )
     await writer.drain()
     raw = await reader.read()
     writer.close()
@@ -381,8 +396,9 @@ class TestOpenRoutes:
         """Without [[tokens]] every namespace answers without a header, and any header is ignored."""
         client = await aiohttp_client(create_app(make_config(root, tokens=False), service_factory(make_mock())))
         for headers in ({}, {"Authorization": "Bearer whatever"}):
-            names = [n["name"] for n in (await (await client.get("/v1/namespaces", headers=headers)).json())[
-                "namespaces"]]
+            names = [
+                n["name"] for n in (await (await client.get("/v1/namespaces", headers=headers)).json())["namespaces"]
+            ]
             assert "zz-vault" in names
 
 
@@ -408,8 +424,15 @@ class TestTokenTable:
 
     @pytest.mark.parametrize(
         ("values", "expected"),
-        [([b"Bearer abc"], b"abc"), ([b"bearer   abc  "], b"abc"), ([b"Bearer a b"], None), ([], None),
-         ([b"Bearer abc", b"Bearer abc"], None), ([b"Bearerabc"], None), ([b"Basic abc"], None)],
+        [
+            ([b"Bearer abc"], b"abc"),
+            ([b"bearer   abc  "], b"abc"),
+            ([b"Bearer a b"], None),
+            ([], None),
+            ([b"Bearer abc", b"Bearer abc"], None),
+            ([b"Bearerabc"], None),
+            ([b"Basic abc"], None),
+        ],
     )
     def test_bearer_parsing(self, values: list[bytes], expected: bytes | None) -> None:
         """Exactly one `Bearer <token>` header gives the token; anything else gives none."""
@@ -419,20 +442,33 @@ class TestTokenTable:
 def _table() -> TokenTable:
     from gateway.config import TokenConfig
 
-    return TokenTable(tuple(
-        TokenConfig(name=n, sha256=hashlib.sha256(v.encode()).hexdigest(), namespaces=["*"]) for n, v in TOKENS.items()
-    ))
+    return TokenTable(
+        tuple(
+            TokenConfig(name=n, sha256=hashlib.sha256(v.encode()).hexdigest(), namespaces=["*"])
+            for n, v in TOKENS.items()
+        )
+    )
 
 
 _TABLE = _table()
 
 
 class TestOpenAccessWarning:
-    @pytest.mark.parametrize(("host", "warned"), [
-        ("0.0.0.0", True), ("::", True), ("10.1.2.3", True), ("example.org", True),
-        ("127.0.0.1", False), ("127.9.9.9", False), ("::1", False), ("localhost", False),
-        ("::ffff:127.0.0.1", False), ("[::1]", False),
-    ])
+    @pytest.mark.parametrize(
+        ("host", "warned"),
+        [
+            ("0.0.0.0", True),
+            ("::", True),
+            ("10.1.2.3", True),
+            ("example.org", True),
+            ("127.0.0.1", False),
+            ("127.9.9.9", False),
+            ("::1", False),
+            ("localhost", False),
+            ("::ffff:127.0.0.1", False),
+            ("[::1]", False),
+        ],
+    )
     def test_non_loopback_without_tokens_warns(self, root: Path, host: str, warned: bool) -> None:
         """Binding a non-loopback address with no tokens logs an open_access warning."""
         with capture_logs() as logs:
@@ -475,9 +511,7 @@ class TestMcpAccess:
         ("token", "tokens", "env"),
         [("wrong", True, {}), ("env:MISSING", True, {}), (TOKENS["reader"], False, {})],
     )
-    def test_stdio_bad_token_names_the_flag(
-        self, root: Path, token: str, tokens: bool, env: dict[str, str]
-    ) -> None:
+    def test_stdio_bad_token_names_the_flag(self, root: Path, token: str, tokens: bool, env: dict[str, str]) -> None:
         """An unknown token, an unset variable or a config without tokens is an error naming token."""
         with pytest.raises(InvalidRequest) as caught:
             stdio_access(make_config(root, tokens=tokens), token, env=env)
@@ -567,8 +601,13 @@ class TestSecrets:
         ],
     )
     async def test_canary_token_never_in_answers_or_logs(
-        self, aiohttp_client: MakeClient, hostile: tuple[Hostile, Hostile, str], mode: str, kinds: tuple[str, ...],
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        self,
+        aiohttp_client: MakeClient,
+        hostile: tuple[Hostile, Hostile, str],
+        mode: str,
+        kinds: tuple[str, ...],
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
     ) -> None:
         """Backends failing with the token echoed in 5xx, garbage, 429 or a redirect never leak it."""
         from gateway.log import configure
@@ -644,14 +683,27 @@ class TestSecrets:
         from gateway.log import redact, redact_values
 
         redact_values([CANARY])
-        event = redact(None, "info", {
-            "event": "x", "authorization": "Bearer zzz", "headers": {"PRIVATE-TOKEN": "glpat-abc"},
-            "detail": f"used {CANARY}", "url": "http://h/?q=glpat-0123456789abcdefghij",
-            "api_key": "k", "count": 3,
-        })
+        event = redact(
+            None,
+            "info",
+            {
+                "event": "x",
+                "authorization": "Bearer zzz",
+                "headers": {"PRIVATE-TOKEN": "glpat-abc"},
+                "detail": f"used {CANARY}",
+                "url": "http://h/?q=glpat-0123456789abcdefghij",
+                "api_key": "k",
+                "count": 3,
+            },
+        )
         assert event == {
-            "event": "x", "authorization": "[REDACTED]", "headers": {"PRIVATE-TOKEN": "[REDACTED]"},
-            "detail": "used [REDACTED]", "url": "http://h/?q=[REDACTED]", "api_key": "[REDACTED]", "count": 3,
+            "event": "x",
+            "authorization": "[REDACTED]",
+            "headers": {"PRIVATE-TOKEN": "[REDACTED]"},
+            "detail": "used [REDACTED]",
+            "url": "http://h/?q=[REDACTED]",
+            "api_key": "[REDACTED]",
+            "count": 3,
         }
 
     def test_a_secret_registered_late_is_masked_in_text_scrubbed_before(self) -> None:
@@ -684,8 +736,9 @@ class TestSecrets:
 
 # --- slow and hostile clients ------------------------------------------------------------
 
+
 def _fast_limits() -> Any:
-    from gateway.server import ClientLimits
+    from gateway.http.server import ClientLimits
 
     return ClientLimits(header_timeout_s=0.3, body_timeout_s=0.3, send_timeout_s=0.5, lingering_time_s=0.2)
 
@@ -695,7 +748,7 @@ async def served(app: Any, limits: Any) -> AsyncIterator[tuple[str, int]]:
     """``app`` behind the guard, on 127.0.0.1, with the runner options ``fedsearch serve`` uses."""
     from aiohttp import web
 
-    from gateway.server import guard
+    from gateway.http.server import guard
 
     runner = web.AppRunner(guard(app, limits), access_log=None, **limits.runner_options())
     await runner.setup()
@@ -736,23 +789,29 @@ class TestSlowClients:
             assert (await _closed(r2)).startswith(b"HTTP/1.1 200")
             w2.close()
 
-    @pytest.mark.parametrize(("path", "expected"), [
-        ("/v1/search", b'"status":408'), ("/afi/search", b'"code":"invalid_request"')])
+    @pytest.mark.parametrize(
+        ("path", "expected"), [("/v1/search", b'"status":408'), ("/afi/search", b'"code":"invalid_request"')]
+    )
     async def test_slow_body_gets_408(self, root: Path, path: str, expected: bytes) -> None:
         """A body that trickles in is answered 408 (problem or AFI error) and the connection closed."""
         app = create_app(make_config(root), service_factory(make_mock()))
         async with served(app, _fast_limits()) as (host, port):
             reader, writer = await asyncio.open_connection(host, port)
             auth = f"Authorization: Bearer {TOKENS['reader']}\r\n".encode()
-            writer.write(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         "Content-Length: 500\r\n".encode() + auth + b"\r\n" + b'{"query": ')
+            writer.write(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n".encode()
+                + auth
+                + b"\r\n"
+                + b'{"query": '
+            )
             answer = await _closed(reader)
             writer.close()
         assert answer.startswith(b"HTTP/1.1 408")
         assert expected in answer
 
-    @pytest.mark.parametrize(("path", "expected"), [
-        ("/v1/search", b'"field":"body"'), ("/afi/search", b'"code":"invalid_request"')])
+    @pytest.mark.parametrize(
+        ("path", "expected"), [("/v1/search", b'"field":"body"'), ("/afi/search", b'"code":"invalid_request"')]
+    )
     async def test_oversized_body_is_413(self, root: Path, path: str, expected: bytes) -> None:
         """A body over server.max_body_bytes is 413, in the route's own error format."""
         app = create_app(make_config(root, max_body_bytes=2048), service_factory(make_mock()))
@@ -825,8 +884,13 @@ def _calls(tree: Any, owner: str, names: set[str]) -> Iterator[Any]:
     import ast
 
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == owner):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in names
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == owner
+        ):
             yield node
 
 
@@ -851,47 +915,77 @@ class TestHostileInput:
         for source in SOURCES:
             tree = ast.parse(source.read_text(), str(source))
             for node in ast.walk(tree):
-                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                        and node.func.attr in {"get", "post", "request", "put", "head"}
-                        and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "session"):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in {"get", "post", "request", "put", "head"}
+                    and isinstance(node.func.value, ast.Attribute)
+                    and node.func.value.attr == "session"
+                ):
                     given = {k.arg: k.value for k in node.keywords}
                     flag = given.get("allow_redirects")
                     if not (isinstance(flag, ast.Constant) and flag.value is False):
                         offenders.append(f"{source.name}:{node.lineno}")
         assert offenders == []
 
-    @pytest.mark.parametrize(("pattern", "words"), [
-        (r"(a)\1", "escape"), (r"(?=x)", "perl operator"), (r"(?<=x)y", "perl operator"),
-        ("a{1001}", "repetition"), ("(a{1000}){1000}", "repetition"), ("a++", "repetition"),
-    ])
+    @pytest.mark.parametrize(
+        ("pattern", "words"),
+        [
+            (r"(a)\1", "escape"),
+            (r"(?=x)", "perl operator"),
+            (r"(?<=x)y", "perl operator"),
+            ("a{1001}", "repetition"),
+            ("(a{1000}){1000}", "repetition"),
+            ("a++", "repetition"),
+        ],
+    )
     async def test_non_re2_regex_is_a_400(self, client: Client, pattern: str, words: str) -> None:
         """Backreferences, lookaround and huge repetitions are 400s naming the query, before fan-out."""
         resp = await client.post("/v1/search", json={"query": pattern, "mode": "regex"}, headers=bearer("reader"))
         body = await resp.json()
         assert resp.status == 400 and body["field"] == "query" and words in body["detail"]
 
-    @pytest.mark.parametrize("field", [
-        {"query": "x" * 1001}, {"paths": ["*.py"] * 33}, {"paths": ["*" * 17]}, {"paths": ["{a,b}" * 9]},
-        {"paths": ["a" * 257]}, {"namespaces": ["*"] * 65}, {"namespaces": ["a" * 257]},
-    ])
+    @pytest.mark.parametrize(
+        "field",
+        [
+            {"query": "x" * 1001},
+            {"paths": ["*.py"] * 33},
+            {"paths": ["*" * 17]},
+            {"paths": ["{a,b}" * 9]},
+            {"paths": ["a" * 257]},
+            {"namespaces": ["*"] * 65},
+            {"namespaces": ["a" * 257]},
+        ],
+    )
     async def test_bounded_sizes(self, client: Client, field: dict[str, Any]) -> None:
         """Query length, glob count, glob complexity and namespace patterns are bounded (400)."""
         resp = await client.post("/v1/search", json={"query": "x", **field}, headers=bearer("reader"))
         assert resp.status == 400
         assert (await resp.json())["field"].split("[")[0].split(".")[0] in field
 
-    @given(text=st.text(min_size=1, max_size=40) | st.sampled_from(
-        ["-P", "--pre=sh", "-L", "--follow", "--", "-e", "-z", "--engine=pcre2", "-f/etc/passwd"]),
+    @given(
+        text=st.text(min_size=1, max_size=40)
+        | st.sampled_from(["-P", "--pre=sh", "-L", "--follow", "--", "-e", "-z", "--engine=pcre2", "-f/etc/passwd"]),
         excludes=st.lists(st.sampled_from(["--pre=x", "-L", "vendor", "!-P"]), max_size=3),
-        mode=st.sampled_from(["exact", "regex"]))
+        mode=st.sampled_from(["exact", "regex"]),
+    )
     @settings(max_examples=200, deadline=None)
     def test_rg_argv_is_safe(self, text: str, excludes: list[str], mode: str) -> None:
         """rg gets --no-config, the pattern only after -e, paths after --, never --pre/-L/-P/-z."""
-        from adapters.ripgrep import build_argv
+        from adapters.ripgrep.backend import build_argv
         from gateway.models import SearchQuery
 
-        query = SearchQuery(text=text, mode=mode, case_sensitive=True, paths=tuple("!" + e for e in excludes),
-                            languages=(), context_lines=0, max_files=10, threshold=0.5, deadline=0.0)
+        query = SearchQuery(
+            text=text,
+            mode=mode,
+            case_sensitive=True,
+            paths=tuple("!" + e for e in excludes),
+            languages=(),
+            context_lines=0,
+            max_files=10,
+            threshold=0.5,
+            deadline=0.0,
+        )
         argv = build_argv("rg", query, ["--pre=cfg"])
         end = len(argv) - 1 - argv[::-1].index("--")  # the separator before the paths
         options = argv[1:end]
@@ -904,16 +998,19 @@ class TestHostileInput:
 
 
 class TestMcpCli:
-    @pytest.mark.parametrize(("extra", "message"), [
-        (["--token", "wrong-token"], "invalid token: not a configured token"),
-        (["--token", "env:FEDSEARCH_TEST_UNSET_VAR"], "invalid token: environment variable"),
-        (["--token", TOKENS["reader"], "--http", "127.0.0.1:9"], "invalid token: only for stdio"),
-    ])
+    @pytest.mark.parametrize(
+        ("extra", "message"),
+        [
+            (["--token", "wrong-token"], "invalid token: not a configured token"),
+            (["--token", "env:FEDSEARCH_TEST_UNSET_VAR"], "invalid token: environment variable"),
+            (["--token", TOKENS["reader"], "--http", "127.0.0.1:9"], "invalid token: only for stdio"),
+        ],
+    )
     def test_bad_token_exits_2(
         self, root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
     ) -> None:
         """`fedsearch mcp --token` with a token the config does not know exits 2 naming token, never echoing it."""
-        from gateway.cli import main
+        from gateway.cli.main import main
         from tests.secure_corpus import digest
 
         config = tmp_path / "fedsearch.toml"

@@ -22,10 +22,10 @@ from urllib.parse import quote
 import pytest
 from aiohttp.test_utils import TestClient
 
+from adapters.ripgrep.localfs import LocalTree
 from gateway.errors import GatewayError
-from gateway.localfs import LocalTree
-from gateway.reload import SERVICE
-from gateway.web import create_app
+from gateway.http.app import create_app
+from gateway.http.reload import SERVICE
 from tests.secure_corpus import bearer, make_config, make_mock, make_root, service_factory
 
 Client = TestClient[Any, Any]
@@ -36,26 +36,83 @@ GIT_MARK = "repositoryformatversion"
 
 #: Ways of saying "go up" that some layer might decode into ``..``.
 UPS = [
-    "../", "..%2f", "..%2F", "%2e%2e/", "%2e%2e%2f", "%2E%2E%2F", "..%252f", "%252e%252e%252f", "....//",
-    "..\\", "..%5c", "..%255c", ".%2e/", "%2e./", "..;/", "..%c0%af", "..%ef%bc%8f", "./../", "a/../../",
-    "%00../", "..%00/",
+    "../",
+    "..%2f",
+    "..%2F",
+    "%2e%2e/",
+    "%2e%2e%2f",
+    "%2E%2E%2F",
+    "..%252f",
+    "%252e%252e%252f",
+    "....//",
+    "..\\",
+    "..%5c",
+    "..%255c",
+    ".%2e/",
+    "%2e./",
+    "..;/",
+    "..%c0%af",
+    "..%ef%bc%8f",
+    "./../",
+    "a/../../",
+    "%00../",
+    "..%00/",
 ]
 #: What an escape would reach, relative to the root of ``pub``.
 TARGETS = ["outside/secret.txt", "pub-evil/secret.txt", "zz-vault/launch_codes.py", "pub/.git/config"]
 #: Symlinks inside ``pub`` (created by the fixture) and paths through them.
 SYMLINK_PATHS = [
-    "link-out/secret.txt", "link-out", "link-file", "link-abs-file", "link-evil/secret.txt", "link-vault",
-    "link-vault/launch_codes.py", "link-git/config", "link-git", "link-loop", "link-loop/x", "sub/link-up/secret.txt",
-    "sub/link-up", "link-dotdot/outside/secret.txt", "src/../link-out/secret.txt", "link-dangling",
-    "link-out/../outside/secret.txt", "link-proc/self/environ", "link-etc/passwd",
+    "link-out/secret.txt",
+    "link-out",
+    "link-file",
+    "link-abs-file",
+    "link-evil/secret.txt",
+    "link-vault",
+    "link-vault/launch_codes.py",
+    "link-git/config",
+    "link-git",
+    "link-loop",
+    "link-loop/x",
+    "sub/link-up/secret.txt",
+    "sub/link-up",
+    "link-dotdot/outside/secret.txt",
+    "src/../link-out/secret.txt",
+    "link-dangling",
+    "link-out/../outside/secret.txt",
+    "link-proc/self/environ",
+    "link-etc/passwd",
 ]
 ODD = [
-    "/etc/passwd", "//etc/passwd", ".git/config", ".git/HEAD", ".git", "src/.git/../../.git/config",
-    "src/app.py%00.txt", "src/app.py\x00", "\x00", "%2e%2e", "..", ".", "...", "src/../../", "~/.ssh/id_rsa",
-    "src/./../../outside/secret.txt", "/../outside/secret.txt", "//../outside/secret.txt", "\\..\\outside\\secret.txt",
-    "src/%2e%2e/%2e%2e/outside/secret.txt", "%2fetc%2fpasswd", "src/app.py/../../..", "C:\\Windows\\win.ini",
-    "file:///etc/passwd", "src/app.py?x=../../outside/secret.txt", "src/app.py#../../x", " ../outside/secret.txt",
-    "../outside/secret.txt ", "..%2e/outside/secret.txt", "src/" + "../" * 40 + "etc/passwd",
+    "/etc/passwd",
+    "//etc/passwd",
+    ".git/config",
+    ".git/HEAD",
+    ".git",
+    "src/.git/../../.git/config",
+    "src/app.py%00.txt",
+    "src/app.py\x00",
+    "\x00",
+    "%2e%2e",
+    "..",
+    ".",
+    "...",
+    "src/../../",
+    "~/.ssh/id_rsa",
+    "src/./../../outside/secret.txt",
+    "/../outside/secret.txt",
+    "//../outside/secret.txt",
+    "\\..\\outside\\secret.txt",
+    "src/%2e%2e/%2e%2e/outside/secret.txt",
+    "%2fetc%2fpasswd",
+    "src/app.py/../../..",
+    "C:\\Windows\\win.ini",
+    "file:///etc/passwd",
+    "src/app.py?x=../../outside/secret.txt",
+    "src/app.py#../../x",
+    " ../outside/secret.txt",
+    "../outside/secret.txt ",
+    "..%2e/outside/secret.txt",
+    "src/" + "../" * 40 + "etc/passwd",
 ]
 
 
@@ -102,8 +159,16 @@ def _build(base: Path) -> tuple[Path, list[Path]]:
     for name, target in links.items():
         os.symlink(target, pub / name)
     (pub / "src" / "app.py").write_text("print('inside')\n")
-    return root, [outside, evil, root / "zz-vault", root / "team" / "classified", base / "above.txt",
-                  pub / ".git", Path("/etc"), Path("/proc")]
+    return root, [
+        outside,
+        evil,
+        root / "zz-vault",
+        root / "team" / "classified",
+        base / "above.txt",
+        pub / ".git",
+        Path("/etc"),
+        Path("/proc"),
+    ]
 
 
 class OpenRecorder:
@@ -196,8 +261,9 @@ class TestHttp:
         violations: list[str] = []
         for case in CASES:
             for target in (_wire(case), quote(case, safe="/").encode()):
-                status, body = await _raw_get(client, f"/afi/{operation}?path=/pub/".encode() + target,
-                                              bearer("reader"))
+                status, body = await _raw_get(
+                    client, f"/afi/{operation}?path=/pub/".encode() + target, bearer("reader")
+                )
                 _check(violations, f"afi {operation} {case!r}", status, body)
         assert violations == []
         assert recorder.hits == []
@@ -212,8 +278,22 @@ class TestHttp:
         resp = await client.get("/afi/list", params={"path": "/pub"}, headers=bearer("reader"))
         names = {e["path"].rsplit("/", 1)[-1] for e in (await resp.json())["entries"]}
         assert "link-inside" in names and "src" in names
-        assert names.isdisjoint({"link-out", "link-file", "link-abs-file", "link-evil", "link-vault", "link-git",
-                                 "link-loop", "link-dotdot", "link-dangling", "link-proc", "link-etc", ".git"})
+        assert names.isdisjoint(
+            {
+                "link-out",
+                "link-file",
+                "link-abs-file",
+                "link-evil",
+                "link-vault",
+                "link-git",
+                "link-loop",
+                "link-dotdot",
+                "link-dangling",
+                "link-proc",
+                "link-etc",
+                ".git",
+            }
+        )
 
 
 class TestReadFile:

@@ -7,7 +7,10 @@ from typing import Any
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.wire import SearchRequest, SearchResponse, hit_id, parse_request
+from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.rank import rank
+from gateway.request import SearchRequest, parse_request
+from gateway.wire import SearchResponse, build_response
 
 
 def _field(data: Any) -> str:
@@ -21,7 +24,13 @@ class TestRequestValidation:
         """A bare query takes the contract's defaults."""
         r = parse_request({"query": "x"})
         assert (r.mode, r.files, r.offset, r.hit_budget, r.timeout_ms, r.threshold, r.context_lines) == (
-            "exact", 20, 0, 100, 5000, 0.5, 0,
+            "exact",
+            20,
+            0,
+            100,
+            5000,
+            0.5,
+            0,
         )
 
     @pytest.mark.parametrize(
@@ -91,13 +100,27 @@ class TestRequestValidation:
         assert SearchRequest.model_validate(r.args()) == r
 
 
+def _ids(path: str, lines: list[int]) -> list[int]:
+    request = parse_request({"query": "x"})
+    hits = tuple(Hit(line=n, text="x") for n in lines)
+    result = BackendResult(files=(FileMatch(path=path, hits=hits),))
+    outcome = Outcome(namespace="ns", backend="mock", status="ok", took_ms=1, result=result)
+    answer = build_response(request, rank(request, [outcome]), 1)
+    return [hit["id"] for hit in answer["files"][0]["hits"]]
+
+
 class TestIds:
     def test_hit_id_is_stable_and_below_2_53(self) -> None:
-        """The same hit has the same id, below 2**53; different hits differ."""
-        a = hit_id("ns", "a.py", 3, 3)
-        assert a == hit_id("ns", "a.py", 3, 3)
-        assert a < 2**53
-        assert a != hit_id("ns", "a.py", 4, 4)
+        """The same hit has the same id on every call, below 2**53; different hits differ."""
+        first = _ids("a.py", [3, 4])
+        assert first == _ids("a.py", [3, 4])
+        assert all(0 <= i < 2**53 for i in first)
+        assert first[0] != first[1]
+        assert _ids("b.py", [3])[0] != first[0]
+
+    def test_hit_id_does_not_depend_on_the_other_hits(self) -> None:
+        """A hit's id is derived from its namespace, path and span only."""
+        assert _ids("a.py", [3, 9])[0] == _ids("a.py", [3])[0]
 
 
 class TestSchema:
@@ -105,6 +128,13 @@ class TestSchema:
         """The answer's JSON schema names every field of SPEC §3."""
         props = SearchResponse.model_json_schema()["properties"]
         assert set(props) == {
-            "files", "file_count", "weak_filtered", "truncated", "limits", "next", "note", "namespaces",
+            "files",
+            "file_count",
+            "weak_filtered",
+            "truncated",
+            "limits",
+            "next",
+            "note",
+            "namespaces",
             "took_ms",
         }

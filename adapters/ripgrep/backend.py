@@ -1,0 +1,125 @@
+"""The ``ripgrep`` backend: a local directory searched by the ``rg`` binary.
+
+Files are selected exactly as ``rg`` does by default: ignore files honoured, hidden
+and binary files skipped, symlinks not followed. Exclude globs (the request's ``!``
+globs and the settings' ``exclude``) are passed to rg as ``-g '!glob'``, which can
+only remove files. Include globs and languages are *not* passed to rg: ``-g glob``
+whitelists a path over every ignore rule (``-g 'src/**'`` searches gitignored and
+hidden files under ``src/``), ``-t``/``--type-add`` whitelists hidden files, and an
+explicit directory argument is searched even when it is ignored (all verified with
+rg 14.1.0). They are applied to rg's output with :class:`gateway.globs.PathFilter`
+(together with the excludes, so PathFilter's semantics always hold), so the answer
+never holds a file rg would have skipped.
+
+rg runs multi-threaded; files are ordered here by ``(-min(hits, 50), path)``.
+Output is read line by line until the deadline or a cap, and rg is always killed
+and reaped. Namespaces searched for the same thing at the same time share one rg
+process (:mod:`adapters.ripgrep.batch`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from pydantic import Field, field_validator
+
+from adapters.ripgrep.batch import Batcher, Member
+from adapters.ripgrep.localfs import LocalTree
+from adapters.ripgrep.output import (
+    DEFAULT_MAX_FILES,
+    DEFAULT_MAX_HITS,
+    RANK_HIT_CAP,
+    Collector,
+    build_argv,
+    collect,
+    find_rg,
+)
+from gateway.backend import AsyncBackend, BackendSettings
+from gateway.errors import BackendError, Unsupported
+from gateway.globs import PathFilter, validate_glob
+from gateway.models import BackendResult, Mode, SearchQuery
+
+__all__ = [
+    "RANK_HIT_CAP",
+    "RipgrepBackend",
+    "RipgrepSettings",
+    "build_argv",
+    "collect",
+    "find_rg",
+]
+
+
+class RipgrepSettings(BackendSettings):
+    """``[[namespaces]]`` keys of a ``ripgrep`` namespace."""
+
+    root: str
+    exclude: list[str] = Field(default_factory=list)
+    max_files: int = Field(default=DEFAULT_MAX_FILES, ge=1)
+    max_hits: int = Field(default=DEFAULT_MAX_HITS, ge=1)
+
+    @field_validator("root")
+    @classmethod
+    def _root_is_a_directory(cls, value: str) -> str:
+        if not value or "\x00" in value or not os.path.isdir(value):
+            raise ValueError("root must be an existing directory")
+        return value
+
+    @field_validator("exclude")
+    @classmethod
+    def _valid_globs(cls, value: list[str]) -> list[str]:
+        globs = [glob.removeprefix("!") for glob in value]
+        for i, glob in enumerate(globs):
+            try:
+                validate_glob(glob)
+            except ValueError as exc:
+                raise ValueError(f"exclude[{i}]: {exc}: {glob!r}") from None
+        return globs
+
+
+#: Concurrent searches of several ripgrep namespaces for the same query share one rg.
+BATCHER = Batcher()
+
+
+class RipgrepBackend(AsyncBackend[RipgrepSettings]):
+    """Searches a local directory with ``rg``; can also read its files (:meth:`tree`)."""
+
+    kind = "ripgrep"
+    Settings = RipgrepSettings
+    modes: frozenset[Mode] = frozenset({"exact", "regex"})
+    shares_calls = True  # one rg for the batch (rg_batch), inside call_slot()
+    caps_hits = True  # its Collector stops at settings.max_hits
+
+    def __init__(self, name: str, settings: RipgrepSettings) -> None:
+        super().__init__(name, settings)
+        self._tree = LocalTree(settings.root)
+        self._root = os.path.abspath(settings.root)
+
+    def tree(self) -> LocalTree:
+        return self._tree
+
+    def _filter(self, query: SearchQuery) -> Callable[[str], bool] | None:
+        globs = [*query.paths, *("!" + g for g in self.settings.exclude)]
+        try:
+            path_filter = PathFilter.build(globs, query.languages)
+        except (ValueError, KeyError) as exc:
+            raise BackendError(f"invalid path filter: {exc}") from exc
+        return None if path_filter.is_open else path_filter
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        if query.mode == "semantic":
+            raise Unsupported("ripgrep cannot search by meaning")
+        if query.mode not in self.modes:
+            raise Unsupported(f"ripgrep cannot search in {query.mode} mode")
+        rg = find_rg()
+        if rg is None:
+            raise BackendError("the rg binary was not found (install the 'ripgrep' package)")
+        if query.remaining() <= 0:
+            return BackendResult(status="timeout", reason="the deadline passed before rg started")
+        collector = Collector(
+            context_lines=query.context_lines,
+            accept=self._filter(query),
+            max_files=self.settings.max_files,
+            max_hits=self.settings.max_hits,
+        )
+        return await BATCHER.search(rg, query, self.settings.exclude, Member(self._root, collector))

@@ -1,0 +1,279 @@
+"""Reading a zoekt ``/api/search`` answer: decoded once into typed structs, hits only when shown.
+
+The answer is decoded with msgspec into just the fields used here (the rest is
+skipped without building objects), about 3.5 times faster than a generic JSON parse
+of zoekt's many small objects. A line-mode file becomes a :class:`FileMatch` whose
+hits are a :class:`~gateway.models.LazyHits`: zoekt sends one ``LineMatch`` per
+line, so the count is known at once and the base64 lines are decoded only for the
+files that make the page. ``SymbolInfo`` on a fragment is zoekt's word that the line
+defines a symbol (the ``definition`` hint ranking uses). Chunk-mode answers are read
+eagerly.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from gateway.models import BackendResult, FileMatch, Hit, LazyHits, SearchQuery, cut_text
+
+__all__ = ["DECODER", "Response", "parse_response", "parse_shared"]
+
+
+class Fragment(msgspec.Struct):
+    LineOffset: int = 0
+    SymbolInfo: Any = None
+
+
+class LineMatch(msgspec.Struct):
+    Line: str | None = None
+    LineNumber: int = 0
+    FileName: bool = False
+    Before: str | None = None
+    After: str | None = None
+    LineFragments: list[Fragment] | None = None
+
+
+class Location(msgspec.Struct):
+    LineNumber: int = 0
+    Column: int = 0
+
+
+class Range(msgspec.Struct):
+    Start: Location = msgspec.field(default_factory=Location)
+
+
+class ChunkMatch(msgspec.Struct):
+    Content: str | None = None
+    ContentStart: Location = msgspec.field(default_factory=Location)
+    Ranges: list[Range] | None = None
+    FileName: bool = False
+    SymbolInfo: Any = None
+
+
+class File(msgspec.Struct):
+    FileName: str
+    Repository: str = ""
+    Score: float = 0.0
+    LineMatches: list[LineMatch] | None = None
+    ChunkMatches: list[ChunkMatch] | None = None
+
+
+class Result(msgspec.Struct):
+    Files: list[File] | None = None
+    FileCount: int = 0
+    MatchCount: int = 0
+    FilesSkipped: int = 0
+    ShardsSkipped: int = 0
+    Crashes: int = 0
+
+
+class Response(msgspec.Struct):
+    Result: Result
+
+
+#: Decodes a whole answer; raises msgspec.DecodeError / msgspec.ValidationError.
+DECODER = msgspec.json.Decoder(Response)
+
+
+def _b64(value: str | None) -> bytes:
+    return binascii.a2b_base64(value or "", strict_mode=True)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _context(lines: Sequence[str], count: int, tail: bool) -> tuple[str, ...]:
+    if count <= 0:
+        return ()
+    picked = lines[-count:] if tail else lines[:count]
+    return tuple(cut_text(line) for line in picked)
+
+
+def _context_run(value: str | None, count: int, tail: bool) -> tuple[str, ...]:
+    """Context lines from a base64 run of lines (each ending in a newline)."""
+    if count <= 0 or not value:
+        return ()
+    text = _text(_b64(value))
+    if not text:
+        return ()
+    if text.endswith("\n"):
+        text = text[:-1]
+    return _context([line.rstrip("\r") for line in text.split("\n")], count, tail)
+
+
+class _Lines:
+    """Hits of one file by line number: one per line, the column at its first match."""
+
+    def __init__(self) -> None:
+        self.by_line: dict[int, Hit] = {}
+
+    def add(self, line: int, text: str, column: int | None, before: tuple[str, ...], after: tuple[str, ...]) -> None:
+        old = self.by_line.get(line)
+        if old is not None and (column is None or (old.column is not None and old.column <= column)):
+            return
+        self.by_line[line] = Hit(line=line, text=cut_text(text, column), column=column, before=before, after=after)
+
+    def hits(self) -> tuple[Hit, ...]:
+        return tuple(self.by_line[n] for n in sorted(self.by_line))
+
+
+def _line_matches(lines: _Lines, matches: Sequence[LineMatch], context: int) -> int | None:
+    """Add line-mode matches; return the name-match column if the file name matched."""
+    name_column: int | None = None
+    for match in matches:
+        raw = _b64(match.Line)
+        offsets = [f.LineOffset for f in match.LineFragments or ()]
+        column = len(_text(raw[: min(offsets)])) + 1 if offsets else None
+        if match.FileName:
+            name_column = column or 1
+            continue
+        lines.add(
+            match.LineNumber,
+            _text(raw).rstrip("\r\n"),
+            column,
+            _context_run(match.Before, context, tail=True),
+            _context_run(match.After, context, tail=False),
+        )
+    return name_column
+
+
+def _chunk_matches(lines: _Lines, chunks: Sequence[ChunkMatch], context: int) -> int | None:
+    """Add chunk-mode matches (rune columns, 1-based); return the name-match column if any."""
+    name_column: int | None = None
+    for chunk in chunks:
+        if chunk.FileName:
+            name_column = min((r.Start.Column for r in chunk.Ranges or ()), default=1)
+            continue
+        text = _text(_b64(chunk.Content))
+        if text.endswith("\n"):
+            text = text[:-1]
+        content = [line.rstrip("\r") for line in text.split("\n")]
+        first = chunk.ContentStart.LineNumber
+        for rng in chunk.Ranges or ():
+            index = rng.Start.LineNumber - first
+            if not 0 <= index < len(content):
+                continue
+            lines.add(
+                rng.Start.LineNumber,
+                content[index],
+                rng.Start.Column,
+                _context(content[max(0, index - context) : index], context, tail=True),
+                _context(content[index + 1 : index + 1 + context], context, tail=False),
+            )
+    return name_column
+
+
+def _load_lines(matches: Sequence[LineMatch], context: int) -> tuple[Hit, ...]:
+    lines = _Lines()
+    _line_matches(lines, matches, context)
+    return lines.hits()
+
+
+class _LineMatchHits(LazyHits):
+    """A line-mode file's hits, kept as zoekt's line matches until the file is shown."""
+
+    __slots__ = ("_context", "_matches")
+
+    def __init__(self, count: int, matches: Sequence[LineMatch], context: int, path: str) -> None:
+        self._count = count  # no super(): one per file of a wide answer
+        self._matches = matches
+        self._context = context
+        self._path = path
+        self._hits = None
+
+    def decode(self) -> tuple[Hit, ...]:
+        return _load_lines(self._matches, self._context)
+
+    def first_line(self) -> int:
+        return min(m.LineNumber for m in self._matches if not m.FileName)
+
+
+def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int) -> FileMatch | None:
+    """A line-mode file whose hits are decoded only if it is shown (one per distinct line)."""
+    numbers = {m.LineNumber for m in matches if not m.FileName}
+    if not numbers:
+        return None
+    symbol = any(f.SymbolInfo for m in matches if m.LineFragments for f in m.LineFragments)
+    path = f"{raw.Repository}/{raw.FileName}"
+    return FileMatch(path=path, hits=_LineMatchHits(len(numbers), matches, context, path), definition=symbol)
+
+
+def _file(raw: File, context: int) -> tuple[FileMatch | None, int]:
+    """One zoekt FileMatch as ours (None if it has no hits), and how many matches zoekt counted in it."""
+    chunks = raw.ChunkMatches
+    matches = raw.LineMatches or []
+    if not chunks:
+        lazy = _lazy_file(raw, matches, context)
+        if lazy is not None:
+            return lazy, len(matches)
+    lines = _Lines()
+    if chunks:
+        counted = sum(len(c.Ranges or ()) for c in chunks)
+        name_column = _chunk_matches(lines, chunks, context)
+    else:
+        counted = len(matches)
+        name_column = _line_matches(lines, matches, context)
+    hits = lines.hits()
+    if not hits and name_column is not None:
+        hits = (Hit(line=1, text=cut_text(raw.FileName, name_column), column=name_column, kind="file"),)
+    if not hits:
+        return None, counted
+    symbol = any(c.SymbolInfo for c in chunks or ())
+    return FileMatch(path=f"{raw.Repository}/{raw.FileName}", hits=hits, definition=symbol), counted
+
+
+def _caps(result: Result, sent_files: int, sent_matches: int) -> list[str]:
+    reasons: list[str] = []
+    if result.FilesSkipped:
+        reasons.append(f"zoekt stopped early in {result.FilesSkipped} files (match limit or time)")
+    if result.ShardsSkipped:
+        reasons.append(f"zoekt skipped {result.ShardsSkipped} shards (time limit)")
+    if result.Crashes:
+        reasons.append(f"{result.Crashes} zoekt shards crashed")
+    if result.FileCount > sent_files:
+        reasons.append(f"zoekt matched {result.FileCount} files and sent {sent_files}")
+    if result.MatchCount > sent_matches:
+        reasons.append(f"zoekt sent {sent_matches} of {result.MatchCount} matches")
+    return reasons
+
+
+def parse_response(data: Response, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
+    """Our result from zoekt's ``{"Result": ...}``, files by descending score."""
+    return parse_shared(data, query, keep, lambda _: _ONLY, 1)[0]
+
+
+_ONLY = [0]
+
+
+def parse_shared(
+    data: Response, query: SearchQuery, keep: Callable[[str], bool], owners: Callable[[str], list[int]], members: int
+) -> list[BackendResult]:
+    """One answer read for ``members`` namespaces: each file goes to the members ``owners``
+    names for its repository; zoekt's caps reach them all."""
+    result = data.Result
+    raw_files = result.Files or []
+    ranked = sorted(raw_files, key=lambda f: -f.Score)
+    files: list[list[FileMatch]] = [[] for _ in range(members)]
+    sent_matches = 0
+    for raw in ranked:
+        match, counted = _file(raw, query.context_lines)
+        sent_matches += counted
+        if match is not None and keep(raw.FileName):
+            for i in owners(raw.Repository):
+                files[i].append(match)
+    reasons = _caps(result, len(raw_files), sent_matches)
+    if not reasons:
+        return [BackendResult(files=tuple(own)) for own in files]
+    reason = "; ".join(reasons)
+    if members == 1:  # zoekt's count is this namespace's
+        return [
+            BackendResult(
+                files=tuple(files[0]), status="capped", reason=reason, file_count=max(result.FileCount, len(files[0]))
+            )
+        ]
+    return [BackendResult(files=tuple(own), status="capped", reason=reason) for own in files]

@@ -1,0 +1,1 @@
+"""The AFI provider surface (Agent Filesystem Interface, HTTP binding): stat, list, read, search."""

@@ -1,0 +1,243 @@
+"""AFI ``POST /afi/search``: one search through the service, cut into pages by opaque cursors.
+
+The cursor holds the file offset *and* the match index within that file plus a digest of
+the request it pages, so nothing is lost or repeated and a cursor from another query or
+path is ``invalid_request``. :func:`afi_matches` is the one conversion from an answer to
+AFI matches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.afi.base import (
+    _GLOB_SPECIAL,
+    CONTEXT_LINES,
+    DEFAULT_RESULTS,
+    MAX_FILE_OFFSET,
+    MAX_HIT_BUDGET,
+    MAX_NAMESPACE_PATTERNS,
+    MAX_RESULTS,
+    SEARCH_FILES,
+    AfiError,
+    Target,
+    _context,
+    _decode_cursor,
+    _digest,
+    _encode_cursor,
+    locate,
+    normalise,
+)
+from gateway.errors import NotFound
+from gateway.globs import MAX_GLOB_LENGTH
+from gateway.http.middleware import json_response
+from gateway.models import Mode
+from gateway.request import SearchRequest, parse_request, problem_fields
+from gateway.service import Access, SearchService
+
+# --- search ------------------------------------------------------------------------------
+
+_FORBID = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Regex(BaseModel):
+    model_config = _FORBID
+    regex: str
+    flags: str = ""
+
+
+class _Semantic(BaseModel):
+    model_config = _FORBID
+    semantic: str
+    threshold: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class _SearchBody(BaseModel):
+    model_config = _FORBID
+    query: str | _Regex | _Semantic
+    path: str = "/"
+    limit: int = Field(default=DEFAULT_RESULTS, ge=1)
+    cursor: str | None = Field(default=None, max_length=4096)
+
+
+def _search_fields(query: str | _Regex | _Semantic) -> dict[str, Any]:
+    """The SearchRequest fields an AFI query asks for."""
+    if isinstance(query, str):
+        return {"query": query, "mode": "exact", "case_sensitive": True}
+    if isinstance(query, _Semantic):
+        return {"query": query.semantic, "mode": "semantic", "threshold": query.threshold}
+    if not set(query.flags) <= set("imsu"):
+        raise AfiError("invalid_request", "query.flags: a subset of 'imsu'")
+    inline = "".join(f for f in "ms" if f in query.flags)
+    text = f"(?{inline}){query.regex}" if inline else query.regex
+    return {"query": text, "mode": "regex", "case_sensitive": "i" not in query.flags}
+
+
+def _glob_literal(inner: str) -> str:
+    glob = "/" + "".join("\\" + c if c in _GLOB_SPECIAL else c for c in inner)
+    if len(glob) > MAX_GLOB_LENGTH:
+        raise AfiError("invalid_path", "too long to search under")
+    return glob
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a search under one path covers: namespace patterns, path globs, namespace names."""
+
+    patterns: list[str]
+    paths: list[str]
+    names: list[str]
+
+
+def _scope(service: SearchService, target: Target, access: Access) -> _Scope:
+    """The namespaces and path globs that a search under ``target`` covers (sync: in a thread)."""
+    visible = service.visible(access)
+    if not target.rel:
+        return _Scope([], [], visible)
+    under = [n for n in visible if n.startswith(target.rel + "/")]
+    if target.namespace is None:
+        if not under:
+            raise NotFound(target.rel)
+        few = len(under) <= MAX_NAMESPACE_PATTERNS
+        return _Scope(under if few else [target.rel + "/*"], [], under)
+    if not target.inner:
+        names = [target.namespace, *under]
+        few = len(names) <= MAX_NAMESPACE_PATTERNS
+        return _Scope(names if few else [target.namespace, target.rel + "/*"], [], names)
+    tree = service.backend(target.namespace, access).tree()
+    if tree is not None:
+        tree.stat(target.inner)  # NotFound (cloaked alike) for what the tree will not show
+    return _Scope([target.namespace], [_glob_literal(target.inner)], [target.namespace])
+
+
+def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> list[list[dict[str, Any]]]:
+    """The AFI Matches of a search answer: one list per file group, in the answer's order.
+
+    This is the only conversion from the wire answer to AFI matches. Path-only hits
+    are left out (AFI search returns text matches), and so are semantic hits under
+    ``threshold``: ``score`` is present iff the search is semantic.
+    """
+    out: list[list[dict[str, Any]]] = []
+    for group in answer["files"]:
+        namespace = group["namespace"]
+        matches: list[dict[str, Any]] = []
+        for item in group["hits"]:
+            score = item.get("score", 0.0)
+            if item["kind"] == "file" or (semantic and score < threshold):
+                continue
+            match: dict[str, Any] = {
+                "path": f"/{namespace}/{item['file_path'].lstrip('/')}",
+                "line": item["start_line"],
+            }
+            if "column" in item:
+                match["column"] = item["column"]
+            match["text"] = item["text"]
+            context = item.get("context")
+            if context and (context["before"] or context["after"]):
+                match["context"] = context
+            if semantic:
+                match["score"] = score
+            if item["end_line"] != item["start_line"]:
+                match["x-end-line"] = item["end_line"]
+            match["x-namespace"] = namespace
+            matches.append(match)
+        out.append(matches)
+    return out
+
+
+def _cut(
+    groups: list[list[dict[str, Any]]], first: int, skip: int, limit: int, more: bool
+) -> tuple[list[dict[str, Any]], tuple[int, int] | None]:
+    """``limit`` matches from match ``skip`` of file ``first``, and where the next page starts."""
+    out: list[dict[str, Any]] = []
+    for i, matches in enumerate(groups):
+        start = skip if i == 0 else 0
+        taken = matches[start : start + limit - len(out)]
+        out.extend(taken)
+        if start + len(taken) < len(matches):
+            return out, (first + i, start + len(taken))
+    return out, ((first + len(groups), 0) if more else None)
+
+
+def _failure(answer: Mapping[str, Any]) -> AfiError | None:
+    """The error to give when every namespace asked failed and nothing matched."""
+    statuses = answer["namespaces"]
+    if answer["files"] or not statuses or any(s["status"] == "ok" for s in statuses):
+        return None
+    if all(s["status"] == "unsupported" for s in statuses):
+        return AfiError("unsupported", "no namespace under this path can search in this mode")
+    names = ", ".join(f"{s['name']} ({s['status']})" for s in statuses[:5])
+    return AfiError("internal", f"every namespace failed: {names}")
+
+
+async def post_search(request: web.Request) -> web.Response:
+    service, access = _context(request)
+    try:
+        data = orjson.loads(await request.read())
+    except orjson.JSONDecodeError as exc:
+        raise AfiError("invalid_request", f"body: invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise AfiError("invalid_request", "body: must be a JSON object")
+    try:
+        body = _SearchBody.model_validate({k: v for k, v in data.items() if not k.startswith("x-")})
+    except ValidationError as exc:
+        field, msg = problem_fields(exc)
+        raise AfiError("invalid_request", f"{field}: {msg}") from None
+    fields = _search_fields(body.query)
+    limit = min(body.limit, MAX_RESULTS)
+    rel = normalise(body.path)
+    target = locate(rel, service.visible(access))
+    try:
+        scope = await asyncio.to_thread(_scope, service, target, access)
+    except NotFound:
+        raise AfiError("not_found", "no such path", body.path) from None
+    mode: Mode = fields["mode"]
+    if not any(mode in service.backend(n, access).modes for n in scope.names):
+        raise AfiError("unsupported", f"no namespace under {target.path} can search in {mode} mode")
+    token = _digest("search", fields, rel)
+    first, skip = 0, 0
+    if body.cursor is not None:
+        state = _decode_cursor(body.cursor, token)
+        f, h = state.get("f"), state.get("h")
+        if not (type(f) is int and type(h) is int and 0 <= f <= MAX_FILE_OFFSET and h >= 0):
+            raise AfiError("invalid_request", "cursor: not a cursor of this provider")
+        first, skip = f, h
+    request_data = {
+        **fields,
+        "namespaces": scope.patterns,
+        "paths": scope.paths,
+        "context_lines": CONTEXT_LINES,
+        "files": SEARCH_FILES,
+        "offset": first,
+        "hit_budget": MAX_HIT_BUDGET,  # whole files beyond the cut: full pages
+        "timeout_ms": service.config.defaults.timeout_ms,
+    }
+    search = parse_request(request_data)
+    answer = await service.search(search, access)
+    failure = _failure(answer)
+    if failure is not None:
+        raise failure
+    groups = afi_matches(answer, mode == "semantic", search.threshold)
+    matches, after = _cut(groups, first, skip, limit, _next_page(answer, search, first + len(groups)))
+    out: dict[str, Any] = {"matches": matches}
+    if after is not None:
+        out["next_cursor"] = _encode_cursor({"f": after[0], "h": after[1], "t": token})
+    incomplete = [
+        {k: s[k] for k in ("name", "status", "error") if k in s} for s in answer["namespaces"] if s["status"] != "ok"
+    ]
+    if incomplete:
+        out["x-incomplete"] = incomplete
+    return json_response(out)
+
+
+def _next_page(answer: Mapping[str, Any], search: SearchRequest, end: int) -> bool:
+    """Whether the service offered the page of files that starts at ``end``."""
+    wanted = search.args(offset=end)
+    return any(action["args"] == wanted for action in answer.get("next", ()))

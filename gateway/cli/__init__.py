@@ -1,0 +1,1 @@
+"""The command line: ``fedsearch search|serve|mcp|namespaces|check-config``."""

@@ -1,0 +1,1 @@
+"""The HTTP surface: app factory, middleware, problems, auth, metrics, OpenAPI, reload, server."""

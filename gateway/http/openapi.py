@@ -1,0 +1,154 @@
+"""The OpenAPI 3.1 document, generated from the pydantic wire models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from gateway.request import SearchRequest
+from gateway.wire import SearchResponse
+
+__all__ = ["openapi"]
+
+_GET_PARAMS = [
+    ("q", "string", "query", True),
+    ("mode", "string", "mode", False),
+    ("ns", "array", "namespaces (repeatable)", False),
+    ("path", "array", "paths (repeatable)", False),
+    ("lang", "array", "languages (repeatable)", False),
+    ("case", "string", "case_sensitive: true, false or smart", False),
+    ("context", "integer", "context_lines", False),
+    ("files", "integer", "files", False),
+    ("offset", "integer", "offset", False),
+    ("hit_budget", "integer", "hit_budget", False),
+    ("timeout_ms", "integer", "timeout_ms", False),
+    ("threshold", "number", "threshold", False),
+]
+
+_PROBLEM = {
+    "type": "object",
+    "properties": {
+        "type": {"type": "string"},
+        "title": {"type": "string"},
+        "status": {"type": "integer"},
+        "detail": {"type": "string"},
+        "field": {"type": "string"},
+    },
+    "required": ["type", "title", "status", "detail"],
+}
+
+
+def _json(ref: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    }
+
+
+def _param(name: str, kind: str, description: str, required: bool) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": kind}
+    if kind == "array":
+        schema = {"type": "array", "items": {"type": "string"}}
+    param: dict[str, Any] = {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": schema,
+    }
+    if kind == "array":
+        param["style"] = "form"
+        param["explode"] = True
+    return param
+
+
+def openapi(server_url: str | None = None) -> dict[str, Any]:
+    """The API description of this gateway."""
+    _, defs = models_json_schema(
+        [(SearchRequest, "validation"), (SearchResponse, "serialization")],
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    schemas["Problem"] = _PROBLEM
+    errors = {
+        "400": _problem("Invalid request: names the field"),
+        "401": _problem("A valid bearer token is required (when the gateway has tokens)"),
+        "408": _problem("The body arrived too slowly"),
+        "413": _problem("Body too large"),
+    }
+    answer = {"200": {"description": "The answer", "content": _json("SearchResponse")}}
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "fedsearch",
+            "version": "0.1.0",
+            "description": "Federated code search: one query, every repo, ranked, honest about what it "
+            "could not show. Follow `next` actions verbatim to widen a truncated answer.",
+        },
+        "paths": {
+            "/v1/search": {
+                "post": {
+                    "operationId": "search",
+                    "summary": "Search every visible namespace",
+                    "requestBody": {"required": True, "content": _json("SearchRequest")},
+                    "responses": {**answer, **errors},
+                },
+                "get": {
+                    "operationId": "searchGet",
+                    "summary": "Search, with the request as query parameters",
+                    "parameters": [_param(*p) for p in _GET_PARAMS],
+                    "responses": {**answer, "400": errors["400"]},
+                },
+            },
+            "/v1/namespaces": {
+                "get": {
+                    "operationId": "namespaces",
+                    "summary": "The visible namespaces: name, backend kind, health, capabilities",
+                    "responses": {
+                        "200": {
+                            "description": "Namespaces",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        }
+                    },
+                }
+            },
+            "/v1/files/{namespace}/{path}": {
+                "get": {
+                    "operationId": "readFile",
+                    "summary": "Lines of one file (at most 2,000)",
+                    "parameters": [
+                        {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}},
+                        {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}},
+                        {"name": "start_line", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                        {"name": "end_line", "in": "query", "schema": {"type": "integer", "minimum": 1}},
+                    ],
+                    "responses": {
+                        "200": {"description": "File text", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                        "400": errors["400"],
+                        "404": _problem("No such file"),
+                    },
+                }
+            },
+            "/healthz": {"get": {"operationId": "healthz", "responses": {"200": {"description": "Alive"}}}},
+            "/readyz": {
+                "get": {
+                    "operationId": "readyz",
+                    "responses": {"200": {"description": "Ready"}, "503": {"description": "Not ready"}},
+                }
+            },
+            "/metrics": {"get": {"operationId": "metrics", "responses": {"200": {"description": "Prometheus"}}}},
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}, {}],  # a token when the gateway has [[tokens]], else none
+    }
+    if server_url:
+        doc["servers"] = [{"url": server_url}]
+    return doc

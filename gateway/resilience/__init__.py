@@ -1,0 +1,1 @@
+"""Resilience around one backend: the wrapper, breakers, retries, hedging."""

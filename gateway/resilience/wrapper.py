@@ -1,0 +1,427 @@
+"""Resilience around one backend: retries, a breaker per replica, hedging, caps.
+
+:class:`ResilientBackend` wraps any :class:`AsyncBackend` and is one itself: the rest of
+the gateway sees the same ``name``, ``kind``, ``modes``, ``settings`` and ``tree()``.
+One search through it is::
+
+    retry (tenacity) ─ attempt ─ race(primary replica, hedge on another after p95) ─ breaker ─ inner
+
+* **Retries** only for the transient failures an idempotent read may retry: a refused
+  or reset connection, a 502/503/504 (:class:`gateway.errors.Transient`), and a rate
+  limit whose ``Retry-After`` fits in what is left of the deadline. Full-jitter
+  exponential backoff (Envoy's 25 ms base, 250 ms cap), at most 3 attempts, never a
+  sleep or an attempt past the deadline, another replica first when there is one, and
+  a retry budget per backend (:mod:`gateway.resilience.retry`). Never on other 4xx, garbage, a
+  timeout or a cancellation.
+* **A breaker per replica** (:mod:`gateway.resilience.breaker`): only sickness counts (refused,
+  reset, 5xx, garbage); an answer, even a refusal of the query (4xx), is a sign of
+  life; cancellations, deadline losers and hedge losers never count. An open breaker
+  is ``BackendUnavailable("circuit open…: retry in N s", retry_after=N)``.
+* **Hedging** (:mod:`gateway.resilience.hedge`) when the backend has several replicas, which
+  take primaries in turn; a replica that just lost a hedge or a deadline is on
+  *probation* (The Tail at Scale) for a while: it takes primaries only when no other
+  replica is ready. Probation is no breaker failure: it never makes a namespace
+  unavailable, it only orders the replicas.
+* **Caps**: an answer of more than ``max_hits`` hits keeps whole files up to the cap and
+  is ``capped`` (response bytes are capped by the HTTP adapters as it is read).
+
+Local backends (``ripgrep``) are neither retried, broken nor hedged: a process that
+hits the deadline returns what it found, and a breaker would only learn the caller's
+deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from msgspec.structs import replace
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
+
+from gateway.backend import AsyncBackend, FileTree
+from gateway.errors import BackendError, RateLimited
+from gateway.log import get_logger
+from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.resilience.breaker import Breaker, Verdict, verdict
+from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
+from gateway.resilience.retry import MIN_ATTEMPT_S, RetryBudget, backoff, retryable
+
+__all__ = [
+    "LOCAL",
+    "Policy",
+    "Replicated",
+    "ResilientBackend",
+    "Stats",
+    "policy_for",
+    "wrap",
+]
+
+#: Hits one backend may hand the gateway in one answer (unless its settings say ``max_hits``).
+DEFAULT_MAX_HITS = 100_000
+
+log = get_logger("fedsearch.resilience")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """How one backend is protected. The defaults are Envoy's and The Tail at Scale's figures."""
+
+    max_attempts: int = 3
+    backoff_base_s: float = 0.025
+    backoff_max_s: float = 0.25
+    budget_percent: float = 0.2
+    budget_min: int = 3
+    budget_window_s: float = 10.0
+    breaker: bool = True
+    failure_threshold: int = 5
+    open_base_s: float = 30.0
+    open_max_s: float = 300.0
+    max_retry_after_s: float = 300.0
+    hedge: bool = True
+    hedge_floor_s: float = 0.05
+    hedge_ratio: float = 0.05
+    hedge_burst: float = 10.0
+    latency_window: int = 100
+    probation_s: float = 10.0
+    max_hits: int = DEFAULT_MAX_HITS
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    jitter: Callable[[float, float], float] = random.uniform
+
+
+#: A local process: no retries, no breaker, no hedges.
+LOCAL = Policy(max_attempts=1, breaker=False, hedge=False)
+_POLICIES: dict[str, Policy] = {
+    "ripgrep": LOCAL,
+    # rate-limited APIs (GitHub code search: 10 requests a minute): never hedged
+    "github": Policy(hedge=False),
+    "gitlab": Policy(hedge=False),
+}
+
+
+def policy_for(kind: str) -> Policy:
+    """The default policy of a backend kind."""
+    return _POLICIES.get(kind, Policy())
+
+
+@runtime_checkable
+class Replicated(Protocol):
+    """A backend with several equivalent replicas that can be asked one by one."""
+
+    def replicas(self) -> int: ...
+
+    async def search_replica(self, query: SearchQuery, replica: int) -> BackendResult: ...
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counters of one backend (read by benchmarks and tests; logs carry the same events)."""
+
+    requests: int = 0
+    attempts: int = 0
+    retries: int = 0
+    budget_exhausted: int = 0
+    hedges: int = 0
+    hedges_won: int = 0
+    hedges_denied: int = 0
+    short_circuited: int = 0
+    capped: int = 0
+
+
+@dataclass(slots=True)
+class _Call:
+    """One search's progress through the layers."""
+
+    tried: list[int] = field(default_factory=list)
+    retried: bool = False
+
+
+class ResilientBackend(AsyncBackend[Any]):
+    """``inner`` behind retries, breakers, hedging and caps; the same backend to everyone else."""
+
+    def __init__(self, inner: AsyncBackend[Any], policy: Policy | None = None) -> None:
+        super().__init__(inner.name, inner.settings)
+        self.inner = inner
+        self.policy = policy = policy or policy_for(inner.kind)
+        self.stats = Stats()
+        self.max_hits = int(getattr(inner.settings, "max_hits", 0) or policy.max_hits)
+        #: Its answers are within max_hits already (counting 865 files' hits cost 0.13 ms a search).
+        self._capped_inside = inner.caps_hits and getattr(inner.settings, "max_hits", None) is not None
+        #: Checked once: isinstance against a runtime Protocol costs tens of microseconds.
+        self._replicated = inner if isinstance(inner, Replicated) else None
+        self._count = self._replicated.replicas() if self._replicated is not None else 1
+        self._breakers = (
+            [
+                Breaker(
+                    policy.failure_threshold,
+                    policy.open_base_s,
+                    policy.open_max_s,
+                    policy.max_retry_after_s,
+                    policy.clock,
+                )
+                for _ in range(self._count)
+            ]
+            if policy.breaker
+            else []
+        )
+        self._budget = RetryBudget(policy.budget_percent, policy.budget_min, policy.budget_window_s, policy.clock)
+        self._latency = LatencyWindow(policy.latency_window, policy.hedge_floor_s)
+        self._hedges = HedgeBudget(policy.hedge_ratio, policy.hedge_burst)
+        self._turn = itertools.count()
+        self._probation = [0.0] * self._count
+        #: One replica, one attempt, no breaker, no hedge (a local process): nothing to decide
+        #: per call, so a search goes straight through (a thousand local checkouts: 3-8 ms a query).
+        self._direct = self._count == 1 and policy.max_attempts <= 1 and not policy.breaker and not policy.hedge
+
+    # --- the same backend to everyone ---------------------------------------------------
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        return self.inner.kind
+
+    @property
+    def shares_calls(self) -> bool:  # type: ignore[override]
+        return self.inner.shares_calls
+
+    @property
+    def modes(self) -> frozenset[Mode]:  # type: ignore[override]
+        return self.inner.modes
+
+    @property
+    def serves_children(self) -> bool:  # type: ignore[override]
+        return self.inner.serves_children
+
+    def tree(self) -> FileTree | None:
+        return self.inner.tree()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def breakers(self) -> list[Breaker]:
+        """The breaker of each replica (empty when the policy has none)."""
+        return list(self._breakers)
+
+    # --- search -------------------------------------------------------------------------
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        self.stats.requests += 1
+        if self._direct:
+            self.stats.attempts += 1
+            return self._cap(await self.inner.search(query))
+        self._hedges.earn()
+        self._budget.start()
+        call = _Call()
+        try:
+            try:
+                result = await self._attempt(query, call)
+            except BackendError as exc:
+                if self.policy.max_attempts <= 1 or not retryable(exc, query.remaining()):
+                    raise
+                result = await self._retry(query, call, exc)
+        finally:
+            self._budget.finish(call.retried)
+        return self._cap(result)
+
+    async def _retry(self, query: SearchQuery, call: _Call, failed: BackendError) -> BackendResult:
+        """Retry after a first ``failed`` attempt (tenacity only then: it leaves garbage cycles behind)."""
+        replay = [failed]
+
+        async def attempt() -> BackendResult:
+            if replay:  # tenacity's first attempt is the one that already failed
+                raise replay.pop()
+            return await self._attempt(query, call)
+
+        retrying = AsyncRetrying(
+            retry=retry_if_exception(lambda exc: retryable(exc, query.remaining())),
+            wait=self._wait,
+            stop=lambda state: self._stop(state, query, call),
+            sleep=self.policy.sleep,
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        return await retrying(attempt)
+
+    async def _attempt(self, query: SearchQuery, call: _Call) -> BackendResult:
+        primary = self._pick(call.tried)
+        call.tried.append(primary)
+        if self._count < 2 or not self.policy.hedge:
+            return await self._call(query, primary)
+
+        def hedge() -> Awaitable[BackendResult] | None:
+            return self._hedge(query, call)
+
+        result, hedge_won = await race(lambda: self._call(query, primary), hedge, self._latency.delay())
+        if hedge_won:
+            self.stats.hedges_won += 1
+        return result
+
+    def _hedge(self, query: SearchQuery, call: _Call) -> Awaitable[BackendResult] | None:
+        """The same request to another replica, if one is ready, time is left and the budget allows."""
+        others = self._preferred([r for r in self._order(call.tried[-1] + 1) if r not in call.tried and self._ready(r)])
+        if not others or query.remaining() < MIN_ATTEMPT_S:
+            return None
+        if not self._hedges.spend():
+            self.stats.hedges_denied += 1
+            return None
+        self.stats.hedges += 1
+        call.tried.append(others[0])
+        log.debug("hedge_sent", namespace=self.name, backend=self.kind, replica=others[0])
+        return self._call(query, others[0])
+
+    async def _call(self, query: SearchQuery, replica: int) -> BackendResult:
+        """One request to one replica, through its breaker."""
+        breaker = self._breakers[replica] if self._breakers else None
+        try:
+            probe = breaker.admit() if breaker is not None else False
+        except BackendError:
+            self.stats.short_circuited += 1
+            raise
+        self.stats.attempts += 1
+        started = self.policy.clock()
+        try:
+            if self._replicated is not None:
+                result = await self._replicated.search_replica(query, replica)
+            else:
+                result = await self.inner.search(query)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError | TimeoutError):  # lost a hedge or the deadline
+                now = self.policy.clock()
+                self._latency.record(now - started)  # it would have taken at least that long
+                self._probation[replica] = now + self.policy.probation_s
+            if breaker is not None:
+                self._judge(breaker, exc, probe, replica)
+            raise
+        if result.status == "timeout":
+            self._latency.record(self.policy.clock() - started)
+            self._probation[replica] = self.policy.clock() + self.policy.probation_s
+            if breaker is not None:
+                breaker.ignore(probe)
+        else:
+            self._latency.record(self.policy.clock() - started)
+            if breaker is not None:
+                self._judged(breaker, "success", "", probe, replica)
+        return result
+
+    def _judge(self, breaker: Breaker, exc: BaseException, probe: bool, replica: int) -> None:
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            breaker.suspend(exc.retry_after)
+        reason = exc.reason if isinstance(exc, BackendError) else type(exc).__name__
+        self._judged(breaker, verdict(exc), reason, probe, replica)
+
+    def _judged(self, breaker: Breaker, said: Verdict, reason: str, probe: bool, replica: int) -> None:
+        before = breaker.state
+        if said == "success":
+            breaker.success(probe)
+        elif said == "failure":
+            breaker.failure(reason, probe)
+        else:
+            breaker.ignore(probe)
+        if breaker.state != before and breaker.state != "half_open":
+            log.warning(
+                "breaker_" + breaker.state,
+                namespace=self.name,
+                backend=self.kind,
+                replica=replica,
+                error=reason or None,
+                open_s=round(max(0.0, breaker.until - self.policy.clock()), 1),
+            )
+
+    # --- replicas -----------------------------------------------------------------------
+
+    def _order(self, start: int) -> list[int]:
+        """Every replica, from ``start`` round."""
+        return [(start + i) % self._count for i in range(self._count)]
+
+    def _ready(self, replica: int) -> bool:
+        return not self._breakers or self._breakers[replica].wait() <= 0
+
+    def _preferred(self, replicas: list[int]) -> list[int]:
+        """``replicas`` with those on probation last, the latest loser last of all (a stable sort
+        keeps the turn order among the others)."""
+        now = self.policy.clock()
+        return sorted(replicas, key=lambda r: self._probation[r] if self._probation[r] > now else 0.0)
+
+    def _pick(self, tried: list[int]) -> int:
+        """A ready replica not tried yet, else any ready one, else the one ready soonest; probation last."""
+        if self._count == 1:
+            return 0
+        order = self._order(next(self._turn))  # round-robin
+        ready = self._preferred([r for r in order if self._ready(r)])
+        fresh = [r for r in ready if r not in tried]
+        if fresh or ready:
+            return (fresh or ready)[0]
+        return min(order, key=lambda r: self._breakers[r].wait())
+
+    # --- retrying -----------------------------------------------------------------------
+
+    def _wait(self, state: RetryCallState) -> float:
+        policy = self.policy
+        exc = state.outcome.exception() if state.outcome is not None else None
+        told = getattr(exc, "retry_after", None)
+        return backoff(state.attempt_number, policy.backoff_base_s, policy.backoff_max_s, policy.jitter, told)
+
+    def _stop(self, state: RetryCallState, query: SearchQuery, call: _Call) -> bool:
+        if state.attempt_number >= self.policy.max_attempts:
+            return True
+        if state.upcoming_sleep + MIN_ATTEMPT_S >= query.remaining():
+            return True  # never past the deadline
+        if self._breakers and min(b.wait() for b in self._breakers) > state.upcoming_sleep:
+            return True  # every replica is shut for longer than the backoff
+        if not self._budget.allow(call.retried):
+            self.stats.budget_exhausted += 1
+            return True
+        call.retried = True
+        self.stats.retries += 1
+        return False
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        log.info(
+            "backend_retry",
+            namespace=self.name,
+            backend=self.kind,
+            attempt=state.attempt_number,
+            sleep_s=round(state.upcoming_sleep, 3),
+            error=exc.reason if isinstance(exc, BackendError) else type(exc).__name__,
+        )
+
+    # --- caps ---------------------------------------------------------------------------
+
+    def _cap(self, result: BackendResult) -> BackendResult:
+        """Whole files, best first, up to ``max_hits`` hits (the first file always)."""
+        limit = self.max_hits
+        if self._capped_inside or sum(len(f.hits) for f in result.files) <= limit:
+            return result
+        kept: list[Any] = []
+        used = 0
+        for file in result.files:
+            if kept and used + len(file.hits) > limit:
+                break
+            kept.append(file)
+            used += len(file.hits)
+        self.stats.capped += 1
+        why = f"over the {limit}-hit cap: kept {len(kept)} of {len(result.files)} files"
+        return replace(
+            result,
+            files=tuple(kept),
+            status="capped" if result.status == "ok" else result.status,
+            reason="; ".join(r for r in (result.reason, why) if r),
+            file_count=max(result.file_count or 0, len(result.files)),
+        )
+
+
+def wrap(backend: AsyncBackend[Any], policy: Policy | None = None) -> AsyncBackend[Any]:
+    """``backend`` behind the resilience layer (once)."""
+    if isinstance(backend, ResilientBackend):
+        return backend
+    return ResilientBackend(backend, policy)
