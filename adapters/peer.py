@@ -17,16 +17,14 @@ matching nothing, say) is a BackendError carrying the peer's detail.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Self, cast, get_args
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast, get_args
 
-import aiohttp
-import orjson
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_field, map_client_errors
 from gateway.errors import BackendError, BackendTimeout, Rejected
-from gateway.globs import namespace_matcher
+from gateway.globs import PathFilter, namespace_matcher
 from gateway.models import BackendResult, ChildStatus, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
 
 __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
@@ -49,20 +47,8 @@ _STATUSES: frozenset[str] = frozenset(get_args(Status))
 class PeerSettings(HttpSettings):
     """``url`` of the peer gateway; ``namespaces`` the remote globs to search (all when empty)."""
 
+    url: HttpUrl
     namespaces: list[str] = Field(default_factory=list, description="Remote namespace globs.")
-
-    @field_validator("url", mode="after")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {value!r}")
-        return value.rstrip("/")
-
-    @model_validator(mode="after")
-    def _has_url(self) -> Self:
-        if not self.url:
-            raise ValueError("set `url`")
-        return self
 
     @field_validator("namespaces")
     @classmethod
@@ -165,26 +151,11 @@ def parse_page(answer: Any, mode: Mode) -> tuple[list[FileMatch], list[ChildStat
     return files, children
 
 
-async def _rejection(resp: aiohttp.ClientResponse, secret: str | None = None) -> str:
-    """The peer's reason for a 400 problem (``field: detail``), short, never holding ``secret``."""
-    body = await resp.content.read(4096)
-    try:
-        problem = orjson.loads(body)
-        detail = str(problem.get("detail") or "")
-        field = str(problem.get("field") or "")
-    except (orjson.JSONDecodeError, AttributeError):
-        detail, field = "", ""
-    if not detail:
-        return "peer rejected the request (HTTP 400)"
-    where = f"{field}: " if field else ""
-    reason = f"peer rejected the request: {where}{detail}"
-    return (reason.replace(secret, "[REDACTED]") if secret else reason)[:300]
-
-
 class _Gathered:
     """Files and child statuses gathered over the peer's pages."""
 
-    def __init__(self, allowed: Sequence[str]) -> None:
+    def __init__(self, allowed: Sequence[str], keep: Callable[[str], bool]) -> None:
+        self.keep = keep  # the query's path filters, held here too (the peer applies them already)
         self.files: list[FileMatch] = []
         self.children: dict[str, ChildStatus] = {}
         self.seen: set[tuple[str, str]] = set()
@@ -196,14 +167,11 @@ class _Gathered:
         return not self.allow or any(match(namespace) for match in self.allow)
 
     def add(self, answer: Mapping[str, Any], mode: Mode) -> None:
-        try:
-            files, children = parse_page(answer, mode)
-        except AttributeError as exc:  # a list or string where an object belongs
-            raise BackendError("unexpected response shape: AttributeError") from exc
+        files, children = parse_page(answer, mode)
         self.file_count = max(self.file_count, int(answer.get("file_count") or 0))
         for file in files:
             key = (file.namespace, file.path)
-            if not self._allowed(file.namespace):
+            if not self._allowed(file.namespace) or not self.keep(file.path):
                 self.dropped += 1
             elif key not in self.seen:
                 self.seen.add(key)
@@ -235,7 +203,7 @@ class PeerBackend(HttpBackend[PeerSettings]):
     Settings = PeerSettings
     modes: frozenset[Mode] = frozenset({"exact", "regex", "semantic"})
     #: It serves namespaces of its own, ``<name>/<remote>`` (for the service's routing).
-    serves_children: ClassVar[bool] = True
+    serves_children = True
 
     def remote_patterns(self, query: SearchQuery) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(globs sent to the peer, globs its answer is held to locally).
@@ -251,25 +219,28 @@ class PeerBackend(HttpBackend[PeerSettings]):
         return configured, ()
 
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Any:
-        url = self.settings.url + "/v1/search"
-        async with self.session.post(
-            url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False
-        ) as resp:
-            if resp.status == 400:
-                raise Rejected(await _rejection(resp, token_from_env(self.settings.token_env)))
-            answer = await read_json(resp, self.settings.max_bytes)
+        request = Request(url=self.settings.url + "/v1/search", method="POST", json=body)
+        answer = (await self.fetch(request, query.deadline)).json()
         if not isinstance(answer, Mapping):
             raise BackendError("unexpected response shape: not a JSON object")
         return answer
 
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        """The peer's reason for a 400 problem (``field: detail``), short."""
+        if status != 400:
+            return None
+        detail, field = error_field(error, "detail"), error_field(error, "field")
+        if not detail:
+            return Rejected("peer rejected the request (HTTP 400)")
+        where = f"{field}: " if field else ""
+        return Rejected(f"peer rejected the request: {where}{detail}"[:300])
+
     async def search(self, query: SearchQuery) -> BackendResult:
-        if self.settings.token_env and not token_from_env(self.settings.token_env):
-            raise BackendError(f"token variable {self.settings.token_env} is not set")
         sent, bound = self.remote_patterns(query)
-        got = _Gathered(bound)
+        got = _Gathered(bound, PathFilter.build(query.paths, query.languages))
         offset = 0
-        async with map_client_errors():
-            answer = await self._page(build_request(query, offset, sent), query)
+        answer = await self._page(build_request(query, offset, sent), query)
+        async with map_client_errors():  # an answer of the wrong shape: BackendError
             got.add(answer, query.mode)
         pages = 1
         while (moved := next_offset(answer, offset)) is not None:
@@ -278,8 +249,8 @@ class PeerBackend(HttpBackend[PeerSettings]):
                 return got.result("capped", f"fetched {len(got.files)} of {total} files the peer matched")
             offset, pages = moved, pages + 1
             try:
+                answer = await self._page(build_request(query, offset, sent), query)
                 async with map_client_errors():
-                    answer = await self._page(build_request(query, offset, sent), query)
                     got.add(answer, query.mode)
             except BackendTimeout:
                 return got.result("timeout", f"the peer's page at offset {offset} timed out")

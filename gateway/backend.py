@@ -1,52 +1,66 @@
-"""AsyncBackend: the one contract every adapter implements.
+"""AsyncBackend: the one contract every adapter implements. Read this file to write one.
 
-An adapter subclasses :class:`AsyncBackend`, declares its ``kind``, its pydantic
-``Settings`` model (the keys of its ``[[namespaces]]`` table besides ``name``,
-``backend``, ``weight`` and ``timeout_ms``) and the ``modes`` it can search in,
-and implements one coroutine, :meth:`search`. It raises only
-:class:`gateway.errors.BackendError` subclasses, having translated whatever its
-transport raised at its edge.
+An adapter is a subclass of :class:`AsyncBackend` registered by kind in
+:mod:`gateway.registry`. What it **must** provide:
 
-A backend that can read its files (a local checkout) also returns a
-:class:`FileTree` from :meth:`tree`; the others return ``None`` and reading
-through them is ``unsupported``.
+* ``kind``: its name in ``[[namespaces]] backend = "..."``;
+* ``Settings``: its pydantic model (a :class:`BackendSettings`) of the keys of its
+  ``[[namespaces]]`` table besides ``name``, ``backend``, ``weight`` and ``timeout_ms``;
+* :meth:`AsyncBackend.search`: one coroutine answering a :class:`~gateway.models.SearchQuery`
+  with a :class:`~gateway.models.BackendResult`, files in the backend's rank order. It
+  raises only :class:`gateway.errors.BackendError` subclasses, having translated what its
+  transport raised at its edge. Whatever it has found when ``query.deadline`` comes, it
+  returns then, as ``status="timeout"``.
 
-A fan-out keeps at most ``server.concurrency`` backend calls in flight. A backend
-whose searches in one fan-out are merged into calls shared by many namespaces (one
-``rg`` for every local checkout, one request per Zoekt server) says so with
-:attr:`AsyncBackend.shares_calls`: its namespaces then take no place each, and each
-shared call takes one, inside :func:`call_slot`.
+What it **may** declare (class attributes, or set in ``__init__`` when they depend on
+the settings); the rest of the gateway reads them here and nowhere else:
+
+========================  =============================================================
+``modes``                 the search modes it can do (default exact and regex); the
+                          fan-out answers any other mode ``unsupported`` without asking
+``policy``                how the resilience layer protects it: retries, a breaker per
+                          replica, hedging (:mod:`gateway.resilience.policy`; ``LOCAL``
+                          for a local process, ``UNHEDGED`` for a rate-limited API)
+:meth:`replicas`,         several equivalent servers, asked one by one: the resilience
+:meth:`search_replica`    layer spreads, fails over and hedges across them
+``max_hits``              the most hits one answer may hand the gateway; the resilience
+``caps_hits``             layer keeps whole files up to it (``capped``), unless the
+                          adapter says it caps its answers itself
+``token_env``             the environment variable holding its secret: its value is
+                          redacted from every log line and error
+``shares_calls``          its searches in one fan-out are merged into calls shared by
+                          several namespaces, each inside :func:`call_slot`
+                          (:mod:`adapters._coalesce`)
+``serves_children``       it serves namespaces of its own, ``<name>/<sub>`` (a peer)
+:meth:`tree`              read access to its files (a local checkout)
+:meth:`health`            ``ok``, ``degraded`` or ``unavailable`` (the resilience
+                          layer's word, from its breakers)
+:meth:`aclose`            release sessions and processes
+========================  =============================================================
+
+HTTP adapters start from the template in :mod:`adapters._http`;
+:class:`gateway.testing.MockBackend` is the test double.
 """
 
 from __future__ import annotations
 
 import abc
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from contextvars import ContextVar
 from types import TracebackType
-from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.resilience.policy import Policy
+from gateway.scope import call_slot
 
-__all__ = ["CALL_GATE", "AsyncBackend", "BackendSettings", "FileTree", "call_slot"]
+__all__ = ["DEFAULT_MAX_HITS", "AsyncBackend", "BackendSettings", "FileTree", "Health", "call_slot"]
 
-#: The current fan-out's gate (set by the fan-out for the namespaces it starts).
-CALL_GATE: ContextVar[asyncio.Semaphore | None] = ContextVar("fedsearch_call_gate", default=None)
+#: Hits one backend may hand the gateway in one answer, unless it declares otherwise.
+DEFAULT_MAX_HITS = 100_000
 
-
-@contextlib.asynccontextmanager
-async def call_slot() -> AsyncIterator[None]:
-    """Hold a place in the current fan-out's gate for one call shared by several namespaces."""
-    gate = CALL_GATE.get()
-    if gate is None:
-        yield
-        return
-    async with gate:
-        yield
+#: A namespace's health as ``/v1/namespaces`` reports it.
+Health = Literal["ok", "degraded", "unavailable"]
 
 
 class BackendSettings(BaseModel):
@@ -81,17 +95,16 @@ S = TypeVar("S", bound=BackendSettings)
 class AsyncBackend(abc.ABC, Generic[S]):
     """One namespace's backend. Use as an async context manager or call :meth:`aclose`."""
 
-    kind: ClassVar[str]
+    kind: str
     Settings: ClassVar[type[BackendSettings]]
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
-    #: Whether it serves several namespaces of its own (``<name>/<sub>``), like a peer gateway.
-    serves_children: ClassVar[bool] = False
-    #: Whether its searches share calls with other namespaces', each call inside
-    #: :func:`call_slot` (then the fan-out does not hold a place for each namespace).
+    policy: Policy = Policy()
+    max_hits: int = DEFAULT_MAX_HITS
+    #: Whether its answers never hold more than ``max_hits`` hits (it caps them as it reads).
+    caps_hits: bool = False
+    token_env: str | None = None
     shares_calls: bool = False
-    #: Whether its answers never hold more hits than its settings' ``max_hits`` (it caps
-    #: them as it reads): the resilience layer then need not count them again.
-    caps_hits: ClassVar[bool] = False
+    serves_children: bool = False
 
     def __init__(self, name: str, settings: S) -> None:
         self.name = name
@@ -101,12 +114,24 @@ class AsyncBackend(abc.ABC, Generic[S]):
     async def search(self, query: SearchQuery) -> BackendResult:
         """Search this namespace; files in the backend's rank order, best first."""
 
-    async def aclose(self) -> None:
-        """Release what the backend holds (sessions, processes)."""
+    def replicas(self) -> int:
+        """How many equivalent replicas serve this namespace (each asked by :meth:`search_replica`)."""
+        return 1
+
+    async def search_replica(self, query: SearchQuery, replica: int) -> BackendResult:
+        """Search on replica ``replica`` (0 <= replica < :meth:`replicas`)."""
+        return await self.search(query)
 
     def tree(self) -> FileTree | None:
         """Read access to the files, when the backend has them locally."""
         return None
+
+    def health(self) -> Health:
+        """Whether it can be asked now (an adapter alone does not know: ``ok``)."""
+        return "ok"
+
+    async def aclose(self) -> None:
+        """Release what the backend holds (sessions, processes)."""
 
     async def __aenter__(self) -> Self:
         return self

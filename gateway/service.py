@@ -45,19 +45,10 @@ log = get_logger("fedsearch.service")
 def open_backend(ns: NamespaceConfig) -> AsyncBackend[Any]:
     """Instantiate the adapter of one configured namespace, behind the resilience layer."""
     cls = load_kind(ns.backend, f"namespaces.{ns.name}.backend")
-    token_env = getattr(ns.settings, "token_env", None)
-    if token_env:
-        redact_values([os.environ.get(token_env)])
-    return wrap(cls(ns.name, ns.settings))
-
-
-def _health(backend: AsyncBackend[Any]) -> str:
-    """``ok``; ``degraded`` when some replica's breaker is open; ``unavailable`` when all are."""
-    breakers = getattr(backend, "breakers", None)
-    states = [b.state for b in breakers()] if callable(breakers) else []
-    if not states or all(s == "closed" for s in states):
-        return "ok"
-    return "unavailable" if all(s == "open" for s in states) else "degraded"
+    backend = cls(ns.name, ns.settings)
+    if backend.token_env:
+        redact_values([os.environ.get(backend.token_env)])
+    return wrap(backend)
 
 
 def _log_search(outcomes: Sequence[Outcome], files: int, took_ms: int) -> None:
@@ -175,7 +166,7 @@ class SearchService:
                 {
                     "name": name,
                     "backend": backend.kind,
-                    "health": _health(backend),
+                    "health": backend.health(),
                     "capabilities": {
                         "modes": sorted(backend.modes),
                         "read": backend.tree() is not None,

@@ -36,6 +36,7 @@ class MockBackend(AsyncBackend[MockSettings]):
         handler: Handler,
         name: str = "mock",
         modes: frozenset[Mode] | None = None,
+        max_hits: int | None = None,
     ) -> None:
         super().__init__(name, MockSettings())
         self.handler = handler
@@ -43,6 +44,8 @@ class MockBackend(AsyncBackend[MockSettings]):
         self.closed = False
         if modes is not None:
             self.modes = modes
+        if max_hits is not None:
+            self.max_hits = max_hits
 
     async def search(self, query: SearchQuery) -> BackendResult:
         self.calls.append(query)

@@ -1,8 +1,9 @@
 """Resilience around one backend: retries, a breaker per replica, hedging, caps.
 
 :class:`ResilientBackend` wraps any :class:`AsyncBackend` and is one itself: the rest of
-the gateway sees the same ``name``, ``kind``, ``modes``, ``settings`` and ``tree()``.
-One search through it is::
+the gateway sees what the adapter declared (``name``, ``kind``, ``modes``, ``settings``,
+``tree()``...). It follows the adapter's own :class:`~gateway.resilience.policy.Policy`
+and replicas (:mod:`gateway.backend`). One search through it is::
 
     retry (tenacity) ─ attempt ─ race(primary replica, hedge on another after p95) ─ breaker ─ inner
 
@@ -25,97 +26,33 @@ One search through it is::
 * **Caps**: an answer of more than ``max_hits`` hits keeps whole files up to the cap and
   is ``capped`` (response bytes are capped by the HTTP adapters as it is read).
 
-Local backends (``ripgrep``) are neither retried, broken nor hedged: a process that
-hits the deadline returns what it found, and a breaker would only learn the caller's
-deadlines.
+A backend whose policy has nothing to decide per call (one replica, one attempt, no
+breaker, no hedge: ``ripgrep``'s ``LOCAL``) goes straight through.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import random
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from msgspec.structs import replace
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from gateway.backend import AsyncBackend, FileTree
+from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.errors import BackendError, RateLimited
 from gateway.log import get_logger
-from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.models import BackendResult, SearchQuery
 from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
+from gateway.resilience.policy import LOCAL, Policy
 from gateway.resilience.retry import MIN_ATTEMPT_S, RetryBudget, backoff, retryable
 
-__all__ = [
-    "LOCAL",
-    "Policy",
-    "Replicated",
-    "ResilientBackend",
-    "Stats",
-    "policy_for",
-    "wrap",
-]
-
-#: Hits one backend may hand the gateway in one answer (unless its settings say ``max_hits``).
-DEFAULT_MAX_HITS = 100_000
+__all__ = ["LOCAL", "Policy", "ResilientBackend", "Stats", "wrap"]
 
 log = get_logger("fedsearch.resilience")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Policy:
-    """How one backend is protected. The defaults are Envoy's and The Tail at Scale's figures."""
-
-    max_attempts: int = 3
-    backoff_base_s: float = 0.025
-    backoff_max_s: float = 0.25
-    budget_percent: float = 0.2
-    budget_min: int = 3
-    budget_window_s: float = 10.0
-    breaker: bool = True
-    failure_threshold: int = 5
-    open_base_s: float = 30.0
-    open_max_s: float = 300.0
-    max_retry_after_s: float = 300.0
-    hedge: bool = True
-    hedge_floor_s: float = 0.05
-    hedge_ratio: float = 0.05
-    hedge_burst: float = 10.0
-    latency_window: int = 100
-    probation_s: float = 10.0
-    max_hits: int = DEFAULT_MAX_HITS
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
-    jitter: Callable[[float, float], float] = random.uniform
-
-
-#: A local process: no retries, no breaker, no hedges.
-LOCAL = Policy(max_attempts=1, breaker=False, hedge=False)
-_POLICIES: dict[str, Policy] = {
-    "ripgrep": LOCAL,
-    # rate-limited APIs (GitHub code search: 10 requests a minute): never hedged
-    "github": Policy(hedge=False),
-    "gitlab": Policy(hedge=False),
-}
-
-
-def policy_for(kind: str) -> Policy:
-    """The default policy of a backend kind."""
-    return _POLICIES.get(kind, Policy())
-
-
-@runtime_checkable
-class Replicated(Protocol):
-    """A backend with several equivalent replicas that can be asked one by one."""
-
-    def replicas(self) -> int: ...
-
-    async def search_replica(self, query: SearchQuery, replica: int) -> BackendResult: ...
 
 
 @dataclass(slots=True)
@@ -147,14 +84,17 @@ class ResilientBackend(AsyncBackend[Any]):
     def __init__(self, inner: AsyncBackend[Any], policy: Policy | None = None) -> None:
         super().__init__(inner.name, inner.settings)
         self.inner = inner
-        self.policy = policy = policy or policy_for(inner.kind)
+        # The same backend to everyone: what the adapter declared (fixed once it is built).
+        self.kind = inner.kind
+        self.modes = inner.modes
+        self.max_hits = inner.max_hits
+        self.caps_hits = inner.caps_hits
+        self.token_env = inner.token_env
+        self.shares_calls = inner.shares_calls
+        self.serves_children = inner.serves_children
+        self.policy = policy = policy or inner.policy
         self.stats = Stats()
-        self.max_hits = int(getattr(inner.settings, "max_hits", 0) or policy.max_hits)
-        #: Its answers are within max_hits already (counting 865 files' hits cost 0.13 ms a search).
-        self._capped_inside = inner.caps_hits and getattr(inner.settings, "max_hits", None) is not None
-        #: Checked once: isinstance against a runtime Protocol costs tens of microseconds.
-        self._replicated = inner if isinstance(inner, Replicated) else None
-        self._count = self._replicated.replicas() if self._replicated is not None else 1
+        self._count = inner.replicas()
         self._breakers = (
             [
                 Breaker(
@@ -175,37 +115,24 @@ class ResilientBackend(AsyncBackend[Any]):
         self._turn = itertools.count()
         self._probation = [0.0] * self._count
         #: One replica, one attempt, no breaker, no hedge (a local process): nothing to decide
-        #: per call, so a search goes straight through (a thousand local checkouts: 3-8 ms a query).
+        #: per call, so a search goes straight through.
         self._direct = self._count == 1 and policy.max_attempts <= 1 and not policy.breaker and not policy.hedge
 
-    # --- the same backend to everyone ---------------------------------------------------
-
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        return self.inner.kind
-
-    @property
-    def shares_calls(self) -> bool:  # type: ignore[override]
-        return self.inner.shares_calls
-
-    @property
-    def modes(self) -> frozenset[Mode]:  # type: ignore[override]
-        return self.inner.modes
-
-    @property
-    def serves_children(self) -> bool:  # type: ignore[override]
-        return self.inner.serves_children
+    def replicas(self) -> int:
+        return self._count
 
     def tree(self) -> FileTree | None:
         return self.inner.tree()
 
+    def health(self) -> Health:
+        """``ok``; ``degraded`` when some replica's breaker is open; ``unavailable`` when all are."""
+        states = [b.state for b in self._breakers]
+        if all(s == "closed" for s in states):
+            return "ok"
+        return "unavailable" if all(s == "open" for s in states) else "degraded"
+
     async def aclose(self) -> None:
         await self.inner.aclose()
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
 
     def breakers(self) -> list[Breaker]:
         """The breaker of each replica (empty when the policy has none)."""
@@ -289,8 +216,8 @@ class ResilientBackend(AsyncBackend[Any]):
         self.stats.attempts += 1
         started = self.policy.clock()
         try:
-            if self._replicated is not None:
-                result = await self._replicated.search_replica(query, replica)
+            if self._count > 1:
+                result = await self.inner.search_replica(query, replica)
             else:
                 result = await self.inner.search(query)
         except BaseException as exc:
@@ -400,7 +327,7 @@ class ResilientBackend(AsyncBackend[Any]):
     def _cap(self, result: BackendResult) -> BackendResult:
         """Whole files, best first, up to ``max_hits`` hits (the first file always)."""
         limit = self.max_hits
-        if self._capped_inside or sum(len(f.hits) for f in result.files) <= limit:
+        if self.caps_hits or sum(len(f.hits) for f in result.files) <= limit:
             return result
         kept: list[Any] = []
         used = 0
