@@ -1,26 +1,49 @@
-"""What every HTTP adapter shares: one ClientSession per backend, error mapping at the edge.
+"""The HTTP adapter template: an adapter is a request builder and a response parser.
 
-* :class:`HttpBackend` owns one lazily created ``aiohttp.ClientSession`` with explicit
-  connect/read timeouts (aiohttp's 300 s default is never in force) and closes it.
-* :func:`map_client_errors` turns aiohttp, JSON and OS errors into the gateway's
-  :mod:`gateway.errors` tree, most specific first, the original chained.
-* :func:`read_body` / :func:`read_json` check the status (rate limits with their
-  ``Retry-After`` / ``x-ratelimit-reset``, 5xx, redirects — never followed), the
-  content type, and cap the body size before parsing it once with orjson.
+An HTTP adapter writes two pure functions of the query and its settings: one builds a
+:class:`Request`, one turns the backend's answer into a
+:class:`~gateway.models.BackendResult` (both tested alone, no server needed). Everything
+else is done here, once, the same way for every backend:
+
+* **settings**: :class:`HttpSettings` (``url`` an :data:`HttpUrl`, ``token_env``,
+  ``max_bytes``);
+* **the session**: one ``aiohttp.ClientSession`` per backend with explicit connect/read
+  timeouts (aiohttp's 300 s default is never in force), never trusting the environment's
+  proxies, the token in the API's own header (:attr:`HttpBackend.auth_header`);
+* **sending** (:meth:`HttpBackend.fetch`, :meth:`HttpBackend.stream`): a token variable
+  that is not set fails before anything is sent; the request ends at the deadline
+  exactly; redirects are refused, never followed;
+* **the status**: rate limits with their wait (``Retry-After``, ``x-ratelimit-reset``),
+  401/403, 502/503/504 (transient), other 4xx (the query refused: the backend is up) and
+  5xx, each with the backend's own reason from its error body when the adapter reads it
+  (:meth:`HttpBackend.refusal`, given that body as JSON with the token already cut out);
+* **the body**: its content type checked, its size capped as it is read, JSON parsed once;
+* **errors**: aiohttp, JSON and OS errors become :mod:`gateway.errors`, most specific
+  first, the original chained (:func:`map_client_errors`).
+
+:class:`JsonBackend` is the whole adapter for the usual backend (one request, one JSON
+answer): ``request(query)`` and ``parse(data, query, keep)``. ``adapters/hound.py`` is
+an example. The helpers for writing queries and reading answers are in
+:mod:`adapters._text`.
 """
 
 from __future__ import annotations
 
+import abc
 import asyncio
+import contextlib
 import email.utils
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, TypeVar
 
 import aiohttp
 import orjson
 import re2
+import yarl
+from multidict import CIMultiDictProxy, MultiDictProxy
 from pydantic import AfterValidator, Field
 
 from gateway.backend import AsyncBackend, BackendSettings
@@ -33,19 +56,24 @@ from gateway.errors import (
     Rejected,
     Transient,
 )
+from gateway.globs import PathFilter
+from gateway.log import REDACTED
+from gateway.models import BackendResult, SearchQuery
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "ConnectionLost",
     "HttpBackend",
     "HttpSettings",
+    "HttpUrl",
+    "JsonBackend",
+    "Reply",
     "RepoRegex",
+    "Request",
     "Unreachable",
-    "check_status",
-    "http_error",
+    "error_field",
+    "error_message",
     "map_client_errors",
-    "read_body",
-    "read_json",
     "retry_after",
     "token_from_env",
 ]
@@ -53,10 +81,33 @@ __all__ = [
 DEFAULT_MAX_BYTES = 32 << 20
 CONNECT_TIMEOUT = 3.0
 READ_TIMEOUT = 30.0
+#: How much of an error answer is read for the backend's reason.
+ERROR_BODY_BYTES = 4096
+
+
+def _http_url(value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise ValueError(f"not an http(s) URL: {value!r}")
+    return value.rstrip("/")
+
+
+def _re2_regex(value: str) -> str:
+    if value:
+        try:
+            re2.compile(value)
+        except re2.error as exc:
+            raise ValueError(f"invalid regex: {exc}") from None
+    return value
+
+
+#: A settings field holding a backend's base URL: http(s) only, without a trailing slash.
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+#: A settings field holding a backend-side regex (``repos``): checked with RE2 at load.
+RepoRegex = Annotated[str, AfterValidator(_re2_regex)]
 
 
 class HttpSettings(BackendSettings):
-    """Keys every HTTP adapter understands besides its own."""
+    """Keys every HTTP adapter understands besides its own (an adapter makes ``url`` required or gives a default)."""
 
     url: str = Field(default="", description="The backend's base URL.")
     token_env: str | None = Field(default=None, description="Environment variable holding the token.")
@@ -69,19 +120,6 @@ class Unreachable(BackendUnavailable, Transient):
 
 class ConnectionLost(BackendError, Transient):
     """The connection was closed or reset before the answer was whole: a retry may work."""
-
-
-def _re2_regex(value: str) -> str:
-    if value:
-        try:
-            re2.compile(value)
-        except re2.error as exc:
-            raise ValueError(f"invalid regex: {exc}") from None
-    return value
-
-
-#: A settings field holding a backend-side regex (``repos``): checked with RE2 at load.
-RepoRegex = Annotated[str, AfterValidator(_re2_regex)]
 
 
 def token_from_env(name: str | None) -> str | None:
@@ -119,60 +157,36 @@ def http_error(status: int, reason: str) -> BackendError:
     return Rejected(reason) if 400 <= status < 500 else BackendError(reason)
 
 
-def check_status(resp: aiohttp.ClientResponse) -> None:
-    """Raise the gateway error a non-2xx status means; 3xx is refused, never followed."""
-    status = resp.status
-    if 200 <= status < 300:
-        return
+def status_error(status: int, headers: Mapping[str, str]) -> BackendError:
+    """The gateway error a non-2xx status means when the backend's body says nothing more."""
     if 300 <= status < 400:
-        raise BackendError(f"HTTP {status}: redirect refused")
-    headers = resp.headers
+        return BackendError(f"HTTP {status}: redirect refused")
     exhausted = headers.get("x-ratelimit-remaining") == "0" or headers.get("RateLimit-Remaining") == "0"
     if status == 429 or (status == 403 and (exhausted or "Retry-After" in headers)):
-        wait = retry_after(headers)
-        raise RateLimited(f"HTTP {status}: rate limited", retry_after=wait)
+        return RateLimited(f"HTTP {status}: rate limited", retry_after=retry_after(headers))
     if status in (401, 403):
-        raise Rejected(f"HTTP {status}: not authorised")
+        return Rejected(f"HTTP {status}: not authorised")
     if status in (502, 503, 504):
-        raise Unreachable(f"HTTP {status}", retry_after=retry_after(headers))
-    raise http_error(status, f"HTTP {status}")
+        return Unreachable(f"HTTP {status}", retry_after=retry_after(headers))
+    return http_error(status, f"HTTP {status}")
 
 
-async def read_body(
-    resp: aiohttp.ClientResponse, max_bytes: int = DEFAULT_MAX_BYTES, content_type: str | tuple[str, ...] = ""
-) -> bytes:
-    """The body of a 2xx response, at most ``max_bytes`` (else BackendCapped).
-
-    ``content_type`` is the media type (or types) accepted; anything else is an error.
-    """
-    check_status(resp)
-    if content_type and not resp.headers.get("Content-Type", "").startswith(content_type):
-        got = resp.headers.get("Content-Type", "none").split(";")[0]
-        raise BackendError(f"wrong content type {got!r}")
-    length = resp.content_length
-    if length is not None and length > max_bytes:
-        raise BackendCapped(f"response of {length} bytes over the {max_bytes}-byte cap")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_chunked(1 << 16):
-        size += len(chunk)
-        if size > max_bytes:
-            raise BackendCapped(f"response over the {max_bytes}-byte cap")
-        chunks.append(chunk)
-    return b"".join(chunks)
+def error_field(error: Any, *keys: str) -> str:
+    """The text at ``keys`` in a JSON error body (``error_field(e, "error", "message")``), or ``""``."""
+    for key in keys:
+        if not isinstance(error, Mapping):
+            return ""
+        error = error.get(key)
+    return error if isinstance(error, str) else ""
 
 
-async def read_json(
-    resp: aiohttp.ClientResponse,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    content_type: str | tuple[str, ...] = "application/json",
-) -> Any:
-    """The JSON body of a 2xx response, parsed once with orjson."""
-    body = await read_body(resp, max_bytes, content_type)
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise BackendError("invalid JSON in response") from exc
+def error_message(error: Any) -> str:
+    """A short, single-line message from a REST API's error body (``message``, else ``error``;
+    GitLab's ``{"message": {"field": [...]}}`` joined)."""
+    message: Any = (error.get("message") or error.get("error")) if isinstance(error, Mapping) else None
+    if isinstance(message, Mapping):
+        message = message.get("error") or "; ".join(f"{k}: {v}" for k, v in message.items())
+    return " ".join(message.split())[:160] if isinstance(message, str) else ""
 
 
 def _mapped(exc: BaseException) -> BackendError | None:
@@ -224,7 +238,39 @@ def map_client_errors() -> _ClientErrors:
     return _CLIENT_ERRORS
 
 
-S = TypeVar("S", bound=HttpSettings)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """One request to a backend, as an adapter's request builder writes it.
+
+    ``accept`` lists the content types taken as the answer (empty: any); with
+    ``untyped`` an answer without a Content-Type is taken too (Go servers that sniff).
+    ``max_bytes`` caps this answer below the settings' cap.
+    """
+
+    url: str | yarl.URL
+    method: str = "GET"
+    params: Mapping[str, str | int] | None = None
+    json: Any = None
+    headers: Mapping[str, str] | None = None
+    accept: tuple[str, ...] = ("application/json",)
+    untyped: bool = False
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A 2xx answer: its body (whole, under the cap), headers and ``Link`` relations."""
+
+    body: bytes
+    headers: CIMultiDictProxy[str]
+    links: MultiDictProxy[MultiDictProxy[str | yarl.URL]] | None = None
+
+    def json(self) -> Any:
+        """The body parsed once with orjson."""
+        try:
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError as exc:
+            raise BackendError("invalid JSON in response") from exc
 
 
 def _dumps(value: Any) -> str:
@@ -232,25 +278,34 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+S = TypeVar("S", bound=HttpSettings)
+
+
 class HttpBackend(AsyncBackend[S]):
     """A backend reached over HTTP: one persistent session, closed by :meth:`aclose`."""
-
-    def __init__(self, name: str, settings: S) -> None:
-        super().__init__(name, settings)
-        self._session: aiohttp.ClientSession | None = None
 
     #: How the ``token_env`` secret is sent: in this header, after this scheme (None: bare).
     #: Backends without auth of their own get it as a bearer token, for a proxy in front.
     auth_header: ClassVar[str] = "Authorization"
     auth_scheme: ClassVar[str | None] = "Bearer"
 
+    def __init__(self, name: str, settings: S) -> None:
+        super().__init__(name, settings)
+        self.token_env = settings.token_env
+        self._session: aiohttp.ClientSession | None = None
+
     def headers(self) -> dict[str, str]:
         """Headers sent with every request: identity, JSON, and the token in the API's own header."""
         headers = {"User-Agent": "fedsearch/0.1", "Accept": "application/json"}
-        token = token_from_env(self.settings.token_env)
+        token = token_from_env(self.token_env)
         if token:
             headers[self.auth_header] = f"{self.auth_scheme} {token}" if self.auth_scheme else token
         return headers
+
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        """The error a failing status means by the backend's own word (``error``: its body as
+        JSON, the token cut out; None if not JSON), or None for the usual mapping."""
+        return None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -267,13 +322,100 @@ class HttpBackend(AsyncBackend[S]):
             )
         return self._session
 
+    async def fetch(self, request: Request, until: float) -> Reply:
+        """Send ``request``; its checked 2xx answer, read whole. ``until``: when it must have ended."""
+        self._check_token()
+        async with map_client_errors(), asyncio.timeout_at(until), self._send(request) as resp:
+            await self._check(resp, request)
+            body = await self._read(resp, request.max_bytes or self.settings.max_bytes)
+            links = resp.links if "Link" in resp.headers else None
+            return Reply(body, resp.headers, links)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: Request, until: float) -> AsyncIterator[aiohttp.ClientResponse]:
+        """Send ``request``; its checked 2xx response, for the caller to read as it comes (under
+        its own deadline: a stream cut there may still be worth its partial answer)."""
+        self._check_token()
+        async with map_client_errors():
+            async with asyncio.timeout_at(until):
+                resp = await self._send(request)
+            try:
+                async with asyncio.timeout_at(until):
+                    await self._check(resp, request)
+                yield resp
+            finally:
+                resp.release()
+
+    def _check_token(self) -> None:
+        if self.token_env and not token_from_env(self.token_env):
+            raise BackendError(f"token variable {self.token_env} is not set")
+
+    def _send(self, request: Request) -> Any:
+        return self.session.request(
+            request.method,
+            request.url,
+            params=request.params,
+            json=request.json,
+            headers=request.headers,
+            allow_redirects=False,
+        )
+
+    async def _check(self, resp: aiohttp.ClientResponse, request: Request) -> None:
+        """Raise the error a non-2xx status means, in the backend's words where it gives them;
+        then refuse a content type the request does not accept."""
+        status = resp.status
+        if 300 <= status < 400:
+            raise status_error(status, resp.headers)
+        if status >= 400 or status < 200:
+            body = await resp.content.read(ERROR_BODY_BYTES)
+            secret = token_from_env(self.token_env)
+            if secret:
+                body = body.replace(secret.encode(), REDACTED.encode())
+            error: Any = None
+            with contextlib.suppress(orjson.JSONDecodeError):
+                error = orjson.loads(body)
+            raise self.refusal(status, error, resp.headers) or status_error(status, resp.headers)
+        if request.accept:
+            got = resp.headers.get("Content-Type", "")
+            if not got.startswith(request.accept) and not (request.untyped and not got):
+                raise BackendError(f"wrong content type {got.split(';')[0] or 'none'!r}")
+
     @staticmethod
-    def budget(deadline_s: float) -> aiohttp.ClientTimeout:
-        """A per-request timeout that ends at the query's deadline."""
-        return aiohttp.ClientTimeout(total=max(0.001, deadline_s), connect=CONNECT_TIMEOUT, sock_read=READ_TIMEOUT)
+    async def _read(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
+        """The body, at most ``max_bytes`` (else BackendCapped), never held beyond the cap."""
+        length = resp.content_length
+        if length is not None and length > max_bytes:
+            raise BackendCapped(f"response of {length} bytes over the {max_bytes}-byte cap")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_chunked(1 << 16):
+            size += len(chunk)
+            if size > max_bytes:
+                raise BackendCapped(f"response over the {max_bytes}-byte cap")
+            chunks.append(chunk)
+        return b"".join(chunks)
 
     async def aclose(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
         await asyncio.sleep(0)
+
+
+class JsonBackend(HttpBackend[S]):
+    """A backend asked once a search, answering one JSON document: the adapter is two functions."""
+
+    @abc.abstractmethod
+    def request(self, query: SearchQuery) -> Request:
+        """The request for ``query`` (a pure function of it and the settings)."""
+
+    @abc.abstractmethod
+    def parse(self, data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
+        """Our result from the backend's answer; ``keep`` says whether a path inside a
+        repository passes the query's path and language filters."""
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        keep = PathFilter.build(query.paths, query.languages)
+        reply = await self.fetch(self.request(query), query.deadline)
+        async with map_client_errors():
+            return self.parse(reply.json(), query, keep)

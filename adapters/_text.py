@@ -1,27 +1,37 @@
-"""Text helpers shared by adapters that must find a term again in text a backend sent.
+"""Pure helpers adapters share to write a backend's query and to read its answer.
 
-GitHub sends fragments without line numbers, GitLab sends chunks without offsets:
-both find the term again line by line. Matching runs on RE2 (never Python ``re`` on
-user input); columns are 1-based characters.
+Writing: the path and language filters as regexes (:func:`path_regexes`, one
+:func:`glob_union` of ``(?:...)`` alternatives), a literal as a Go regex
+(:func:`go_quote_meta`), a term bare or quoted (:func:`quote_term`), a glob as a
+qualifier (:func:`glob_qualifier`).
+
+Reading: GitHub sends fragments without line numbers, GitLab sends chunks without
+offsets: both find the term again line by line (:func:`literal_matcher`,
+:func:`line_hits`). Matching runs on RE2 (never Python ``re`` on user input); columns
+are 1-based characters.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
-import orjson
 import re2
 
+from gateway.globs import glob_to_regex
+from gateway.languages import globs_for
 from gateway.models import Hit, SearchQuery, cut_text
 
 __all__ = [
     "Matcher",
-    "error_message",
+    "PathRegexes",
     "glob_qualifier",
+    "glob_union",
+    "go_quote_meta",
     "line_hits",
     "literal_matcher",
+    "path_regexes",
     "quote_term",
     "seconds_left",
     "split_lines",
@@ -32,6 +42,7 @@ _KEYWORDS = frozenset({"AND", "OR", "NOT"})
 _EXTENSION_GLOB = re.compile(r"(?:\*\*/)?\*\.([A-Za-z0-9_+-]+)")
 _QUALIFIER_VALUE = re.compile(r"[A-Za-z0-9._/-]+")
 _GLOB_CHARS = frozenset("*?[]{}\\!")
+_GO_META = frozenset("\\.+*?()|[]{}^$")
 
 
 #: The 0-based character index of the first match in a line, or ``None``.
@@ -83,12 +94,12 @@ def line_hits(lines: Sequence[str], find: Matcher, first_line: int = 1, context:
     return hits
 
 
-def glob_qualifier(glob: str, skip: int) -> tuple[str, str] | None:
-    """A backend qualifier selecting a superset of ``glob``'s files, or ``None``.
+def glob_qualifier(glob: str) -> tuple[str, str] | None:
+    """A backend qualifier selecting a superset of ``glob``'s files (a path inside a
+    repository), or ``None``.
 
     ``*.py`` / ``**/*.py`` -> ``("extension", "py")``; an anchored glob whose leading
-    components are literal -> ``("path", dir)`` for the literal directories after the
-    first ``skip`` components (the repository prefix of our file paths).
+    components are literal -> ``("path", dir)`` for those literal directories.
     """
     glob = glob.strip("/")
     match = _EXTENSION_GLOB.fullmatch(glob)
@@ -104,9 +115,8 @@ def glob_qualifier(glob: str, skip: int) -> tuple[str, str] | None:
         literal.append(part)
     if len(literal) == len(parts):
         literal.pop()  # the last component may be a file: keep only its directory
-    dirs = literal[skip:]
-    value = "/".join(dirs)
-    if not dirs or not _QUALIFIER_VALUE.fullmatch(value):
+    value = "/".join(literal)
+    if not literal or not _QUALIFIER_VALUE.fullmatch(value):
         return None
     return ("path", value)
 
@@ -117,23 +127,36 @@ def seconds_left(query: SearchQuery, keep_spare: bool = True) -> float:
     return left - min(0.1, left * 0.2) if keep_spare else left
 
 
-def error_message(body: bytes, secret: str | None) -> str:
-    """A short, single-line message from an API error body, with ``secret`` scrubbed."""
-    try:
-        data = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return ""
-    message: Any = (data.get("message") or data.get("error")) if isinstance(data, dict) else None
-    if isinstance(message, dict):
-        message = message.get("error") or "; ".join(f"{k}: {v}" for k, v in message.items())
-    if not isinstance(message, str):
-        return ""
-    text = " ".join(message.split())[:160]
-    return text.replace(secret, "***") if secret else text
-
-
 def quote_term(text: str) -> str:
     """The term bare when it is one plain word, else quoted with ``\\`` and ``"`` escaped."""
     if _BARE_TERM.fullmatch(text) and text.upper() not in _KEYWORDS and not text.startswith("-"):
         return text
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def go_quote_meta(text: str) -> str:
+    """``text`` as a regular expression matching itself (Go's ``regexp.QuoteMeta``)."""
+    return "".join("\\" + c if c in _GO_META else c for c in text)
+
+
+def glob_union(globs: Iterable[str]) -> str:
+    """One regex matching a path selected by any of ``globs`` (empty if there are none)."""
+    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
+
+
+@dataclass(frozen=True, slots=True)
+class PathRegexes:
+    """A query's path filters as regexes for a backend that takes them: each empty when there is none."""
+
+    include: str  # the include globs
+    language: str  # the languages' globs
+    exclude: str  # the ``!`` globs
+
+
+def path_regexes(query: SearchQuery) -> PathRegexes:
+    """The query's include, language and exclude globs, each as one regex (:func:`glob_union`)."""
+    return PathRegexes(
+        include=glob_union(g for g in query.paths if not g.startswith("!")),
+        language=glob_union(globs_for(query.languages)),
+        exclude=glob_union(g[1:] for g in query.paths if g.startswith("!")),
+    )

@@ -29,30 +29,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
-
-import aiohttp
-import orjson
-from pydantic import field_validator, model_validator
+from typing import Any
 
 from adapters._http import (
     HttpBackend,
     HttpSettings,
-    check_status,
+    HttpUrl,
+    Request,
+    Unreachable,
+    error_field,
     http_error,
     map_client_errors,
-    read_json,
     retry_after,
-    token_from_env,
 )
-from gateway.errors import (
-    BackendError,
-    BackendTimeout,
-    BackendUnavailable,
-    RateLimited,
-    Rejected,
-    Unsupported,
-)
+from gateway.errors import BackendError, BackendTimeout, RateLimited, Rejected, Unsupported
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
 
@@ -77,18 +67,7 @@ _GLOB_META = frozenset("*?[]{}\\")
 class AfiSettings(HttpSettings):
     """``url``: the provider's base URL (``/.afi/manifest.json`` lives under it)."""
 
-    @field_validator("url", mode="after")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError(f"not an http(s) URL: {value!r}")
-        return value.rstrip("/")
-
-    @model_validator(mode="after")
-    def _has_url(self) -> Self:
-        if not self.url:
-            raise ValueError("set `url`")
-        return self
+    url: HttpUrl
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,34 +135,16 @@ def scope_of(paths: Sequence[str]) -> str:
     return "/" + "/".join(literal) if literal else "/"
 
 
-def _scrub(text: str, secret: str | None, cut: int = MAX_MESSAGE) -> str:
-    """``text`` without ``secret`` (replaced before cutting, so no prefix of it survives), short."""
-    return (text.replace(secret, "[REDACTED]") if secret else text)[:cut]
-
-
-async def afi_error(resp: aiohttp.ClientResponse, secret: str | None = None) -> BackendError:
+def afi_error(status: int, error: Any, headers: Mapping[str, str]) -> BackendError:
     """The gateway error an AFI ``Error`` reply (or a bare failing status) means."""
-    status = resp.status
-    if 300 <= status < 400:
-        try:
-            check_status(resp)
-        except BackendError as exc:
-            return exc
-    body = await resp.content.read(4096)
-    try:
-        error = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        error = None
-    if not isinstance(error, Mapping):
-        error = {}
-    code = _scrub(str(error.get("code") or ""), secret, 40)
-    message = _scrub(str(error.get("message") or ""), secret)
+    code = error_field(error, "code")[:40]
+    message = error_field(error, "message")[:MAX_MESSAGE]
     if code == "rate_limited" or status == 429:
-        wait = error.get("retry_after")
+        wait = error.get("retry_after") if isinstance(error, Mapping) else None
         seconds = float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
         return RateLimited(
             f"rate limited: {message or f'HTTP {status}'}",
-            retry_after=seconds if seconds is not None else retry_after(resp.headers),
+            retry_after=seconds if seconds is not None else retry_after(headers),
         )
     if code == "unauthorized" or status == 401:
         return Rejected("unauthorized")
@@ -191,7 +152,7 @@ async def afi_error(resp: aiohttp.ClientResponse, secret: str | None = None) -> 
         return Unsupported(f"AFI unsupported: {message}" if message else "AFI unsupported")
     what = f"AFI {code}" if code else f"HTTP {status}"
     if status in (502, 503, 504):
-        return BackendUnavailable(f"{what}: {message}" if message else what, retry_after(resp.headers))
+        return Unreachable(f"{what}: {message}" if message else what, retry_after(headers))
     return http_error(status, f"{what}: {message}" if message else what)
 
 
@@ -277,30 +238,22 @@ class AfiBackend(HttpBackend[AfiSettings]):
         """The provider's manifest, read once and kept until a search fails."""
         async with self._manifest_lock:
             if self._manifest is None:
-                url = self.settings.url + MANIFEST_PATH
-                async with self.session.get(url, timeout=self.budget(query.remaining()), allow_redirects=False) as resp:
-                    if resp.status >= 300:
-                        raise await afi_error(resp, token_from_env(self.settings.token_env))
-                    self._manifest = Manifest.parse(await read_json(resp, self.settings.max_bytes))
+                reply = await self.fetch(Request(url=self.settings.url + MANIFEST_PATH), query.deadline)
+                self._manifest = Manifest.parse(reply.json())
             return self._manifest
 
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        return afi_error(status, error, headers)
+
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Mapping[str, Any]:
-        url = self.settings.url + SEARCH_PATH
-        async with self.session.post(
-            url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False
-        ) as resp:
-            if resp.status >= 300:
-                raise await afi_error(resp, token_from_env(self.settings.token_env))
-            page = await read_json(resp, self.settings.max_bytes)
+        request = Request(url=self.settings.url + SEARCH_PATH, method="POST", json=body)
+        page = (await self.fetch(request, query.deadline)).json()
         if not isinstance(page, Mapping) or not isinstance(page.get("matches"), list):
             raise BackendError("unexpected response shape: no matches list")
         return page
 
     async def search(self, query: SearchQuery) -> BackendResult:
-        if self.settings.token_env and not token_from_env(self.settings.token_env):
-            raise BackendError(f"token variable {self.settings.token_env} is not set")
-        async with map_client_errors():
-            manifest = await self.manifest(query)
+        manifest = await self.manifest(query)
         wanted = max(1, query.max_files)
         limit = min(MAX_LIMIT, max(MIN_LIMIT, MATCHES_PER_FILE * wanted))
         if manifest.max_results is not None:
@@ -322,13 +275,11 @@ class AfiBackend(HttpBackend[AfiSettings]):
         first = True
         while True:
             try:
+                page = await self._page(body, query)
                 async with map_client_errors():
-                    page = await self._page(body, query)
                     for match in page["matches"]:
                         got.add(match)
                     got.note_incomplete(page.get("x-incomplete"))
-            except AttributeError as exc:  # a list or string where an object belongs
-                raise BackendError("unexpected response shape: AttributeError") from exc
             except BackendTimeout:
                 if first:
                     raise

@@ -30,28 +30,18 @@ import base64
 import binascii
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-import aiohttp
 import orjson
 import yarl
 from pydantic import Field, field_validator
 
-from adapters._http import (
-    HttpBackend,
-    HttpSettings,
-    http_error,
-    map_client_errors,
-    read_body,
-    read_json,
-    retry_after,
-    token_from_env,
-)
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_message, http_error, retry_after
 from adapters._text import (
     Matcher,
-    error_message,
     glob_qualifier,
     line_hits,
     literal_matcher,
@@ -59,9 +49,10 @@ from adapters._text import (
     seconds_left,
     split_lines,
 )
-from gateway.errors import BackendError, BackendTimeout, RateLimited, Rejected, Unsupported
+from gateway.errors import BackendError, BackendTimeout, RateLimited, Rejected
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.resilience.policy import UNHEDGED
 
 __all__ = ["GitHubBackend", "GitHubSettings", "build_q"]
 
@@ -76,7 +67,6 @@ RAW_MAX_BYTES = 1 << 20
 SECONDARY_WAIT = 60.0
 #: No further page is asked for with less than this many seconds left.
 PAGE_RESERVE = 0.2
-ERROR_BODY_BYTES = 4096
 
 _SCOPE = re.compile(r"(?:org|user):[A-Za-z0-9][A-Za-z0-9-]*|repo:[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 _FULL_NAME = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
@@ -87,18 +77,11 @@ _FULL_NAME = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 class GitHubSettings(HttpSettings):
     """A GitHub (or GitHub Enterprise ``https://host/api/v3``) code search namespace."""
 
-    url: str = Field(default=DEFAULT_URL, description="The REST API base URL.")
+    url: HttpUrl = Field(default=DEFAULT_URL, description="The REST API base URL.")
     scope: str = Field(default="", description="Qualifiers bounding the search: 'org:acme', 'repo:a/b', 'user:x'.")
     max_pages: int = Field(default=3, ge=1, le=10, description="Search pages asked at most per query.")
     raw_concurrency: int = Field(default=8, ge=1, le=32, description="Raw file fetches in flight.")
     fetch_lines: bool = Field(default=True, description="Fetch raw files to locate lines.")
-
-    @field_validator("url")
-    @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/")
 
     @field_validator("scope")
     @classmethod
@@ -118,7 +101,7 @@ def build_q(query: SearchQuery, scope: str = "") -> str:
         parts.append(f"language:{query.languages[0]}")
     includes = [g for g in query.paths if not g.startswith("!")]
     if len(includes) == 1:
-        qualifier = glob_qualifier(includes[0], skip=2)
+        qualifier = glob_qualifier(includes[0])
         if qualifier:
             parts.append(f"{qualifier[0]}:{qualifier[1]}")
     return " ".join(parts)
@@ -199,13 +182,12 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
     kind = "github"
     Settings = GitHubSettings
     modes: frozenset[Mode] = frozenset({"exact"})
+    policy = UNHEDGED  # a rate-limited API (code search: 10 requests a minute)
 
     def headers(self) -> dict[str, str]:
         return super().headers() | {"X-GitHub-Api-Version": API_VERSION}
 
     async def search(self, query: SearchQuery) -> BackendResult:
-        if query.mode != "exact":
-            raise Unsupported(f"GitHub code search cannot search in {query.mode} mode")
         pages = await self._pages(query)
         files = await self._locate(pages.items[: query.max_files], query)
         return pages.result(files, query.max_files)
@@ -221,8 +203,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
                 break
             page += 1
             try:
-                async with map_client_errors():
-                    body, more = await self._page(params | {"page": page}, query)
+                body, more = await self._page(params | {"page": page}, query)
             except BackendError as exc:
                 if page == 1:
                     raise
@@ -238,7 +219,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
             for raw in body["items"]:
                 pages.fetched += 1
                 item = _parse_item(raw)
-                if item.display not in seen and keep(item.display):
+                if item.display not in seen and keep(item.path):
                     seen.add(item.display)
                     pages.items.append(item)
             more = more and bool(body["items"]) and pages.fetched < min(pages.total, RESULT_CEILING)
@@ -246,18 +227,16 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
 
     async def _page(self, params: dict[str, str | int], query: SearchQuery) -> tuple[Any | None, bool]:
         """One search page: the checked body (``None`` past the ceiling) and whether a next exists."""
-        async with self.session.get(
-            f"{self.settings.url}/search/code",
-            params=params,
-            headers={"Accept": TEXT_MATCH_JSON},
-            allow_redirects=False,
-            timeout=self.budget(seconds_left(query, keep_spare=int(params["page"]) > 1)),
-        ) as resp:
-            if resp.status == 422 and int(params["page"]) > 1:
+        later = int(params["page"]) > 1
+        request = Request(url=f"{self.settings.url}/search/code", params=params, headers={"Accept": TEXT_MATCH_JSON})
+        try:
+            reply = await self.fetch(request, time.monotonic() + seconds_left(query, keep_spare=later))
+        except _PastCeiling:
+            if later:
                 return None, False
-            await self._check(resp)
-            body = await read_json(resp, self.settings.max_bytes)
-            has_next = "next" in resp.links if "Link" in resp.headers else True
+            raise
+        body = reply.json()
+        has_next = "next" in reply.links if reply.links is not None else True
         if not (
             isinstance(body, dict)
             and isinstance(body.get("total_count"), int)
@@ -267,27 +246,26 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
             raise BackendError("unexpected response shape: not a code search result")
         return body, has_next
 
-    async def _check(self, resp: aiohttp.ClientResponse) -> None:
-        """Raise for rate limits (primary and secondary) and 4xx with GitHub's message."""
-        if resp.status < 400 or resp.status >= 500:
-            return
-        body = await resp.content.read(ERROR_BODY_BYTES)
-        message = error_message(body, token_from_env(self.settings.token_env))
-        headers = resp.headers
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        """Rate limits (primary and secondary) and 4xx, with GitHub's message."""
+        if status >= 500:
+            return None
+        message = error_message(error)
         limited = (
-            resp.status == 429
+            status == 429
             or headers.get("x-ratelimit-remaining") == "0"
             or "Retry-After" in headers
             or "rate limit" in message.lower()
         )
-        if resp.status in (403, 429) and limited:
+        if status in (403, 429) and limited:
             wait = retry_after(headers)
             if wait is None and "secondary rate limit" in message.lower():
                 wait = SECONDARY_WAIT
-            raise RateLimited(f"HTTP {resp.status}: rate limited", retry_after=wait)
-        if resp.status in (401, 403):
-            raise Rejected(f"HTTP {resp.status}: not authorised")
-        raise http_error(resp.status, f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")
+            return RateLimited(f"HTTP {status}: rate limited", retry_after=wait)
+        if status in (401, 403):
+            return Rejected(f"HTTP {status}: not authorised")
+        reason = f"HTTP {status}: {message}" if message else f"HTTP {status}"
+        return _PastCeiling(reason) if status == 422 else http_error(status, reason)
 
     async def _locate(self, items: list[_Item], query: SearchQuery) -> list[FileMatch]:
         """Hits for each item: lines from the raw content, else one path-level hit."""
@@ -319,8 +297,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
                 async with asyncio.timeout(max(0.0, deadline - time.monotonic())), gate:
                     if stop.is_set():
                         return None
-                    async with map_client_errors():
-                        return await self._raw(item, deadline, stop)
+                    return await self._raw(item, deadline, stop)
             except RateLimited:
                 stop.set()
             except (BackendError, TimeoutError):
@@ -339,22 +316,24 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
             f"{self.settings.url}/repos/{quote(item.repo, safe='/')}/contents/{quote(item.path, safe='/')}",
             encoded=True,
         )
-        async with self.session.get(
-            url,
+        request = Request(
+            url=url,
             params={"ref": item.ref} if item.ref else None,
             headers={"Accept": RAW_JSON},
-            allow_redirects=False,
-            timeout=self.budget(deadline - time.monotonic()),
-        ) as resp:
-            if resp.headers.get("x-ratelimit-remaining") == "0":
-                stop.set()
-            await self._check(resp)
-            body = await read_body(resp, min(self.settings.max_bytes, RAW_MAX_BYTES))
-            content_type = resp.headers.get("Content-Type", "")
+            accept=(),
+            max_bytes=min(self.settings.max_bytes, RAW_MAX_BYTES),
+        )
+        reply = await self.fetch(request, deadline)
+        if reply.headers.get("x-ratelimit-remaining") == "0":
+            stop.set()
+        body, content_type = reply.body, reply.headers.get("Content-Type", "")
         if content_type.startswith("text/html"):
             return None  # a login wall or a proxy page, not the file
         if content_type.startswith("application/json"):  # the contents object, when the raw media type was not honoured
-            data = orjson.loads(body)
+            try:
+                data = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return None
             if not isinstance(data, dict) or data.get("encoding") != "base64":
                 return None
             try:
@@ -362,3 +341,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
             except (binascii.Error, ValueError):
                 return None
         return body.decode("utf-8", errors="replace")
+
+
+class _PastCeiling(Rejected):
+    """GitHub refused a search page (422): past page 1, the 1000-result ceiling."""

@@ -33,20 +33,19 @@ can still have line hits on a page that was not fetched.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
 from urllib.parse import quote
 
-import aiohttp
 import re2
 import yarl
 from pydantic import Field, field_validator, model_validator
 
-from adapters._http import HttpBackend, HttpSettings, http_error, map_client_errors, read_json, token_from_env
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_message, http_error
 from adapters._text import (
     Matcher,
-    error_message,
     glob_qualifier,
     line_hits,
     literal_matcher,
@@ -58,6 +57,7 @@ from gateway.errors import BackendError, BackendTimeout, Unsupported
 from gateway.globs import PathFilter
 from gateway.languages import globs_for
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.resilience.policy import UNHEDGED
 
 __all__ = ["GitLabBackend", "GitLabSettings", "build_search", "regex_matcher"]
 
@@ -65,7 +65,6 @@ DEFAULT_URL = "https://gitlab.com"
 MAX_PER_PAGE = 100
 #: No further page is asked for with less than this many seconds left.
 PAGE_RESERVE = 0.2
-ERROR_BODY_BYTES = 4096
 SearchType = Literal["basic", "advanced", "zoekt"]
 
 _ID = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
@@ -76,7 +75,7 @@ _EXTENSION = re.compile(r"\*\.([A-Za-z0-9_+-]+)")
 class GitLabSettings(HttpSettings):
     """A GitLab group or project searched for blobs."""
 
-    url: str = Field(default=DEFAULT_URL, description="The GitLab instance (without /api/v4).")
+    url: HttpUrl = Field(default=DEFAULT_URL, description="The GitLab instance (without /api/v4).")
     group: str | None = Field(default=None, description="Group id or full path (exclusive with project).")
     project: str | None = Field(default=None, description="Project id or full path (exclusive with group).")
     ref: str | None = Field(default=None, description="Branch or tag searched (project only).")
@@ -85,10 +84,8 @@ class GitLabSettings(HttpSettings):
 
     @field_validator("url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL")
-        return value.rstrip("/").removesuffix("/api/v4")
+    def _without_api(cls, value: str) -> str:
+        return value.removesuffix("/api/v4")
 
     @field_validator("group", "project")
     @classmethod
@@ -150,7 +147,7 @@ def _term(query: SearchQuery, search_type: SearchType | None) -> str:
     return text
 
 
-def build_search(query: SearchQuery, search_type: SearchType | None = None, skip: int = 1) -> str:
+def build_search(query: SearchQuery, search_type: SearchType | None = None) -> str:
     """The ``search`` parameter: the term, then the filters GitLab can apply."""
     parts = [_term(query, search_type)]
     extension = _language_extension(query.languages)
@@ -158,7 +155,7 @@ def build_search(query: SearchQuery, search_type: SearchType | None = None, skip
         parts.append(f"extension:{extension}")
     includes = [g for g in query.paths if not g.startswith("!")]
     if len(includes) == 1:
-        qualifier = glob_qualifier(includes[0], skip)
+        qualifier = glob_qualifier(includes[0])
         if qualifier and qualifier[0] == "extension" and extension:
             qualifier = None if qualifier[1] == extension else qualifier
         if qualifier:
@@ -226,6 +223,7 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
     kind = "gitlab"
     Settings = GitLabSettings
     modes: frozenset[Mode] = frozenset({"exact"})
+    policy = UNHEDGED  # a rate-limited API (code search: 10 requests a minute)
 
     def __init__(self, name: str, settings: GitLabSettings) -> None:
         super().__init__(name, settings)
@@ -249,10 +247,9 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         return str(project_id)
 
     def _params(self, query: SearchQuery) -> dict[str, str | int]:
-        skip = len(self.settings.project.split("/")) if self.settings.project else 1
         params: dict[str, str | int] = {
             "scope": "blobs",
-            "search": build_search(query, self.settings.search_type, skip),
+            "search": build_search(query, self.settings.search_type),
         }
         if self.settings.ref:
             params["ref"] = self.settings.ref
@@ -264,9 +261,6 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         return params
 
     async def search(self, query: SearchQuery) -> BackendResult:
-        if query.mode not in self.modes:
-            why = "needs search_type = 'zoekt'" if query.mode == "regex" else "is not available"
-            raise Unsupported(f"GitLab {query.mode} search {why}")
         find = (
             regex_matcher(query.text, query.case_sensitive)
             if query.mode == "regex"
@@ -278,8 +272,7 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         while got.more:
             got.page += 1
             try:
-                async with map_client_errors():
-                    blobs, headers = await self._page(params | {"page": got.page}, query)
+                blobs, headers = await self._page(params | {"page": got.page}, query)
             except BackendError as exc:
                 if got.page == 1:
                     raise
@@ -291,7 +284,7 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
             for raw in blobs:
                 path, data, start, project = _blob(raw)
                 display = f"{self._prefix(project)}/{path}"
-                if keep(display):
+                if keep(path):
                     got.add(
                         display, find(path) is not None, line_hits(split_lines(data), find, start, query.context_lines)
                     )
@@ -304,28 +297,23 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         return got.result()
 
     async def _page(self, params: Mapping[str, str | int], query: SearchQuery) -> tuple[list[Any], Mapping[str, str]]:
-        async with self.session.get(
-            self.endpoint,
-            params=params,
-            allow_redirects=False,
-            timeout=self.budget(seconds_left(query, keep_spare=int(params["page"]) > 1)),
-        ) as resp:
-            await self._check(resp)
-            body = await read_json(resp, self.settings.max_bytes)
-            headers = {k.lower(): v for k, v in resp.headers.items()}
+        later = int(params["page"]) > 1
+        reply = await self.fetch(
+            Request(url=self.endpoint, params=params), time.monotonic() + seconds_left(query, keep_spare=later)
+        )
+        body = reply.json()
         if not isinstance(body, list):
             raise BackendError("unexpected response shape: not a list of blobs")
-        return body, headers
+        return body, reply.headers
 
-    async def _check(self, resp: aiohttp.ClientResponse) -> None:
-        """Raise GitLab's own message for 400/404/422 (rate limits and 5xx: read_json)."""
-        if resp.status not in (400, 404, 422):
-            return
-        body = await resp.content.read(ERROR_BODY_BYTES)
-        message = error_message(body, token_from_env(self.settings.token_env))
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        """GitLab's own message for 400/404/422 (rate limits and 5xx: the usual mapping)."""
+        if status not in (400, 404, 422):
+            return None
+        message = error_message(error)
         lowered = message.lower()
-        if resp.status == 400 and ("not available" in lowered or "not supported" in lowered):
-            raise Unsupported(f"HTTP 400: {message}")
-        if resp.status == 404:
-            raise BackendError("HTTP 404: project or group not found (or not visible to the token)")
-        raise http_error(resp.status, f"HTTP {resp.status}: {message}" if message else f"HTTP {resp.status}")
+        if status == 400 and ("not available" in lowered or "not supported" in lowered):
+            return Unsupported(f"HTTP 400: {message}")
+        if status == 404:
+            return BackendError("HTTP 404: project or group not found (or not visible to the token)")
+        return http_error(status, f"HTTP {status}: {message}" if message else f"HTTP {status}")

@@ -21,16 +21,15 @@ search error comes back as ``{"Error": ...}`` with HTTP 200 and is raised as a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import re2
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from adapters._http import HttpBackend, HttpSettings, map_client_errors, read_json, token_from_env
-from gateway.errors import BackendError, Rejected, Unsupported
-from gateway.globs import PathFilter, glob_to_regex
-from gateway.languages import globs_for
+from adapters._http import HttpSettings, HttpUrl, JsonBackend, Request
+from adapters._text import path_regexes
+from gateway.errors import Rejected
 from gateway.log import scrub
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
 
@@ -46,28 +45,19 @@ YES, NO = "fosho", "nope"
 class HoundSettings(HttpSettings):
     """``url`` of houndd, ``repos`` the repository keys to search (comma-separated, ``*`` for all)."""
 
+    url: HttpUrl
     repos: str = Field(default="*", min_length=1, description="Hound repo keys, comma-separated, or *.")
-
-    @model_validator(mode="after")
-    def _http_url(self) -> Self:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError("`url` must be an http(s) URL")
-        return self
-
-
-def _union(globs: Iterable[str]) -> str:
-    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
 
 
 def build_params(query: SearchQuery, repos: str = "*") -> dict[str, str]:
     """The query parameters of ``GET /api/v1/search``."""
-    include = _union(g for g in query.paths if not g.startswith("!")) or _union(globs_for(query.languages))
+    paths = path_regexes(query)
     return {
         "q": query.text,
         "repos": repos,
         "i": NO if query.case_sensitive else YES,
-        "files": include,
-        "excludeFiles": _union(g[1:] for g in query.paths if g.startswith("!")),
+        "files": paths.include or paths.language,
+        "excludeFiles": paths.exclude,
         "literal": "true" if query.mode == "exact" else "false",
         "ctx": str(min(MAX_CONTEXT, max(0, query.context_lines))),
         "limit": str(LINE_LIMIT),
@@ -149,26 +139,14 @@ def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -
     return BackendResult(files=tuple(files), status="capped", reason="; ".join(reasons), file_count=found)
 
 
-class HoundBackend(HttpBackend[HoundSettings]):
+class HoundBackend(JsonBackend[HoundSettings]):
     """A Hound server."""
 
     kind = "hound"
     Settings = HoundSettings
 
-    async def search(self, query: SearchQuery) -> BackendResult:
-        if query.mode not in self.modes:
-            raise Unsupported(f"hound cannot search in {query.mode} mode")
-        if self.settings.token_env and not token_from_env(self.settings.token_env):
-            raise BackendError(f"token variable {self.settings.token_env} is not set")
-        keep = PathFilter.build(query.paths, query.languages)
-        params = build_params(query, self.settings.repos)
-        url = self.settings.url.rstrip("/") + "/api/v1/search"
-        async with map_client_errors():
-            async with self.session.get(
-                url, params=params, timeout=self.budget(query.remaining()), allow_redirects=False
-            ) as resp:
-                data = await read_json(resp, self.settings.max_bytes)
-            try:
-                return parse_response(data, query, keep)
-            except AttributeError as exc:
-                raise BackendError("unexpected response shape") from exc
+    def request(self, query: SearchQuery) -> Request:
+        return Request(url=self.settings.url + "/api/v1/search", params=build_params(query, self.settings.repos))
+
+    def parse(self, data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
+        return parse_response(data, query, keep)

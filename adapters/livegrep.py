@@ -23,26 +23,15 @@ Capped when ``info.why`` is not ``NONE`` (``MATCH_LIMIT``, ``TIMEOUT``).
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self
+from collections.abc import Callable, Mapping
+from typing import Any
 
-import aiohttp
-import orjson
 import re2
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from adapters._http import (
-    HttpBackend,
-    HttpSettings,
-    RepoRegex,
-    check_status,
-    map_client_errors,
-    read_body,
-    token_from_env,
-)
-from gateway.errors import BackendError, Rejected, Unsupported
-from gateway.globs import PathFilter, glob_to_regex
-from gateway.languages import globs_for
+from adapters._http import HttpSettings, HttpUrl, JsonBackend, RepoRegex, Request, error_field
+from adapters._text import go_quote_meta, path_regexes
+from gateway.errors import BackendError, Rejected
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
 
 __all__ = ["LivegrepBackend", "LivegrepSettings", "build_params", "parse_response", "protect"]
@@ -51,7 +40,6 @@ __all__ = ["LivegrepBackend", "LivegrepSettings", "build_params", "parse_respons
 MATCHES_PER_FILE = 10
 MIN_MATCHES = 50
 ACCEPTED_TYPES = ("application/json", "text/plain")
-_GO_META = frozenset("\\.+*?()|[]{}^$")
 _OPERATOR_COLON = re2.compile(r"(file|path|repo|tags|case|lit|max_matches):")
 _SPACES = {" ": "\\x20", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\v": "\\v"}
 
@@ -59,19 +47,9 @@ _SPACES = {" ": "\\x20", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\v
 class LivegrepSettings(HttpSettings):
     """``url`` of the livegrep web server, ``index`` its backend id (empty: the first one)."""
 
+    url: HttpUrl
     index: str = Field(default="", description="livegrep backend id (`/api/v1/search/<index>`).")
     repos: RepoRegex = Field(default="", description="Optional regex on repository names (livegrep `repo:`).")
-
-    @model_validator(mode="after")
-    def _http_url(self) -> Self:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError("`url` must be an http(s) URL")
-        return self
-
-
-def go_quote_meta(text: str) -> str:
-    """``text`` as a regular expression matching itself (Go's ``regexp.QuoteMeta``)."""
-    return "".join("\\" + c if c in _GO_META else c for c in text)
 
 
 def _no_spaces(regex: str) -> str:
@@ -95,10 +73,6 @@ def protect(regex: str) -> str:
     return str(_OPERATOR_COLON.sub(r"\1\\:", _no_spaces(regex)))
 
 
-def _union(globs: Iterable[str]) -> str:
-    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
-
-
 def max_matches(query: SearchQuery) -> int:
     return max(MIN_MATCHES, MATCHES_PER_FILE * max(1, query.max_files))
 
@@ -108,12 +82,12 @@ def build_query(query: SearchQuery, repos: str = "") -> str:
     ops: list[str] = []
     if repos:
         ops.append("repo:" + _no_spaces(repos))
-    include = _union(g for g in query.paths if not g.startswith("!")) or _union(globs_for(query.languages))
+    paths = path_regexes(query)
+    include = paths.include or paths.language
     if include:
         ops.append("file:" + _no_spaces(include))
-    exclude = _union(g[1:] for g in query.paths if g.startswith("!"))
-    if exclude:
-        ops.append("-file:" + _no_spaces(exclude))
+    if paths.exclude:
+        ops.append("-file:" + _no_spaces(paths.exclude))
     ops.append(f"max_matches:{max_matches(query)}")
     pattern = go_quote_meta(query.text) if query.mode == "exact" else query.text
     return " ".join([*ops, protect(pattern)])
@@ -181,44 +155,23 @@ def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -
     return BackendResult(files=tuple(matches), status="capped", reason=_reason(why, query))
 
 
-async def _rejection(resp: aiohttp.ClientResponse) -> str:
-    """The reason livegrep gave for a 400 (``{"error": {"code", "message"}}``), short."""
-    body = await resp.content.read(4096)
-    try:
-        error: Mapping[str, Any] = orjson.loads(body)["error"]
-        message = str(error.get("message") or error.get("code") or "")
-    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
-        message = ""
-    return f"livegrep rejected the query: {message[:200]}" if message else "HTTP 400"
-
-
-class LivegrepBackend(HttpBackend[LivegrepSettings]):
+class LivegrepBackend(JsonBackend[LivegrepSettings]):
     """A livegrep web server (its JSON API)."""
 
     kind = "livegrep"
     Settings = LivegrepSettings
 
-    async def search(self, query: SearchQuery) -> BackendResult:
-        if query.mode not in self.modes:
-            raise Unsupported(f"livegrep cannot search in {query.mode} mode")
-        if self.settings.token_env and not token_from_env(self.settings.token_env):
-            raise BackendError(f"token variable {self.settings.token_env} is not set")
-        keep = PathFilter.build(query.paths, query.languages)
-        params = build_params(query, self.settings.repos)
+    def request(self, query: SearchQuery) -> Request:
         index = urllib.parse.quote(self.settings.index, safe="")
-        url = self.settings.url.rstrip("/") + "/api/v1/search/" + index
-        async with map_client_errors():
-            async with self.session.get(
-                url, params=params, timeout=self.budget(query.remaining()), allow_redirects=False
-            ) as resp:
-                if resp.status == 400:
-                    raise Rejected(await _rejection(resp))
-                check_status(resp)
-                got = resp.headers.get("Content-Type", "")
-                if got and not got.startswith(ACCEPTED_TYPES):
-                    raise BackendError(f"wrong content type {got.split(';')[0]!r}")
-                body = await read_body(resp, self.settings.max_bytes)
-            try:
-                return parse_response(orjson.loads(body), query, keep)
-            except AttributeError as exc:
-                raise BackendError("unexpected response shape") from exc
+        url = f"{self.settings.url}/api/v1/search/{index}"
+        return Request(url=url, params=build_params(query, self.settings.repos), accept=ACCEPTED_TYPES, untyped=True)
+
+    def parse(self, data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
+        return parse_response(data, query, keep)
+
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        """livegrep's reason for a 400 (``{"error": {"code", "message"}}``), short."""
+        if status != 400:
+            return None
+        message = error_field(error, "error", "message") or error_field(error, "error", "code")
+        return Rejected(f"livegrep rejected the query: {message[:200]}" if message else "HTTP 400")

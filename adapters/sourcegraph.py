@@ -26,18 +26,19 @@ mid-stream returns what came with status ``timeout``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import aiohttp
 import orjson
 import re2
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from adapters._http import HttpBackend, HttpSettings, RepoRegex, check_status, map_client_errors, token_from_env
-from gateway.errors import BackendError, Unsupported
-from gateway.globs import PathFilter, glob_to_regex
-from gateway.languages import globs_for
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request
+from adapters._text import path_regexes
+from gateway.errors import BackendError
+from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, Status, cut_text
 
 __all__ = ["SourcegraphBackend", "SourcegraphSettings", "SseParser", "build_params", "build_query"]
@@ -58,13 +59,8 @@ _KEYWORDS = frozenset({"and", "or", "not"})
 class SourcegraphSettings(HttpSettings):
     """``url`` of the instance, ``token_env`` naming the access token's variable, ``repos`` a regex."""
 
+    url: HttpUrl
     repos: RepoRegex = Field(default="", description="Regex on repository names (Sourcegraph `repo:`).")
-
-    @model_validator(mode="after")
-    def _http_url(self) -> Self:
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError("`url` must be an http(s) URL")
-        return self
 
 
 def _quoted(value: str, delimiter: str = '"') -> str:
@@ -89,10 +85,6 @@ def pattern(query: SearchQuery) -> str:
     return _quoted(query.text)
 
 
-def _union(globs: Iterable[str]) -> str:
-    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
-
-
 def match_count(query: SearchQuery) -> int:
     return max(MIN_COUNT, MATCHES_PER_FILE * max(1, query.max_files))
 
@@ -108,12 +100,10 @@ def build_query(query: SearchQuery, repos: str = "") -> str:
     parts: list[str] = []
     if repos:
         parts.append("repo:" + field_value(repos))
-    include = _union(g for g in query.paths if not g.startswith("!"))
-    language = _union(globs_for(query.languages))
-    exclude = _union(g[1:] for g in query.paths if g.startswith("!"))
-    parts.extend("file:" + field_value(r) for r in (include, language) if r)
-    if exclude:
-        parts.append("-file:" + field_value(exclude))
+    paths = path_regexes(query)
+    parts.extend("file:" + field_value(r) for r in (paths.include, paths.language) if r)
+    if paths.exclude:
+        parts.append("-file:" + field_value(paths.exclude))
     if query.case_sensitive:
         parts.append("case:yes")
     parts.append(pattern(query))
@@ -325,28 +315,18 @@ class SourcegraphBackend(HttpBackend[SourcegraphSettings]):
         return super().headers() | {"Accept": EVENT_STREAM}
 
     async def search(self, query: SearchQuery) -> BackendResult:
-        if query.mode not in self.modes:
-            raise Unsupported(f"sourcegraph cannot search in {query.mode} mode")
-        if self.settings.token_env and not token_from_env(self.settings.token_env):
-            raise BackendError(f"token variable {self.settings.token_env} is not set")
-        keep = PathFilter.build(query.paths, query.languages)
-        params = build_params(query, self.settings.repos)
-        url = self.settings.url.rstrip("/") + "/.api/search/stream"
-        stream = _Stream(query, keep)
-        async with map_client_errors():
-            async with self.session.get(
-                url, params=params, timeout=self.budget(query.remaining()), allow_redirects=False
-            ) as resp:
-                check_status(resp)
-                got = resp.headers.get("Content-Type", "")
-                if not got.startswith(EVENT_STREAM):
-                    raise BackendError(f"wrong content type {got.split(';')[0] or 'none'!r}")
-                try:
+        stream = _Stream(query, PathFilter.build(query.paths, query.languages))
+        request = Request(
+            url=self.settings.url + "/.api/search/stream",
+            params=build_params(query, self.settings.repos),
+            accept=(EVENT_STREAM,),
+        )
+        async with self.stream(request, query.deadline) as resp:
+            try:
+                async with asyncio.timeout_at(query.deadline):
                     await _consume(resp, stream, self.settings.max_bytes)
-                except TimeoutError:
-                    if not stream.collector.result():
-                        raise
-                    stream.cut = "deadline"
-                except AttributeError as exc:
-                    raise BackendError("unexpected response shape") from exc
+            except TimeoutError:
+                if not stream.collector.result():
+                    raise
+                stream.cut = "deadline"
             return stream.result(self.settings.max_bytes)

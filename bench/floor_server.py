@@ -32,7 +32,8 @@ from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from adapters.ripgrep.batch import Member, _Router
+from adapters._coalesce import Seat
+from adapters.ripgrep.batch import Part, Router
 from adapters.ripgrep.output import PIPE_BYTES, Collector, OutputReader, build_argv, find_rg
 from gateway.models import BackendResult, Outcome, SearchQuery
 from gateway.rank import rank
@@ -92,19 +93,20 @@ def app(corpus: Path, mode: str) -> web.Application:
             deadline=started + asked.timeout_ms / 1000,
         )
         output = await run_rg(build_argv(rg, query, (), roots))
-        members = [Member(root, Collector(strip=len(root) + 1)) for root in roots]
-        reader = OutputReader(_Router(members), blocks=True)
+        loop = asyncio.get_running_loop()
+        seats = [Seat(Part(root, Collector(strip=len(root) + 1)), loop.create_future()) for root in roots]
+        reader = OutputReader(Router(seats), blocks=True)
         reader.feed_bytes(output)
         reader.end()
         outcomes = [
             Outcome(
-                namespace=os.path.basename(m.root),
+                namespace=os.path.basename(s.value.root),
                 backend="ripgrep",
                 status="ok",
                 took_ms=0,
-                result=BackendResult(files=m.collector.ranked()),
+                result=BackendResult(files=s.value.collector.ranked()),
             )
-            for m in members
+            for s in seats
         ]
         answer = build_response(asked, rank(asked, outcomes), round((time.monotonic() - started) * 1000))
         return web.Response(body=orjson.dumps(answer), content_type="application/json")

@@ -1,34 +1,34 @@
 """One query on N backends under one deadline -> one Outcome each, in route order.
 
-Each namespace runs as its own task under ``min(its timeout_ms, what is left of the
-request's)``; a bounded semaphore keeps at most ``concurrency`` backend calls in
-flight, so a thousand namespaces work. A namespace whose backend shares its calls
-(:attr:`~gateway.backend.AsyncBackend.shares_calls`) takes no place of its own: each
-shared call takes one (:func:`~gateway.backend.call_slot`), so a thousand namespaces
-on four Zoekt servers are four calls at once, not sixteen waves of sixty-four.
+Each namespace runs as its own task. The fan-out's :class:`~gateway.scope.CallScope`
+keeps at most ``concurrency`` backend calls in flight: a namespace whose backend shares
+its calls (:attr:`~gateway.backend.AsyncBackend.shares_calls`) takes no place of its own,
+each shared call takes one, so a thousand namespaces on four Zoekt servers are four calls
+at once, not sixteen waves of sixty-four. A namespace that raises, hangs or answers
+garbage costs only itself; outcomes come back in the order of the routes, whatever order
+backends answer in.
 
-A namespace that raises, hangs or answers garbage costs only itself: its Outcome
-says how, and the others are untouched.
-Outcomes come back in the order of the routes, whatever order backends answer in.
+Deadlines: a namespace's deadline is ``min(its timeout_ms, what is left of the
+request's)``. Its backend is handed it in the query and returns what it has found when
+it comes. The fan-out waits for each distinct deadline in turn (one wait for all the
+namespaces that share it, not a timer each), and then:
 
-Deadlines: a namespace's backend is handed its own deadline in the query (adapters
-forward it to backends that take one, and return what they found when it comes); it
-gets ``GRACE_S`` more to hand that back, then it is cancelled and reported ``timeout``
-(a late answer is dropped). A namespace with a ``timeout_ms`` shorter than what is
-left of the request has a timer of its own; the others are cancelled together by the
-fan-out (a thousand timers were a sixth of a namespace's cost). The answer itself
-never waits past the request's deadline plus ``GRACE_S`` and twice ``SETTLE_S``: a
-backend that ignores its cancellation is left behind (and logged), never waited for.
+1. **hands back**: the shared calls of that deadline give their members what they have
+   found at once (:meth:`~gateway.scope.CallScope.expire`, synchronously: nothing depends
+   on which of the loop's timers fires first);
+2. gives the namespaces ``HAND_BACK_TURNS`` turns of the event loop (turns, not
+   milliseconds) to return what they were handed or what their own timer cut: a partial
+   answer reaches the answer however busy the machine is;
+3. cancels those still running, ``timeout`` ("no answer within N ms"); a backend that
+   ignores its cancellation is left behind (and logged) after ``SETTLE_S``, never waited for.
 
 Logs: a namespace that did not answer ``ok`` logs ``namespace_done`` at info, one that
-did at debug (the service logs one ``search_done`` line per search at info). A line
-costs about 15 us warm: at info, a thousand namespaces logged 1,000 lines a search.
+did at debug (the service logs one ``search_done`` line per search at info).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -37,20 +37,16 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from gateway.backend import CALL_GATE, AsyncBackend
+from gateway.backend import AsyncBackend
 from gateway.errors import BackendError
 from gateway.log import get_logger, scrub
 from gateway.models import BackendResult, Outcome, SearchQuery, Status
+from gateway.scope import SETTLE_S, CallScope, abandon, entered
 
-__all__ = ["GRACE_S", "SETTLE_S", "Route", "fan_out"]
+__all__ = ["HAND_BACK_TURNS", "Route", "fan_out"]
 
-#: How long past its deadline a backend may take to hand back what it has.
-GRACE_S = 0.03
-#: How long a cancelled namespace may take to let go before the answer leaves without it.
-SETTLE_S = 0.005
-
-#: Namespaces that ignored their cancellation, kept referenced until they end.
-_abandoned: set[asyncio.Task[Outcome]] = set()
+#: Turns of the event loop a namespace has, once its deadline came, to return what it has.
+HAND_BACK_TURNS = 4
 
 log = get_logger("fedsearch.fanout")
 
@@ -83,8 +79,9 @@ def _deadline(route: Route, query: SearchQuery, start: float) -> float:
     return min(query.deadline, start + route.timeout_ms / 1000)
 
 
-async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start: float, logged: int) -> Outcome:
-    deadline = _deadline(route, query, start)
+async def _one(
+    route: Route, query: SearchQuery, deadline: float, gate: asyncio.Semaphore, start: float, logged: int
+) -> Outcome:
     backend = route.backend
     kind = backend.kind
     status: Status = "ok"
@@ -97,18 +94,12 @@ async def _one(route: Route, query: SearchQuery, gate: asyncio.Semaphore, start:
         asked = query
         if deadline != query.deadline or route.sub_namespaces != query.sub_namespaces:
             asked = replace(query, deadline=deadline, sub_namespaces=route.sub_namespaces)
-        own_timer = (
-            asyncio.timeout(max(0.0, deadline - time.monotonic()) + GRACE_S)
-            if deadline < query.deadline
-            else contextlib.nullcontext()  # the request's deadline: fan_out cancels it then
-        )
         try:
-            async with own_timer:
-                if backend.shares_calls:
+            if backend.shares_calls:
+                result = await backend.search(asked)
+            else:
+                async with gate:
                     result = await backend.search(asked)
-                else:
-                    async with gate:
-                        result = await backend.search(asked)
             status, error = result.status, result.reason
         except BackendError as exc:
             status, error = exc.status, exc.reason
@@ -157,10 +148,9 @@ def _outcome(
     )
 
 
-def _late(route: Route, query: SearchQuery, start: float, logged: int) -> Outcome:
-    """The outcome of a namespace that had to be cancelled from outside."""
-    limit = round((_deadline(route, query, start) - start) * 1000)
-    return _outcome(route, "timeout", start, logged, error=f"no answer within {limit} ms")
+def _late(route: Route, deadline: float, start: float, logged: int) -> Outcome:
+    """The outcome of a namespace that had to be cancelled at its deadline."""
+    return _outcome(route, "timeout", start, logged, error=f"no answer within {round((deadline - start) * 1000)} ms")
 
 
 async def _settle(tasks: Sequence[asyncio.Task[Outcome]]) -> None:
@@ -172,43 +162,51 @@ async def _settle(tasks: Sequence[asyncio.Task[Outcome]]) -> None:
     _, stuck = await asyncio.wait(tasks, timeout=SETTLE_S)
     for task in stuck:
         log.warning("backend_ignores_cancellation", task=task.get_name())
-        _abandoned.add(task)
-        task.add_done_callback(_forget)
+    abandon(stuck)
 
 
-def _forget(task: asyncio.Task[Outcome]) -> None:
-    _abandoned.discard(task)
-    if not task.cancelled():
-        task.exception()  # retrieved: nobody waits for it any more
+async def _close(due: Sequence[asyncio.Task[Outcome]], deadline: float, scope: CallScope) -> None:
+    """Wait for ``due`` until ``deadline``; then hand back, give them their turns, cancel the rest."""
+    pending = [t for t in due if not t.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=max(0.0, deadline - time.monotonic()))
+    if any(not t.done() for t in due):
+        scope.expire(deadline)
+        for _ in range(HAND_BACK_TURNS):
+            await asyncio.sleep(0)
+            if all(t.done() for t in due):
+                break
+    await _settle([t for t in due if not t.done()])
 
 
 async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int = 64) -> list[Outcome]:
-    """Search every route concurrently (at most ``concurrency`` at once) under the query's deadline."""
+    """Search every route concurrently (at most ``concurrency`` calls at once) under the query's deadline."""
     if not routes:
         return []
-    gate = asyncio.Semaphore(concurrency)
+    scope = CallScope(concurrency)
     start = time.monotonic()
     logged = _LOG_NONE
     if log.is_enabled_for(logging.INFO):
         logged = _LOG_ALL if log.is_enabled_for(logging.DEBUG) else _LOG_PROBLEMS
-    shared = CALL_GATE.set(gate)  # each task starts with a copy of this context
-    try:
+    deadlines = [_deadline(route, query, start) for route in routes]
+    with entered(scope):  # each task starts with a copy of this context
         tasks = [
-            asyncio.create_task(_one(route, query, gate, start, logged), name=f"fanout:{route.namespace}")
-            for route in routes
+            asyncio.create_task(
+                _one(route, query, deadline, scope.gate, start, logged), name=f"fanout:{route.namespace}"
+            )
+            for route, deadline in zip(routes, deadlines, strict=True)
         ]
-    finally:
-        CALL_GATE.reset(shared)
     try:
-        limit = max(0.0, query.deadline + GRACE_S - time.monotonic())
-        _, pending = await asyncio.wait(tasks, timeout=limit)
-        await _settle([t for t in tasks if t in pending])
+        for deadline in sorted(set(deadlines)):
+            await _close([t for t, d in zip(tasks, deadlines, strict=True) if d == deadline], deadline, scope)
     except BaseException:
         await asyncio.shield(_settle(tasks))
         raise
+    finally:
+        await asyncio.shield(scope.aclose())
     return [
         task.result()
         if task.done() and not task.cancelled() and task.exception() is None
-        else _late(route, query, start, logged)
-        for task, route in zip(tasks, routes, strict=True)
+        else _late(route, deadline, start, logged)
+        for task, route, deadline in zip(tasks, routes, deadlines, strict=True)
     ]

@@ -24,28 +24,27 @@ from collections.abc import Callable
 
 from pydantic import Field, field_validator
 
-from adapters.ripgrep.batch import Batcher, Member
+from adapters._coalesce import share
+from adapters.ripgrep.batch import Part, RgCall
 from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import (
     DEFAULT_MAX_FILES,
-    DEFAULT_MAX_HITS,
     RANK_HIT_CAP,
     Collector,
     build_argv,
-    collect,
     find_rg,
 )
-from gateway.backend import AsyncBackend, BackendSettings
-from gateway.errors import BackendError, Unsupported
+from gateway.backend import DEFAULT_MAX_HITS, AsyncBackend, BackendSettings
+from gateway.errors import BackendError
 from gateway.globs import PathFilter, validate_glob
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.resilience.policy import LOCAL
 
 __all__ = [
     "RANK_HIT_CAP",
     "RipgrepBackend",
     "RipgrepSettings",
     "build_argv",
-    "collect",
     "find_rg",
 ]
 
@@ -77,21 +76,19 @@ class RipgrepSettings(BackendSettings):
         return globs
 
 
-#: Concurrent searches of several ripgrep namespaces for the same query share one rg.
-BATCHER = Batcher()
-
-
 class RipgrepBackend(AsyncBackend[RipgrepSettings]):
     """Searches a local directory with ``rg``; can also read its files (:meth:`tree`)."""
 
     kind = "ripgrep"
     Settings = RipgrepSettings
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
-    shares_calls = True  # one rg for the batch (rg_batch), inside call_slot()
-    caps_hits = True  # its Collector stops at settings.max_hits
+    policy = LOCAL
+    shares_calls = True  # one rg for the batch, inside call_slot()
+    caps_hits = True  # its Collector stops at max_hits
 
     def __init__(self, name: str, settings: RipgrepSettings) -> None:
         super().__init__(name, settings)
+        self.max_hits = settings.max_hits
         self._tree = LocalTree(settings.root)
         self._root = os.path.abspath(settings.root)
 
@@ -107,10 +104,6 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         return None if path_filter.is_open else path_filter
 
     async def search(self, query: SearchQuery) -> BackendResult:
-        if query.mode == "semantic":
-            raise Unsupported("ripgrep cannot search by meaning")
-        if query.mode not in self.modes:
-            raise Unsupported(f"ripgrep cannot search in {query.mode} mode")
         rg = find_rg()
         if rg is None:
             raise BackendError("the rg binary was not found (install the 'ripgrep' package)")
@@ -122,4 +115,8 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
             max_files=self.settings.max_files,
             max_hits=self.settings.max_hits,
         )
-        return await BATCHER.search(rg, query, self.settings.exclude, Member(self._root, collector))
+        call = RgCall(rg, query, self.settings.exclude)
+        key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
+        return await share(
+            key, Part(self._root, collector), call.send, deadline=query.deadline, hand_back=call.hand_back
+        )

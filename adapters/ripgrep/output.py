@@ -36,13 +36,13 @@ try:
 except ImportError:  # pragma: no cover - Windows: the pipe keeps its size
     fcntl = None  # type: ignore[assignment]
 
+from gateway.backend import DEFAULT_MAX_HITS
 from gateway.models import FileMatch, Hit, LazyHits, SearchQuery, cut_text
 from gateway.signals import DEFINITION_ASCII_PATTERN, DEFINITION_SCAN, looks_like_definition
 
 __all__ = [
     "BLOCK_LIMIT",
     "DEFAULT_MAX_FILES",
-    "DEFAULT_MAX_HITS",
     "RANK_HIT_CAP",
     "SKIPPED",
     "TICK_S",
@@ -52,14 +52,12 @@ __all__ = [
     "OutputReader",
     "anchored",
     "build_argv",
-    "collect",
     "error_line",
     "excludes",
     "find_rg",
 ]
 
 DEFAULT_MAX_FILES = 10_000
-DEFAULT_MAX_HITS = 100_000
 #: Files are ranked by their hit count, counted up to this many.
 RANK_HIT_CAP = 50
 #: An output line longer than this (bytes) is skipped rather than held in memory.
@@ -451,18 +449,6 @@ def _blank(lines: list[bytes], start: int, end: int) -> int:
         return lines.index(b"", start)
     except ValueError:
         return end
-
-
-def collect(
-    lines: Iterable[bytes],
-    *,
-    context_lines: int = 0,
-    accept: Callable[[str], bool] | None = None,
-) -> list[FileMatch]:
-    """Read a whole rg output (its lines) into ranked FileMatches."""
-    collector = Collector(context_lines=context_lines, accept=accept)
-    OutputReader(lambda _: collector).feed(list(lines))
-    return collector.ranked()
 
 
 # -- running rg ---------------------------------------------------------------------

@@ -22,31 +22,30 @@ when zoekt found more files (``FileCount``) or matches (``MatchCount``) than it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
-import aiohttp
 import msgspec
-import orjson
 from pydantic import Field, model_validator
 
-from adapters._http import HttpBackend, HttpSettings, RepoRegex, map_client_errors, read_body, token_from_env
-from adapters.zoekt.batch import Coalescer, RepoRouter
-from adapters.zoekt.read import DECODER, parse_response, parse_shared
-from gateway.errors import BackendError, Rejected, Unsupported
-from gateway.globs import PathFilter, glob_to_regex
-from gateway.languages import globs_for
+from adapters._coalesce import Seat, share
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request, error_field
+from adapters._text import go_quote_meta, path_regexes
+from adapters.zoekt.read import DECODER, RepoRouter, parse_response, parse_shared
+from gateway.errors import BackendError, Rejected
+from gateway.globs import PathFilter
 from gateway.models import BackendResult, SearchQuery
 
-__all__ = ["ZoektBackend", "ZoektSettings", "build_request", "parse_response", "zoekt_quote"]
+__all__ = ["MAX_MEMBERS", "ZoektBackend", "ZoektSettings", "build_request", "parse_response", "zoekt_quote"]
 
 #: Matches asked for per file of the page, and at least this many in all.
 MATCHES_PER_FILE = 10
 MIN_MATCHES = 500
 #: Share of the remaining deadline zoekt may spend searching (the rest is transfer).
 WALL_SHARE = 0.9
+#: Namespaces in one shared request at most (the answer holds a page of files for each).
+MAX_MEMBERS = 64
 _QUOTE_TRIGGERS = frozenset(' \t\r\n"():')
-_GO_META = frozenset("\\.+*?()|[]{}^$")
 
 
 class ZoektSettings(HttpSettings):
@@ -57,7 +56,7 @@ class ZoektSettings(HttpSettings):
     hedges through :meth:`ZoektBackend.search_replica`.
     """
 
-    urls: list[str] = Field(default_factory=list, description="zoekt-webserver replicas.")
+    urls: list[HttpUrl] = Field(default_factory=list, description="zoekt-webserver replicas.")
     repos: RepoRegex = Field(default="", description="Regex on repository names (zoekt `repo:`).")
     coalesce: bool = Field(
         default=True,
@@ -66,21 +65,15 @@ class ZoektSettings(HttpSettings):
 
     @model_validator(mode="after")
     def _has_an_endpoint(self) -> Self:
-        for url in self.endpoints:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"not an http(s) URL: {url!r}")
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"not an http(s) URL: {self.url!r}")
         if not self.endpoints:
             raise ValueError("set `urls` (or `url`)")
         return self
 
     @property
     def endpoints(self) -> list[str]:
-        return list(self.urls) or ([self.url] if self.url else [])
-
-
-def go_quote_meta(text: str) -> str:
-    """``text`` as a regular expression matching itself (Go's ``regexp.QuoteMeta``)."""
-    return "".join("\\" + c if c in _GO_META else c for c in text)
+        return list(self.urls) or ([self.url.rstrip("/")] if self.url else [])
 
 
 def zoekt_quote(value: str) -> str:
@@ -90,12 +83,7 @@ def zoekt_quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def regex_union(globs: Iterable[str]) -> str:
-    """One regex matching a path selected by any of ``globs`` (empty if there are none)."""
-    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
-
-
-def repo_union(repos: list[str]) -> str:
+def repo_union(repos: Sequence[str]) -> str:
     """One ``repo:`` regex for several namespaces: empty (every repository) if one of them has none."""
     return "" if not all(repos) else "|".join(dict.fromkeys(f"(?:{r})" for r in repos))
 
@@ -106,12 +94,10 @@ def build_query(query: SearchQuery, repos: str = "") -> str:
     if repos:
         parts.append("repo:" + zoekt_quote(repos))
     parts.append("case:yes" if query.case_sensitive else "case:no")
-    include = regex_union(g for g in query.paths if not g.startswith("!"))
-    language = regex_union(globs_for(query.languages))
-    exclude = regex_union(g[1:] for g in query.paths if g.startswith("!"))
-    parts.extend("file:" + zoekt_quote(r) for r in (include, language) if r)
-    if exclude:
-        parts.append("-file:" + zoekt_quote(exclude))
+    paths = path_regexes(query)
+    parts.extend("file:" + zoekt_quote(r) for r in (paths.include, paths.language) if r)
+    if paths.exclude:
+        parts.append("-file:" + zoekt_quote(paths.exclude))
     pattern = go_quote_meta(query.text) if query.mode == "exact" else query.text
     parts.append(zoekt_quote(pattern))
     return " ".join(parts)
@@ -134,28 +120,21 @@ def build_request(query: SearchQuery, repos: str = "", members: int = 1) -> dict
     }
 
 
-async def _rejection(resp: aiohttp.ClientResponse) -> str:
-    """The reason zoekt gave for a 400 (``{"Error": "..."}``), short."""
-    body = await resp.content.read(4096)
-    try:
-        message = str(orjson.loads(body).get("Error") or "")
-    except (orjson.JSONDecodeError, AttributeError):
-        message = ""
-    return f"zoekt rejected the query: {message[:200]}" if message else "HTTP 400"
-
-
 class ZoektBackend(HttpBackend[ZoektSettings]):
-    """A zoekt-webserver (its JSON API)."""
+    """A zoekt-webserver (its JSON API). Namespaces that ask one server the same thing at once
+    share ONE request whose ``repo:`` filter is the union of theirs (:mod:`adapters._coalesce`);
+    its answer is read once and each file handed to the namespaces whose ``repos`` matches
+    its repository (an RE2 set). Zoekt ranks the shared answer as one: when it says the
+    answer is capped, every member is told."""
 
     kind = "zoekt"
     Settings = ZoektSettings
 
-    @property
-    def shares_calls(self) -> bool:  # type: ignore[override]
-        return self.settings.coalesce
+    def __init__(self, name: str, settings: ZoektSettings) -> None:
+        super().__init__(name, settings)
+        self.shares_calls = settings.coalesce
 
     def replicas(self) -> int:
-        """How many replicas serve this index."""
         return len(self.settings.endpoints)
 
     async def search(self, query: SearchQuery) -> BackendResult:
@@ -163,36 +142,38 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
 
     async def search_replica(self, query: SearchQuery, replica: int) -> BackendResult:
         """Search on replica ``replica`` (an index into ``urls``), with the namespaces asking it too."""
-        if query.mode not in self.modes:
-            raise Unsupported(f"zoekt cannot search in {query.mode} mode")
-        if self.settings.token_env and not token_from_env(self.settings.token_env):
-            raise BackendError(f"token variable {self.settings.token_env} is not set")
-        if self.settings.coalesce:
-            return await COALESCER.search(self, query, replica)
-        return (await self.search_for(query, replica, [self.settings.repos]))[0]
+        settings = self.settings
+        if not settings.coalesce:
+            return (await self.search_for(query, replica, [settings.repos]))[0]
+        # Members share a request only when it would be the same request alone.
+        key = (settings.endpoints[replica], query, settings.token_env, settings.max_bytes)
+
+        async def send(seats: Sequence[Seat[str]]) -> None:
+            results = await self.search_for(query, replica, [seat.value for seat in seats])
+            for seat, result in zip(seats, results, strict=True):
+                seat.answer(result)
+
+        return await share(key, settings.repos, send, deadline=query.deadline, max_members=MAX_MEMBERS)
 
     async def search_for(self, query: SearchQuery, replica: int, repos: list[str]) -> list[BackendResult]:
         """One request to replica ``replica`` for namespaces with these ``repos`` regexes; a result each."""
         keep = PathFilter.build(query.paths, query.languages)
         body = build_request(query, repos[0] if len(repos) == 1 else repo_union(repos), len(repos))
-        url = self.settings.endpoints[replica].rstrip("/") + "/api/search"
-        async with map_client_errors():
-            async with self.session.post(
-                url, json=body, timeout=self.budget(query.remaining()), allow_redirects=False
-            ) as resp:
-                if resp.status == 400:
-                    raise Rejected(await _rejection(resp))
-                raw = await read_body(resp, self.settings.max_bytes, "application/json")
-            try:
-                data = DECODER.decode(raw)
-            except msgspec.ValidationError as exc:
-                raise BackendError(f"unexpected response shape: {exc}") from exc
-            except msgspec.DecodeError as exc:
-                raise BackendError("invalid JSON in response") from exc
-            if len(repos) == 1:
-                return [parse_response(data, query, keep)]
-            return parse_shared(data, query, keep, RepoRouter(repos), len(repos))
+        url = self.settings.endpoints[replica] + "/api/search"
+        reply = await self.fetch(Request(url=url, method="POST", json=body), query.deadline)
+        try:
+            data = DECODER.decode(reply.body)
+        except msgspec.ValidationError as exc:
+            raise BackendError(f"unexpected response shape: {exc}") from exc
+        except msgspec.DecodeError as exc:
+            raise BackendError("invalid JSON in response") from exc
+        if len(repos) == 1:
+            return [parse_response(data, query, keep)]
+        return parse_shared(data, query, keep, RepoRouter(repos), len(repos))
 
-
-#: Namespaces on one zoekt server asked the same thing at once share one request.
-COALESCER = Coalescer()
+    def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
+        """zoekt's reason for a 400 (``{"Error": "..."}``), short."""
+        if status != 400:
+            return None
+        message = error_field(error, "Error")
+        return Rejected(f"zoekt rejected the query: {message[:200]}" if message else "HTTP 400")

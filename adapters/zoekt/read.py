@@ -17,10 +17,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
+import re2
 
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, SearchQuery, cut_text
 
-__all__ = ["DECODER", "Response", "parse_response", "parse_shared"]
+__all__ = ["DECODER", "RepoRouter", "Response", "parse_response", "parse_shared"]
 
 
 class Fragment(msgspec.Struct):
@@ -240,6 +241,32 @@ def _caps(result: Result, sent_files: int, sent_matches: int) -> list[str]:
     if result.MatchCount > sent_matches:
         reasons.append(f"zoekt sent {sent_matches} of {result.MatchCount} matches")
     return reasons
+
+
+class RepoRouter:
+    """Which members of a shared request a repository belongs to: an RE2 set of their ``repos`` regexes."""
+
+    def __init__(self, regexes: list[str]) -> None:
+        self._everyone = [i for i, regex in enumerate(regexes) if not regex]
+        self._set: re2.Set | None = None
+        if len(self._everyone) < len(regexes):
+            self._set = re2.Set.SearchSet()
+            self._index: list[int] = []
+            for i, regex in enumerate(regexes):
+                if regex:
+                    self._set.Add(regex)
+                    self._index.append(i)
+            self._set.Compile()
+        self._seen: dict[str, list[int]] = {}
+
+    def __call__(self, repository: str) -> list[int]:
+        """Indices of the members that own ``repository``, in member order."""
+        owners = self._seen.get(repository)
+        if owners is None:
+            matched = self._set.Match(repository) if self._set is not None else None
+            owners = sorted([*self._everyone, *(self._index[i] for i in matched or ())])
+            self._seen[repository] = owners
+        return owners
 
 
 def parse_response(data: Response, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
