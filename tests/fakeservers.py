@@ -7,12 +7,14 @@
         ...
         assert server.requests[0].json()["Q"] == "..."
 
-A server plays its replies in order, one per request, the last one repeating. Every
-request is recorded (:class:`Recorded`: method, path, query, headers, body) before it
-is answered. Reply builders: :func:`json_reply`, :func:`text_reply`, :func:`stream`,
-:func:`rate_limited`, :func:`server_error`, :func:`garbage`, :func:`wrong_type`,
-:func:`redirect`, :func:`hang`, and for fault tests :func:`slow_drip`,
-:func:`reset_mid_body`, :func:`huge_body`.
+A server plays its replies in order, one per request, the last one repeating; a
+request whose path starts with a key of ``routes`` gets that reply instead, every time
+(an AFI provider's manifest before its searches). Every request is recorded
+(:class:`Recorded`: method, path, query, headers, body) before it is answered. Reply
+builders: :func:`json_reply`, :func:`text_reply`, :func:`stream`, :func:`rate_limited`,
+:func:`server_error`, :func:`garbage`, :func:`wrong_type`, :func:`redirect`,
+:func:`hang`, and for fault tests :func:`slow_drip`, :func:`reset_mid_body`,
+:func:`huge_body`.
 
 A hanging handler awaits an :class:`asyncio.Event` that is never set; when the client
 gives up and closes the connection aiohttp cancels the handler, and
@@ -170,9 +172,11 @@ def huge_body(size: int, declare_length: bool = False, chunk: int = 1 << 16) -> 
 class FakeServer:
     """An aiohttp server on 127.0.0.1 answering every path with scripted replies."""
 
-    def __init__(self, *replies: Reply) -> None:
+    def __init__(self, *replies: Reply, routes: Mapping[str, Reply] | None = None) -> None:
         self.replies = list(replies) or [json_reply({})]
+        self.routes = dict(routes or {})
         self.requests: list[Recorded] = []
+        self._played = 0
         self.cancelled = asyncio.Event()
         self._never = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -210,8 +214,12 @@ class FakeServer:
     ) -> None:
         await self.close()
 
-    def _next(self) -> Reply:
-        index = min(len(self.requests) - 1, len(self.replies) - 1)
+    def _next(self, path: str) -> Reply:
+        for prefix, reply in self.routes.items():
+            if path.startswith(prefix):
+                return reply
+        index = min(self._played, len(self.replies) - 1)
+        self._played += 1
         return self.replies[index]
 
     async def _wait_forever(self) -> None:
@@ -232,7 +240,7 @@ class FakeServer:
                 body=body,
             )
         )
-        reply = self._next()
+        reply = self._next(request.path)
         headers = dict(reply.headers)
         if reply.content_type is not None:
             headers["Content-Type"] = reply.content_type

@@ -7,7 +7,6 @@ later pages failing) are scripted with :class:`tests.fakeservers.FakeServer`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,7 +21,7 @@ from aiohttp.typedefs import Handler
 from adapters.peer import PeerBackend, PeerSettings, build_request, next_offset, peer_timeout_ms
 from adapters.ripgrep.backend import find_rg
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover, parse_config
-from gateway.errors import BackendError, BackendTimeout, ConfigError, RateLimited
+from gateway.errors import BackendError, ConfigError
 from gateway.http.app import create_app
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.request import parse_request
@@ -32,15 +31,10 @@ from tests.corpus import make_corpus
 from tests.fakeservers import (
     FakeServer,
     Reply,
-    garbage,
     hang,
     json_reply,
-    leftover_tasks,
-    rate_limited,
-    redirect,
     server_error,
 )
-from tests.fakeservers import wrong_type as wrong_content_type
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
 
@@ -240,21 +234,6 @@ class TestAsking:
         assert (sent.method, sent.path) == ("POST", "/v1/search")
         assert sent.headers["Authorization"] == f"Bearer {TOKEN}"
         assert sent.json()["namespaces"] == ["team/*"]
-
-    async def test_missing_token_variable(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A token_env that is not set fails before anything is sent."""
-        monkeypatch.delenv(TOKEN_ENV, raising=False)
-        async with fake_peer(token_env=TOKEN_ENV) as (server, peer):
-            with pytest.raises(BackendError, match=TOKEN_ENV):
-                await peer.search(query())
-        assert server.requests == []
-
-    def test_url_must_be_http(self) -> None:
-        """The settings refuse a URL that is not http(s), or none."""
-        with pytest.raises(ValueError, match="http"):
-            PeerSettings(url="file:///etc")
-        with pytest.raises(ValueError, match="url"):
-            PeerSettings()
 
     def test_config_table(self) -> None:
         """A [[namespaces]] table of backend gateway validates its url, token_env and remote globs."""
@@ -461,61 +440,10 @@ class TestFailing:
     def token(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(TOKEN_ENV, TOKEN)
 
-    async def test_500(self) -> None:
-        """A 500 is a BackendError naming the status."""
-        with pytest.raises(BackendError, match="HTTP 500"):
-            await self.search(server_error())
-
-    async def test_503_unavailable(self) -> None:
-        """A 503 makes the namespace unavailable rather than failed."""
-        with pytest.raises(BackendError) as info:
-            await self.search(server_error(503))
-        assert info.value.status == "unavailable"
-
-    async def test_429(self) -> None:
-        """A 429 is RateLimited with Retry-After."""
-        with pytest.raises(RateLimited) as info:
-            await self.search(rate_limited("9"))
-        assert info.value.retry_after == 9.0
-
-    async def test_garbage(self) -> None:
-        """An unparseable body is a BackendError."""
-        with pytest.raises(BackendError, match="JSON"):
-            await self.search(garbage())
-
     async def test_wrong_shape(self) -> None:
         """JSON that is not a SearchResponse is a BackendError about its shape."""
         with pytest.raises(BackendError, match="shape"):
             await self.search(json_reply({"files": [{"namespace": "x", "hits": "no"}]}))
-
-    async def test_wrong_content_type(self) -> None:
-        """An HTML page (a login proxy) is refused by content type."""
-        with pytest.raises(BackendError, match="content type"):
-            await self.search(wrong_content_type())
-
-    async def test_hang_times_out(self) -> None:
-        """A peer that never answers costs a BackendTimeout at the deadline, and leaves nothing running."""
-        async with FakeServer(hang()) as server:
-            async with PeerBackend("p", PeerSettings(url=server.url)) as peer:
-                with pytest.raises(BackendTimeout):
-                    await peer.search(query(deadline=time.monotonic() + 0.3))
-            await asyncio.wait_for(server.cancelled.wait(), 5)
-        assert leftover_tasks() == []
-
-    async def test_redirect_not_followed(self) -> None:
-        """A redirect is refused, and its target is never asked."""
-        async with fake_peer(redirect("/v1/search?again=1"), token_env=TOKEN_ENV) as (server, peer):
-            with pytest.raises(BackendError, match="redirect"):
-                await peer.search(query())
-        assert len(server.requests) == 1
-
-    async def test_token_never_in_error_text(self) -> None:
-        """A 401 whose body echoes the token yields an error without it."""
-        echo = json_reply({"detail": f"bad token {TOKEN}"}, status=401)
-        with pytest.raises(BackendError) as info:
-            await self.search(echo)
-        assert TOKEN not in str(info.value) and TOKEN not in info.value.reason
-        assert "401" in info.value.reason
 
     async def test_400_detail_is_scrubbed_of_the_token(self) -> None:
         """A 400 detail echoing the token is carried without it."""

@@ -3,26 +3,21 @@
 Every test runs a service of one faulty and three healthy Zoekt namespaces (the healthy
 ones serve the recorded fixture) through the resilience layer, then asserts the faulty
 namespace's status and reason, that the healthy namespaces' results are complete, and
-that no task, socket or child process is left once everything is closed.
+that no task, socket or child process is left once everything is closed. (A local
+backend's faults at the deadline: tests/test_conformance.py, TestLocal.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import os
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from adapters._http import CONNECT_TIMEOUT, READ_TIMEOUT
-from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings
 from adapters.zoekt.backend import ZoektBackend, ZoektSettings
-from gateway.fanout import Route, fan_out
 from gateway.models import SearchQuery
 from gateway.request import parse_request
 from gateway.resilience.wrapper import Policy, ResilientBackend
@@ -35,15 +30,13 @@ from tests.fakeservers import (
     hang,
     huge_body,
     json_reply,
-    leftover_tasks,
-    open_sockets,
     rate_limited,
     reset_mid_body,
     server_error,
     slow_drip,
     wrong_type,
 )
-from tests.test_resilience import FakeClock
+from tests.helpers import FakeClock, FakeSleep, no_leaks
 
 HEALTHY = ("good-a", "good-b", "good-c")
 EXPECTED = {  # what each healthy namespace holds in the zoekt fixture
@@ -55,40 +48,6 @@ EXPECTED = {  # what each healthy namespace holds in the zoekt fixture
 @pytest.fixture
 def payload(fixtures_dir: Path) -> Any:
     return json.loads((fixtures_dir / "zoekt_search_response.json").read_text())
-
-
-def child_pids() -> set[int]:
-    """Child processes of this process (zombies included: a reaped child is gone)."""
-    pids: set[int] = set()
-    for task in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/children") as handle:
-            pids.update(int(pid) for pid in handle.read().split())
-    return pids
-
-
-@contextlib.asynccontextmanager
-async def no_leaks() -> AsyncIterator[None]:
-    """Fail if tasks, sockets or child processes outlive the block (given up to 2 s to wind down)."""
-    sockets, children = open_sockets(), child_pids()
-    yield
-    for _ in range(200):
-        await asyncio.sleep(0.01)
-        if not leftover_tasks() and open_sockets() == sockets and child_pids() == children:
-            break
-    assert leftover_tasks() == []
-    assert open_sockets() == sockets
-    assert child_pids() == children
-
-
-class FakeSleep:
-    """The policy's backoff sleep, recorded and skipped."""
-
-    def __init__(self) -> None:
-        self.slept: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        await asyncio.sleep(0)
 
 
 async def run(
@@ -278,19 +237,3 @@ class TestSession:
                 await backend.aclose()
         assert (len(one.requests), len(two.requests)) == (1, 1)
         assert timeout.total is None and timeout.connect == CONNECT_TIMEOUT and timeout.sock_read == READ_TIMEOUT
-
-
-class TestLocalFaults:
-    async def test_ripgrep_cut_at_the_deadline_keeps_its_files_and_its_process_is_reaped(self, tmp_path: Path) -> None:
-        """An rg still running at the deadline gives what it found so far as `timeout`, and is killed."""
-        for i in range(600):  # 2.4 million matching lines: rg and fedsearch take 0.6 s here, 4x the deadline
-            (tmp_path / f"f{i:03}.txt").write_text("needle here\n" * 4000)
-        async with no_leaks():
-            backend = ResilientBackend(RipgrepBackend("rg", RipgrepSettings(root=str(tmp_path), max_hits=10**7)))
-            try:
-                outcome = (
-                    await fan_out([Route("rg", backend)], SearchQuery(text="needle", deadline=time.monotonic() + 0.15))
-                )[0]
-            finally:
-                await backend.aclose()
-        assert outcome.status == "timeout" and outcome.result is not None and outcome.result.files

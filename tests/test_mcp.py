@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
-import socket
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from gateway.request import SearchRequest, parse_request
 from gateway.service import MAX_READ_LINES, SearchService
 from gateway.testing import MockBackend
 from gateway.wire import SearchResponse
+from tests.helpers import fedsearch_command, free_port, held_client, subprocess_env, wait_for_port
 
 REPO = Path(__file__).resolve().parents[1]
 LONG_LINES = 2500
@@ -95,18 +93,6 @@ def text_of(result: CallToolResult) -> str:
     return content.text
 
 
-def fedsearch_command() -> list[str]:
-    """The installed ``fedsearch`` entry point beside this interpreter, else ``python -m``."""
-    script = Path(sys.executable).with_name("fedsearch")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "gateway.cli"]
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "FEDSEARCH_CONFIG"}
-    env.update(extra)
-    return env
-
-
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_checkouts(tmp_path_factory.mktemp("checkouts"))
@@ -117,32 +103,6 @@ async def service(root: Path) -> AsyncIterator[SearchService]:
     svc = SearchService(config_from_env(None, str(root), env={}))
     yield svc
     await svc.aclose()
-
-
-async def held_client(target: Any, **options: Any) -> AsyncIterator[MCPClient]:
-    """A connected Client, entered and exited in one task of its own.
-
-    The SDK client holds anyio cancel scopes, which must be left in the task that
-    entered them; pytest-asyncio sets a fixture up and tears it down in different tasks.
-    """
-    connected: asyncio.Future[MCPClient] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        async with Client(target, raise_exceptions=True, **options) as c:
-            connected.set_result(c)
-            await stop.wait()
-
-    task = asyncio.create_task(hold())
-    pending: list[asyncio.Future[Any]] = [task, connected]
-    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-    if not connected.done():
-        task.result()  # raises what failed the connection
-    try:
-        yield connected.result()
-    finally:
-        stop.set()
-        await task
 
 
 @pytest.fixture
@@ -478,31 +438,6 @@ class TestStdio:
         assert replies[3]["result"]["isError"] is True
         assert b"mcp_tool" in stderr and b"search_done" in stderr
         assert b"mcp_stopped" in stderr  # the service was closed after stdin ended
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def wait_for_port(proc: asyncio.subprocess.Process, port: int, seconds: float = 30.0) -> None:
-    """Return once 127.0.0.1:port accepts connections; fail if the process exits first."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        if proc.returncode is not None:
-            pytest.fail(f"the server exited with {proc.returncode}")
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.05)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    pytest.fail(f"nothing listened on port {port}")
 
 
 class TestStreamableHttp:

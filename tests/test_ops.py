@@ -37,7 +37,7 @@ from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.corpus import make_corpus
-from tests.test_mcp import free_port
+from tests.helpers import free_port
 
 Client = TestClient[Any, Any]
 MakeClient = Callable[..., Awaitable[Client]]

@@ -22,7 +22,7 @@ from gateway.http.app import create_app
 from gateway.mcp import build_server
 from gateway.service import SearchService
 from tests.corpus import make_corpus
-from tests.test_mcp import fedsearch_command, held_client, subprocess_env
+from tests.helpers import fedsearch_command, held_client, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 REQUEST: dict[str, Any] = {"query": "register_widget", "files": 2, "context_lines": 1, "paths": ["!vendor/**"]}

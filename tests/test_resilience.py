@@ -27,33 +27,16 @@ from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.request import parse_request
 from gateway.resilience.breaker import Breaker, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
+from gateway.resilience.policy import LOCAL, Policy
 from gateway.resilience.retry import RetryBudget
-from gateway.resilience.wrapper import LOCAL, Policy, ResilientBackend, policy_for, wrap
+from gateway.resilience.wrapper import ResilientBackend, wrap
 from gateway.service import SearchService
 from gateway.testing import MockBackend, MockSettings
 from tests.fakeservers import leftover_tasks
+from tests.helpers import FakeClock
 
 Step = BaseException | BackendResult
 Handler = Callable[[SearchQuery], Awaitable[BackendResult]]
-
-
-class FakeClock:
-    """A monotonic clock that moves only when told to (or when the policy sleeps on it)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
 
 
 def ok(name: str = "a.py", hits: int = 1) -> BackendResult:
@@ -82,10 +65,13 @@ def query(seconds: float = 5.0) -> SearchQuery:
     return SearchQuery(text="foo", deadline=time.monotonic() + seconds)
 
 
-def resilient(handler: Handler, clock: FakeClock | None = None, **policy: Any) -> ResilientBackend:
+def resilient(
+    handler: Handler, clock: FakeClock | None = None, max_hits: int | None = None, **policy: Any
+) -> ResilientBackend:
     clock = clock or FakeClock()
     policy.setdefault("hedge", False)
-    return ResilientBackend(MockBackend(handler, "ns"), Policy(clock=clock, sleep=clock.sleep, **policy))
+    inner = MockBackend(handler, "ns", max_hits=max_hits)
+    return ResilientBackend(inner, Policy(clock=clock, sleep=clock.sleep, **policy))
 
 
 class Replicas(AsyncBackend[MockSettings]):
@@ -396,8 +382,8 @@ class TestRetries:
         and answers are still capped."""
         files = tuple(ok(f"{i}.py", hits=40).files[0] for i in range(5))
         backend = ResilientBackend(
-            MockBackend(script(BackendResult(files=files)), "local"),
-            Policy(max_attempts=1, breaker=False, hedge=False, max_hits=100),
+            MockBackend(script(BackendResult(files=files)), "local", max_hits=100),
+            Policy(max_attempts=1, breaker=False, hedge=False),
         )
         result = await backend.search(query())
         assert [f.path for f in result.files] == ["0.py", "1.py"] and result.status == "capped"
@@ -648,8 +634,8 @@ class TestCaps:
 
     @pytest.mark.parametrize("own_cap", [True, False])
     async def test_a_backend_capping_its_own_hits_is_not_counted_again(self, own_cap: bool) -> None:
-        """A backend that caps its hits at its settings' max_hits (ripgrep) is trusted: its answer
-        passes as it came, its hits not counted (0.13 ms for 865 files). Without such a setting they are."""
+        """A backend that declares it caps its own hits at max_hits (ripgrep) is trusted: its answer
+        passes as it came, its hits not counted. Without that declaration they are."""
         lengths: list[int] = []
 
         class Hits(tuple[Hit, ...]):
@@ -657,37 +643,33 @@ class TestCaps:
                 lengths.append(1)
                 return super().__len__()
 
-        class CappingSettings(MockSettings):
-            max_hits: int = 5
-
-        class SelfCapping(MockBackend):
-            caps_hits = True
-
         answer = BackendResult(files=(FileMatch(path="a.py", hits=Hits((Hit(line=1, text="x"),))),))
-        inner = SelfCapping(script(answer), "ns")
-        if own_cap:
-            inner.settings = CappingSettings()
-        backend = ResilientBackend(inner, Policy(hedge=False, max_hits=5))
+        inner = MockBackend(script(answer), "ns", max_hits=5)
+        inner.caps_hits = own_cap
+        backend = ResilientBackend(inner, Policy(hedge=False))
         assert await backend.search(query()) is answer
         assert bool(lengths) is not own_cap
 
 
 class TestWrapper:
     async def test_the_wrapper_is_the_same_backend_to_everyone(self) -> None:
-        """Name, kind, modes, settings, children and tree are the inner backend's; closing closes it."""
+        """Name, kind, modes, settings, caps, children and tree are the inner backend's; closing closes it."""
         inner = MockBackend(script(ok()), "x", modes=frozenset({"exact"}))
         backend = wrap(inner)
         assert isinstance(backend, ResilientBackend)
         assert (backend.name, backend.kind, backend.modes, backend.settings) == ("x", "mock", {"exact"}, inner.settings)
-        assert backend.tree() is None and backend.serves_children is False and backend.calls is inner.calls
+        assert backend.tree() is None and backend.serves_children is False and backend.max_hits == inner.max_hits
+        assert backend.health() == "ok" and backend.replicas() == 1
         await backend.aclose()
         assert inner.closed and wrap(backend) is backend
 
-    def test_policies_by_kind(self) -> None:
+    def test_policies_are_declared_by_the_adapters(self) -> None:
         """ripgrep is local (no retries, breaker or hedges); GitHub is never hedged; zoekt has it all."""
-        assert policy_for("ripgrep") is LOCAL
-        assert policy_for("github").hedge is False and policy_for("github").max_attempts == 3
-        assert policy_for("zoekt").hedge and policy_for("zoekt").breaker
+        from gateway.registry import load_kind
+
+        assert load_kind("ripgrep").policy is LOCAL
+        assert load_kind("github").policy.hedge is False and load_kind("github").policy.max_attempts == 3
+        assert load_kind("zoekt").policy.hedge and load_kind("zoekt").policy.breaker
 
     async def test_configured_namespaces_are_wrapped(self, tmp_path: Any) -> None:
         """A service built from config puts every backend behind the resilience layer."""

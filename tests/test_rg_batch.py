@@ -5,35 +5,34 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
+from adapters._coalesce import Seat
 from adapters.ripgrep import batch as rg_batch
-from adapters.ripgrep.backend import BATCHER, RipgrepBackend, RipgrepSettings
+from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings
 from adapters.ripgrep.output import Collector
 from adapters.ripgrep.process import Child
 from gateway.config import parse_config
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, SearchQuery
+from gateway.scope import call_scope
 from gateway.service import SearchService
 from gateway.testing import MockBackend
-from tests.test_ripgrep import rg_children
-
-
-def _repo(root: Path, files: dict[str, str]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    for rel, text in files.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    return root
+from tests.helpers import fake_program, rg_children
+from tests.helpers import git_repo as _repo
 
 
 async def _together(backends: list[RipgrepBackend], query: SearchQuery) -> list[BackendResult]:
-    return list(await asyncio.gather(*(b.search(query) for b in backends)))
+    """The backends' searches made at once, in one scope, as a fan-out makes them."""
+    async with call_scope():
+        return list(await asyncio.gather(*(b.search(query) for b in backends)))
+
+
+def _seat(root: str, collector: Collector | None = None) -> Seat[rg_batch.Part]:
+    return Seat(rg_batch.Part(root, collector or Collector()), asyncio.get_running_loop().create_future())
 
 
 def _query(**kw: object) -> SearchQuery:
@@ -99,7 +98,7 @@ class TestBatch:
             gc.set_debug(0)
             gc.garbage.clear()
             gc.enable()
-        assert not left & {"Member", "_Batch", "Collector", "FileMatch", "BackendResult"}, left
+        assert not left & {"Seat", "Part", "_Batch", "_Reading", "Collector", "FileMatch", "BackendResult"}, left
 
     async def test_where_rg_runs(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Absolute roots, run from where we are; a lone namespace with excludes holding a ``/``
@@ -167,11 +166,6 @@ class TestBatch:
         ]
         outcomes = await fan_out(routes, SearchQuery(text="needle", deadline=time.monotonic() + 0.3), concurrency=1)
         assert [o.status for o in outcomes] == ["timeout"] * 3
-        for _ in range(50):  # the batch gets the place once the hanging call is cancelled
-            if not BATCHER._running:
-                break
-            await asyncio.sleep(0)
-        assert not BATCHER._running
         assert started == []
 
     async def test_one_process_for_the_batch(self, tmp_path: Path) -> None:
@@ -218,37 +212,35 @@ class TestBatch:
         assert rg_children() == set()
 
 
-class _CountingFuture:
-    """Stands in for a member's future: counts how often it is asked whether it is done."""
-
-    asked = 0
-
-    def __init__(self) -> None:
-        self.is_done = False
-
-    def done(self) -> bool:
-        _CountingFuture.asked += 1
-        return self.is_done
-
-
 class TestManyMembers:
-    def test_asking_whether_all_settled_is_linear_overall(self) -> None:
-        """Every caller asks as it leaves; over a batch of n that is O(n) checks, not O(n^2)."""
+    async def test_asking_whether_all_settled_is_linear_overall(self) -> None:
+        """Every read asks whether anyone is left; over an rg serving n that is O(n) checks, not O(n^2)."""
         n = 2000
-        futures = [_CountingFuture() for _ in range(n)]
-        members = [rg_batch.Member(f"/r/{i}", Collector(), future=f) for i, f in enumerate(futures)]  # type: ignore[arg-type]
-        batch = rg_batch._Batch(members)
-        _CountingFuture.asked = 0
-        for i, future in enumerate(futures):
-            future.is_done = True
-            assert batch.all_settled() == (i == n - 1)
-        assert _CountingFuture.asked <= 2 * n
+        seats = [_seat(f"/r/{i}") for i in range(n)]
+        reading = rg_batch._Reading(seats, rg_batch.OutputPipe())
+        asked = 0
+        waiting = Seat.waiting
 
-    async def test_the_router_names_the_members_given_files(self) -> None:
-        """Only members handed files since the last look can have reached a cap; the member
+        def counted(seat: Seat[rg_batch.Part]) -> bool:
+            nonlocal asked
+            asked += 1
+            return waiting(seat)
+
+        try:
+            Seat.waiting = counted  # type: ignore[method-assign]
+            for i, seat in enumerate(seats):
+                seat.answer(BackendResult())
+                assert reading.all_settled() == (i == n - 1)
+        finally:
+            Seat.waiting = waiting  # type: ignore[method-assign]
+            reading.pipe.close()
+        assert asked <= 2 * n
+
+    async def test_the_router_names_the_seats_given_files(self) -> None:
+        """Only seats handed files since the last look can have reached a cap; the seat
         whose file may go on into the next read is named again."""
-        a, b, c = (rg_batch.Member(f"/r/{n}", Collector()) for n in "abc")
-        router = rg_batch._Router([a, b, c])
+        a, b, c = (_seat(f"/r/{n}") for n in "abc")
+        router = rg_batch.Router([a, b, c])
         for path in ("/r/a/x", "/r/a/y", "/r/c/z", "/elsewhere", "/r/a/w"):
             router(path)
         assert router.touched() == [a, c, a]
@@ -256,7 +248,9 @@ class TestManyMembers:
         router("/r/b/q")
         assert router.touched() == [a, b]
 
-    async def test_callers_gone_before_rg_starts_start_no_rg(self, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def test_callers_gone_before_rg_starts_start_no_rg(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """Every caller of a batch cancelled within its two gathering turns: rg never starts."""
         started: list[list[str]] = []
 
@@ -265,22 +259,20 @@ class TestManyMembers:
             return Child(argv, cwd=cwd, stdout=stdout)
 
         monkeypatch.setattr(rg_batch, "Child", spy)
-        batcher = rg_batch.Batcher()
-        members = [rg_batch.Member(f"/nonexistent/{i}", Collector()) for i in range(3)]
-        tasks = [asyncio.create_task(batcher.search("rg", _query(), (), m)) for m in members]
-        await asyncio.sleep(0)  # each has joined the batch
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        launched = False
-        for _ in range(20):  # the batch is launched two turns after it began, then runs
-            launched = launched or bool(batcher._running)
-            if launched and not batcher._running:
-                break
-            await asyncio.sleep(0)
-        assert launched and not batcher._pending and not batcher._running
+        roots = [_repo(tmp_path / f"r{i}", {"x.py": "needle\n"}) for i in range(3)]
+        async with call_scope() as scope:
+            tasks = [
+                asyncio.create_task(RipgrepBackend(r.name, RipgrepSettings(root=str(r))).search(_query()))
+                for r in roots
+            ]
+            await asyncio.sleep(0)  # each has joined the batch
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for _ in range(5):  # past the two gathering turns
+                await asyncio.sleep(0)
+            assert not scope._tasks
         assert started == []
-        assert all(m.batch is None for m in members)
 
 
 class TestOutputPipe:
@@ -329,33 +321,26 @@ class TestOutputPipe:
 
         monkeypatch.setattr(rg_batch.OutputPipe, "drain", counted)
         root = str(tmp_path / "a")
-        silent = _script(tmp_path / "silent", "sleep 0.2")
-        member = rg_batch.Member(root, Collector())
-        await rg_batch.run(silent, _query(), (), [member])
-        assert member.future.result().status == "ok"
+        silent = fake_program(tmp_path / "silent", "sleep 0.2")
+        seat = _seat(root)
+        await rg_batch.RgCall(silent, _query(), ()).send([seat])
+        assert seat.future.result().status == "ok"
         assert len(drains) == 1  # at exit only (twenty ticks went by)
 
         drains.clear()
-        talker = _script(tmp_path / "talker", f"printf '{root}/x.txt\\0001:1:needle\\n'; sleep 0.2")
-        member = rg_batch.Member(root, Collector(strip=len(root) + 1))
-        await rg_batch.run(talker, _query(), (), [member])
-        assert [f.path for f in member.future.result().files] == ["x.txt"]
+        talker = fake_program(tmp_path / "talker", f"printf '{root}/x.txt\\0001:1:needle\\n'; sleep 0.2")
+        seat = _seat(root, Collector(strip=len(root) + 1))
+        await rg_batch.RgCall(talker, _query(), ()).send([seat])
+        assert [f.path for f in seat.future.result().files] == ["x.txt"]
         assert len(drains) > 2 and drains[0] > 0  # read at ticks once it wrote
 
     async def test_rg_silent_past_the_deadline_is_stopped_there(self, tmp_path: Path) -> None:
         """No ticks while rg is silent, yet the deadline still ends it: timeout, and rg killed and reaped."""
-        sleeper = _script(tmp_path / "sleeper", "exec sleep 30")
-        member = rg_batch.Member(str(tmp_path), Collector())
+        sleeper = fake_program(tmp_path / "sleeper", "exec sleep 30")
+        seat = _seat(str(tmp_path))
         started = time.monotonic()
         query = SearchQuery(text="needle", deadline=started + 0.3)
-        await rg_batch.run(sleeper, query, (), [member])
-        assert member.future.result().status == "timeout"
+        await rg_batch.RgCall(sleeper, query, ()).send([seat])
+        assert seat.future.result().status == "timeout"
         assert time.monotonic() - started < 10  # not the 30 s rg would have taken
         assert not rg_children("sleep")
-
-
-def _script(path: Path, body: str) -> str:
-    """An executable standing in for rg (it ignores its arguments)."""
-    path.write_text(f"#!/bin/sh\n{body}\n")
-    path.chmod(0o755)
-    return str(path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,35 +12,17 @@ from typing import Any
 import pydantic
 import pytest
 
-from adapters.ripgrep.backend import (
-    RipgrepBackend,
-    RipgrepSettings,
-    build_argv,
-    collect,
-    find_rg,
-)
+from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings, build_argv, find_rg
 from adapters.ripgrep.localfs import LocalTree
-from adapters.ripgrep.output import SKIPPED, LineSplitter
-from gateway.errors import BackendError, Unsupported
-from gateway.models import MAX_TEXT, BackendResult, SearchQuery
+from adapters.ripgrep.output import SKIPPED, Collector, LineSplitter, OutputReader
+from gateway.errors import BackendError
+from gateway.fanout import Route, fan_out
+from gateway.models import MAX_TEXT, BackendResult, FileMatch, SearchQuery
+from tests.helpers import git_repo, rg_children
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
 
 Make = Callable[..., Path]
-
-
-def git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
-    """A git checkout at ``root`` holding ``files`` (relative path -> content)."""
-    root.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "init", "-q", str(root)], check=True)
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 @pytest.fixture
@@ -65,23 +46,11 @@ def paths(result: BackendResult) -> list[str]:
     return [f.path for f in result.files]
 
 
-def rg_children(name: str = "rg") -> set[int]:
-    """Pids of ``rg`` (or ``name``) processes, running or zombie, whose parent is this process."""
-    if not os.path.isdir("/proc"):  # pragma: no cover - Linux only
-        pytest.skip("needs /proc")
-    found: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path("/proc", entry, "stat").read_text()
-        except OSError:
-            continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == os.getpid() and comm == name:
-            found.add(int(entry))
-    return found
+def collect(lines: list[bytes], context_lines: int = 0) -> list[FileMatch]:
+    """A whole rg output (its lines) read into one collector's ranked files."""
+    collector = Collector(context_lines=context_lines)
+    OutputReader(lambda _: collector).feed(list(lines))
+    return collector.ranked()
 
 
 @pytest.fixture(scope="module")
@@ -233,10 +202,11 @@ class TestModes:
         assert paths(await search(root, "NEEDLE", case_sensitive=False)) == ["a.txt", "b.txt"]
 
     async def test_semantic_is_unsupported(self, make_repo: Make) -> None:
-        """ripgrep cannot search by meaning."""
-        root = make_repo({})
-        with pytest.raises(Unsupported, match="by meaning"):
-            await search(root, mode="semantic")
+        """ripgrep cannot search by meaning: the fan-out says so without starting rg."""
+        backend = RipgrepBackend("rg", RipgrepSettings(root=str(make_repo({"a.txt": "needle\n"}))))
+        [outcome] = await fan_out([Route("rg", backend)], SearchQuery(text="needle", mode="semantic"))
+        assert (outcome.status, outcome.error) == ("unsupported", "ripgrep cannot search in semantic mode")
+        assert rg_children() == set()
 
 
 class TestContext:

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from adapters.zoekt.backend import ZoektBackend, ZoektSettings
-from adapters.zoekt.batch import MAX_MEMBERS, RepoRouter
+from adapters.zoekt.backend import MAX_MEMBERS, ZoektBackend, ZoektSettings
+from adapters.zoekt.read import RepoRouter
 from gateway.errors import BackendError
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, SearchQuery
 from gateway.resilience.wrapper import wrap
+from gateway.scope import call_scope
 from tests.fakeservers import FakeServer, hang, json_reply, leftover_tasks, server_error
 
 REPOS = ("github.com/acme/widgets", "github.com/acme/gears", "github.com/other/tools")
@@ -55,8 +56,10 @@ async def backends(*settings: dict[str, Any]) -> AsyncIterator[list[ZoektBackend
 
 
 async def together(found: list[ZoektBackend], q: SearchQuery | None = None) -> list[BackendResult]:
+    """The backends' searches made at once, in one scope, as a fan-out makes them."""
     q = q or query()
-    return list(await asyncio.gather(*(b.search(q) for b in found)))
+    async with call_scope():
+        return list(await asyncio.gather(*(b.search(q) for b in found)))
 
 
 def paths(result: BackendResult) -> list[str]:
@@ -123,7 +126,8 @@ class TestShared:
             backends(*({"urls": [server.url], "repos": r} for r in REPOS)) as found,
         ):
             q = query()
-            outcomes = await asyncio.gather(*(b.search(q) for b in found), return_exceptions=True)
+            async with call_scope():
+                outcomes = await asyncio.gather(*(b.search(q) for b in found), return_exceptions=True)
         assert len(server.requests) == 1
         assert all(isinstance(o, BackendError) and "HTTP 500" in str(o) for o in outcomes)
 
@@ -196,7 +200,8 @@ class TestApart:
             ) as found,
         ):
             q1, q2 = query(), query()
-            await asyncio.gather(found[0].search(q1), found[1].search(q1), found[2].search(q2))
+            async with call_scope():
+                await asyncio.gather(found[0].search(q1), found[1].search(q1), found[2].search(q2))
         assert (len(one.requests), len(two.requests)) == (2, 1)
 
 
@@ -208,14 +213,15 @@ class TestCancel:
             backends(*({"urls": [server.url], "repos": r} for r in REPOS)) as found,
         ):
             q = query()
-            tasks = [asyncio.create_task(b.search(q)) for b in found]
-            for _ in range(500):
-                if server.requests:
-                    break
-                await asyncio.sleep(0.01)
-            for task in tasks:
-                task.cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
+            async with call_scope():
+                tasks = [asyncio.create_task(b.search(q)) for b in found]
+                for _ in range(500):
+                    if server.requests:
+                        break
+                    await asyncio.sleep(0.01)
+                for task in tasks:
+                    task.cancel()
+                results = await asyncio.gather(*tasks, return_exceptions=True)
             assert all(isinstance(r, asyncio.CancelledError) for r in results)
             await asyncio.wait_for(server.cancelled.wait(), 5)
             assert leftover_tasks() == []
@@ -227,10 +233,11 @@ class TestCancel:
             backends(*({"urls": [server.url], "repos": f"^{r}$"} for r in REPOS)) as found,
         ):
             q = query()
-            tasks = [asyncio.create_task(b.search(q)) for b in found]
-            await asyncio.sleep(0)
-            tasks[0].cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
+            async with call_scope():
+                tasks = [asyncio.create_task(b.search(q)) for b in found]
+                await asyncio.sleep(0)
+                tasks[0].cancel()
+                results = await asyncio.gather(*tasks, return_exceptions=True)
         assert isinstance(results[0], asyncio.CancelledError) and len(server.requests) == 1
         assert [paths(r)[0] for r in results[1:] if isinstance(r, BackendResult)] == [
             "github.com/acme/gears/src/f0.py",
