@@ -2,11 +2,12 @@
 one request per Zoekt server.
 
 A fan-out starts every namespace's search in the same turn of the event loop. A search
-whose call can be shared calls :func:`share` with a key (what makes two calls the same
-call) and its own part of it; the searches with one key gather for two turns, then ONE
-task runs the adapter's ``send`` for all of them, each member a :class:`Seat` whose
-answer ``send`` gives (:meth:`Seat.answer`, :meth:`Seat.fail`). A shared call takes one
-place in the fan-out's gate (:func:`~gateway.scope.call_slot`), whatever its size.
+whose call can be shared calls :func:`share` with a :class:`Call` (its ``key``: what
+makes two calls the same call) and its own part of it; the searches with one key gather
+for two turns, then ONE task runs the adapter's ``send`` for all of them, each member a
+:class:`Seat` whose answer ``send`` gives (:meth:`Seat.answer`, :meth:`Seat.fail`). A
+shared call takes one place in the fan-out's gate (:func:`~gateway.scope.call_slot`),
+whatever its size.
 
 * **Owner.** The :class:`Coalescer` is kept by the fan-out's
   :class:`~gateway.scope.CallScope` (one per fan-out, never a module global); outside a
@@ -27,13 +28,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from gateway.errors import BackendError, BackendTimeout
 from gateway.models import BackendResult
 from gateway.scope import CallScope, call_slot, current_scope
 
-__all__ = ["Coalescer", "HandBack", "Seat", "Send", "share"]
+__all__ = ["Call", "Coalescer", "HandBack", "Seat", "Send", "share"]
 
 V = TypeVar("V")
 
@@ -65,6 +67,18 @@ class Seat(Generic[V]):
 Send = Callable[[Sequence[Seat[V]]], Awaitable[None]]
 #: At the deadline, answers the seats with what the call has found so far (synchronously).
 HandBack = Callable[[Sequence[Seat[V]]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[V]):
+    """A call several namespaces may share: what makes it one (``key``), how it is sent and
+    handed back at its ``deadline``, and how many members it holds at most (0: no limit)."""
+
+    key: Hashable
+    send: Send[V]
+    deadline: float
+    hand_back: HandBack[V] | None = None
+    max_members: int = 0
 
 
 class _Batch(Generic[V]):
@@ -119,23 +133,15 @@ class Coalescer:
         self._scope = scope
         self._pending: dict[Hashable, _Batch[object]] = {}
 
-    async def join(
-        self,
-        key: Hashable,
-        value: V,
-        send: Send[V],
-        *,
-        deadline: float,
-        hand_back: HandBack[V] | None = None,
-        max_members: int = 0,
-    ) -> BackendResult:
-        """``value``'s answer from the call shared by every member with ``key``."""
+    async def join(self, call: Call[V], value: V) -> BackendResult:
+        """``value``'s answer from the call shared by every member with ``call.key``."""
         loop = asyncio.get_running_loop()
+        key = call.key
         batch: _Batch[V] | None = self._pending.get(key)  # type: ignore[assignment]
-        if batch is None or (max_members and len(batch.seats) >= max_members):
-            batch = _Batch(send, hand_back)
+        if batch is None or (call.max_members and len(batch.seats) >= call.max_members):
+            batch = _Batch(call.send, call.hand_back)
             self._pending[key] = batch  # type: ignore[assignment]
-            loop.call_soon(loop.call_soon, self._launch, key, batch, deadline)  # two turns: let the fan-out join
+            loop.call_soon(loop.call_soon, self._launch, key, batch, call.deadline)  # two turns: let the fan-out join
         seat = Seat(value, loop.create_future())
         batch.seats.append(seat)
         return await seat.future
@@ -153,24 +159,15 @@ class Coalescer:
         self._scope.at_deadline(deadline, batch.expire)
 
 
-async def share(
-    key: Hashable,
-    value: V,
-    send: Send[V],
-    *,
-    deadline: float,
-    hand_back: HandBack[V] | None = None,
-    max_members: int = 0,
-) -> BackendResult:
-    """``value``'s answer from one call shared with the current fan-out's other members with
-    ``key`` (see the module's docstring); outside a fan-out, ``send`` runs for it alone."""
+async def share(call: Call[V], value: V) -> BackendResult:
+    """``value``'s answer from ``call``, shared with the current fan-out's other members with
+    its key (see the module's docstring); outside a fan-out, ``call.send`` runs for it alone."""
     scope = current_scope()
     if scope is not None:
-        coalescer = scope.kept(Coalescer, lambda: Coalescer(scope))
-        return await coalescer.join(key, value, send, deadline=deadline, hand_back=hand_back, max_members=max_members)
+        return await scope.kept(Coalescer, lambda: Coalescer(scope)).join(call, value)
     seat = Seat(value, asyncio.get_running_loop().create_future())
     try:
-        await send([seat])
+        await call.send([seat])
     finally:
         if seat.future.done() and not seat.future.cancelled():
             seat.future.exception()  # retrieved here, whatever happens to the caller

@@ -35,8 +35,8 @@ import contextlib
 import email.utils
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, TypeVar
 
 import aiohttp
@@ -46,6 +46,7 @@ import yarl
 from multidict import CIMultiDictProxy, MultiDictProxy
 from pydantic import AfterValidator, Field
 
+from adapters._text import seconds_left
 from gateway.backend import AsyncBackend, BackendSettings
 from gateway.errors import (
     BackendCapped,
@@ -58,7 +59,7 @@ from gateway.errors import (
 )
 from gateway.globs import PathFilter
 from gateway.log import REDACTED
-from gateway.models import BackendResult, SearchQuery
+from gateway.models import BackendResult, FileMatch, SearchQuery, Status
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -67,6 +68,7 @@ __all__ = [
     "HttpSettings",
     "HttpUrl",
     "JsonBackend",
+    "Paging",
     "Reply",
     "RepoRegex",
     "Request",
@@ -83,6 +85,8 @@ CONNECT_TIMEOUT = 3.0
 READ_TIMEOUT = 30.0
 #: How much of an error answer is read for the backend's reason.
 ERROR_BODY_BYTES = 4096
+#: A paged search asks no further page with less than this left.
+PAGE_RESERVE_S = 0.2
 
 
 def _http_url(value: str) -> str:
@@ -236,6 +240,45 @@ _CLIENT_ERRORS = _ClientErrors()
 def map_client_errors() -> _ClientErrors:
     """Translate transport failures into the gateway's errors, once, at the edge (``async with``)."""
     return _CLIENT_ERRORS
+
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Paging:
+    """How far a search paged over several requests got. A failure on the first page is the
+    search's; a later one ends the paging, keeping what came (``timeout`` or ``capped``)."""
+
+    page: int = 0
+    status: Status = "ok"
+    reasons: list[str] = field(default_factory=list)
+
+    def until(self, query: SearchQuery) -> float:
+        """When this page's request must end: at the deadline for the first page; a little
+        before it for a later one, to hand back in time what the earlier ones gave."""
+        return query.deadline if self.page <= 1 else time.monotonic() + seconds_left(query)
+
+    def go_on(self, query: SearchQuery, max_pages: int) -> bool:
+        """Whether another page may be asked: fewer than ``max_pages`` so far, and time for one."""
+        return self.page < max_pages and query.remaining() >= PAGE_RESERVE_S
+
+    async def next(self, query: SearchQuery, send: Callable[[int, float], Awaitable[T]]) -> T | None:
+        """The next page, ``send(page, until)``; None once a later page failed (its failure noted)."""
+        self.page += 1
+        try:
+            return await send(self.page, self.until(query))
+        except BackendError as exc:
+            if self.page <= 1:
+                raise
+            self.status = "timeout" if isinstance(exc, BackendTimeout) else "capped"
+            self.reasons.append(f"page {self.page}: {exc.reason}")
+            return None
+
+    def partial(self, files: list[FileMatch], reasons: list[str], file_count: int | None) -> BackendResult:
+        """The result of a search that did not get everything: ``capped``, or ``timeout`` if a page did."""
+        status: Status = "capped" if self.status == "ok" else self.status
+        return BackendResult(files=files, status=status, reason="; ".join(reasons), file_count=file_count)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,7 +39,16 @@ import orjson
 import yarl
 from pydantic import Field, field_validator
 
-from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_message, http_error, retry_after
+from adapters._http import (
+    HttpBackend,
+    HttpSettings,
+    HttpUrl,
+    Paging,
+    Request,
+    error_message,
+    http_error,
+    retry_after,
+)
 from adapters._text import (
     Matcher,
     glob_qualifier,
@@ -49,9 +58,9 @@ from adapters._text import (
     seconds_left,
     split_lines,
 )
-from gateway.errors import BackendError, BackendTimeout, RateLimited, Rejected
+from gateway.errors import BackendError, RateLimited, Rejected
 from gateway.globs import PathFilter
-from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, cut_text
 from gateway.resilience.policy import UNHEDGED
 
 __all__ = ["GitHubBackend", "GitHubSettings", "build_q"]
@@ -65,8 +74,6 @@ RESULT_CEILING = 1000
 RAW_MAX_BYTES = 1 << 20
 #: GitHub's advice for a secondary rate limit that names no wait.
 SECONDARY_WAIT = 60.0
-#: No further page is asked for with less than this many seconds left.
-PAGE_RESERVE = 0.2
 
 _SCOPE = re.compile(r"(?:org|user):[A-Za-z0-9][A-Za-z0-9-]*|repo:[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 _FULL_NAME = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
@@ -152,15 +159,13 @@ def _fallback_hit(item: _Item, find: Matcher, case_sensitive: bool) -> Hit | Non
 
 
 @dataclass(slots=True)
-class _Pages:
+class _Pages(Paging):
     """What the search pages gave: candidate items in GitHub's order, and how complete they are."""
 
     items: list[_Item] = field(default_factory=list)
     fetched: int = 0
     total: int = 0
     ceiling: bool = False  # a later page was refused: past the 1000-result ceiling
-    status: Status = "ok"
-    reasons: list[str] = field(default_factory=list)
 
     def result(self, files: list[FileMatch], max_files: int) -> BackendResult:
         reasons = list(self.reasons)
@@ -172,8 +177,7 @@ class _Pages:
             return BackendResult(files=files)
         # total_count counts files; once some were dropped locally it no longer bounds the answer
         known = max(self.total, len(files)) if self.fetched == len(files) else len(files)
-        status: Status = "capped" if self.status == "ok" else self.status
-        return BackendResult(files=files, status=status, reason="; ".join(reasons), file_count=known)
+        return self.partial(files, reasons, known)
 
 
 class GitHubBackend(HttpBackend[GitHubSettings]):
@@ -197,19 +201,14 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
         keep = PathFilter.build(query.paths, query.languages)
         per_page = max(1, min(MAX_PER_PAGE, query.max_files))
         params: dict[str, str | int] = {"q": build_q(query, self.settings.scope), "per_page": per_page}
-        pages, seen, more, page = _Pages(), set[str](), True, 0
+        pages, seen, more = _Pages(), set[str](), True
         while more and len(pages.items) < query.max_files:
-            if page and (page >= self.settings.max_pages or query.remaining() < PAGE_RESERVE):
+            if pages.page and not pages.go_on(query, self.settings.max_pages):
                 break
-            page += 1
-            try:
-                body, more = await self._page(params | {"page": page}, query)
-            except BackendError as exc:
-                if page == 1:
-                    raise
-                pages.status = "timeout" if isinstance(exc, BackendTimeout) else "capped"
-                pages.reasons.append(f"page {page}: {exc.reason}")
+            got = await pages.next(query, lambda page, until: self._page(params | {"page": page}, until))
+            if got is None:
                 break
+            body, more = got
             if body is None:
                 pages.ceiling = True
                 break
@@ -225,14 +224,13 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
             more = more and bool(body["items"]) and pages.fetched < min(pages.total, RESULT_CEILING)
         return pages
 
-    async def _page(self, params: dict[str, str | int], query: SearchQuery) -> tuple[Any | None, bool]:
+    async def _page(self, params: dict[str, str | int], until: float) -> tuple[Any | None, bool]:
         """One search page: the checked body (``None`` past the ceiling) and whether a next exists."""
-        later = int(params["page"]) > 1
         request = Request(url=f"{self.settings.url}/search/code", params=params, headers={"Accept": TEXT_MATCH_JSON})
         try:
-            reply = await self.fetch(request, time.monotonic() + seconds_left(query, keep_spare=later))
+            reply = await self.fetch(request, until)
         except _PastCeiling:
-            if later:
+            if int(params["page"]) > 1:
                 return None, False
             raise
         body = reply.json()

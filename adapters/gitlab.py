@@ -33,7 +33,6 @@ can still have line hits on a page that was not fetched.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Self
@@ -43,28 +42,25 @@ import re2
 import yarl
 from pydantic import Field, field_validator, model_validator
 
-from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_message, http_error
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, Paging, Request, error_message, http_error
 from adapters._text import (
     Matcher,
     glob_qualifier,
     line_hits,
     literal_matcher,
     quote_term,
-    seconds_left,
     split_lines,
 )
-from gateway.errors import BackendError, BackendTimeout, Unsupported
+from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter
 from gateway.languages import globs_for
-from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, cut_text
 from gateway.resilience.policy import UNHEDGED
 
 __all__ = ["GitLabBackend", "GitLabSettings", "build_search", "regex_matcher"]
 
 DEFAULT_URL = "https://gitlab.com"
 MAX_PER_PAGE = 100
-#: No further page is asked for with less than this many seconds left.
-PAGE_RESERVE = 0.2
 SearchType = Literal["basic", "advanced", "zoekt"]
 
 _ID = re.compile(r"[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*")
@@ -177,17 +173,14 @@ def _blob(raw: Any) -> tuple[str, str, int, int | None]:
 
 
 @dataclass(slots=True)
-class _Collected:
+class _Collected(Paging):
     """Blobs read so far, merged by file in first-seen order, and how complete they are."""
 
     hits: dict[str, dict[int, Hit]] = field(default_factory=dict)  # display path -> line -> hit
     path_match: dict[str, bool] = field(default_factory=dict)
     last: str = ""  # the file of the last blob read: it may go on on the next page
-    page: int = 0
     pages: str = ""
     more: bool = True
-    status: Status = "ok"
-    reasons: list[str] = field(default_factory=list)
 
     def add(self, display: str, path_matches: bool, hits: list[Hit]) -> None:
         lines = self.hits.setdefault(display, {})
@@ -213,25 +206,24 @@ class _Collected:
             reasons.append(f"stopped after page {self.page} of {self.pages}")
             if len(files) > 1 and files[-1].path == self.last:
                 files.pop()  # its chunks may go on on the next page
-        status: Status = "capped" if self.status == "ok" else self.status
-        return BackendResult(files=files, status=status, reason="; ".join(reasons), file_count=known)
+        return self.partial(files, reasons, known)
 
 
 class GitLabBackend(HttpBackend[GitLabSettings]):
-    """GitLab blob search in one group or project; see the module docstring."""
+    """GitLab blob search in one group or project; see the module docstring. Regex mode
+    only with ``search_type = "zoekt"`` (GitLab's exact code search)."""
 
     kind = "gitlab"
     Settings = GitLabSettings
+    auth_header = "PRIVATE-TOKEN"
+    auth_scheme = None
+    policy = UNHEDGED  # search is rate-limited per user (gitlab.com: 10 a minute): never hedged
     modes: frozenset[Mode] = frozenset({"exact"})
-    policy = UNHEDGED  # a rate-limited API (code search: 10 requests a minute)
 
     def __init__(self, name: str, settings: GitLabSettings) -> None:
         super().__init__(name, settings)
         if settings.search_type == "zoekt":
             self.modes = frozenset({"exact", "regex"})
-
-    auth_header = "PRIVATE-TOKEN"
-    auth_scheme = None
 
     @property
     def endpoint(self) -> yarl.URL:
@@ -270,15 +262,10 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         params = self._params(query)
         got = _Collected()
         while got.more:
-            got.page += 1
-            try:
-                blobs, headers = await self._page(params | {"page": got.page}, query)
-            except BackendError as exc:
-                if got.page == 1:
-                    raise
-                got.status = "timeout" if isinstance(exc, BackendTimeout) else "capped"
-                got.reasons.append(f"page {got.page}: {exc.reason}")
+            page = await got.next(query, lambda n, until: self._page(params | {"page": n}, until))
+            if page is None:
                 break
+            blobs, headers = page
             if not headers.get("x-total", "").strip():
                 got.reasons.append("GitLab gave no x-total (over 10,000 results)")
             for raw in blobs:
@@ -292,15 +279,12 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
             got.pages = headers.get("x-total-pages", "").strip() or "more"
             if len([p for p in got.matched() if p != got.last]) >= query.max_files:
                 break
-            if got.page >= self.settings.max_pages or query.remaining() < PAGE_RESERVE:
+            if not got.go_on(query, self.settings.max_pages):
                 break
         return got.result()
 
-    async def _page(self, params: Mapping[str, str | int], query: SearchQuery) -> tuple[list[Any], Mapping[str, str]]:
-        later = int(params["page"]) > 1
-        reply = await self.fetch(
-            Request(url=self.endpoint, params=params), time.monotonic() + seconds_left(query, keep_spare=later)
-        )
+    async def _page(self, params: Mapping[str, str | int], until: float) -> tuple[list[Any], Mapping[str, str]]:
+        reply = await self.fetch(Request(url=self.endpoint, params=params), until)
         body = reply.json()
         if not isinstance(body, list):
             raise BackendError("unexpected response shape: not a list of blobs")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from pydantic import Field, field_validator
 
-from adapters._coalesce import share
+from adapters._coalesce import Call, share
 from adapters.ripgrep.batch import Part, RgCall
 from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import (
@@ -115,8 +115,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
             max_files=self.settings.max_files,
             max_hits=self.settings.max_hits,
         )
-        call = RgCall(rg, query, self.settings.exclude)
+        rg_call = RgCall(rg, query, self.settings.exclude)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
-        return await share(
-            key, Part(self._root, collector), call.send, deadline=query.deadline, hand_back=call.hand_back
-        )
+        call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)
+        return await share(call, Part(self._root, collector))

@@ -28,7 +28,7 @@ from typing import Any, Self
 import msgspec
 from pydantic import Field, model_validator
 
-from adapters._coalesce import Seat, share
+from adapters._coalesce import Call, Seat, share
 from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request, error_field
 from adapters._text import go_quote_meta, path_regexes
 from adapters.zoekt.read import DECODER, RepoRouter, parse_response, parse_shared
@@ -153,7 +153,7 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
             for seat, result in zip(seats, results, strict=True):
                 seat.answer(result)
 
-        return await share(key, settings.repos, send, deadline=query.deadline, max_members=MAX_MEMBERS)
+        return await share(Call(key, send, query.deadline, max_members=MAX_MEMBERS), settings.repos)
 
     async def search_for(self, query: SearchQuery, replica: int, repos: list[str]) -> list[BackendResult]:
         """One request to replica ``replica`` for namespaces with these ``repos`` regexes; a result each."""
