@@ -1,7 +1,13 @@
-"""Shared fixtures. Adapter test modules keep their own fake servers beside them."""
+"""Shared fixtures. Helpers are in tests/helpers.py, fake backends in tests/fakeservers.py.
+
+The recorded backend payloads live in ``../shared/fixtures/backends`` (beside the clone).
+Without them the tests that need them skip, and the run's header says so; under
+``CI=true`` a missing folder stops the run at once instead.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +15,16 @@ import pytest
 import structlog
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "backends"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("CI") == "true" and not FIXTURES.is_dir():
+        raise pytest.UsageError(f"{FIXTURES} is missing: CI lays ../shared beside the clone (CI=true)")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    found = "found" if FIXTURES.is_dir() else "MISSING: the tests that need them skip"
+    return f"backend fixtures: {FIXTURES} ({found})"
 
 
 @pytest.fixture(scope="session")

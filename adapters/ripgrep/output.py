@@ -5,10 +5,10 @@ rg is asked for its plain output with file names ended by NUL (``--null --headin
 other lines, and a blank line before the next file. A match line is
 ``line:column:text`` (the column in bytes, 1-based), a context line ``line-text``.
 Paths cannot hold a NUL, so the block's path is exact; a path holding a newline
-arrives over two lines and is joined again. This is the cheapest format to read:
-about a fifth of ``--json``'s bytes and no per-line JSON decoding, which was most
-of what a local search cost over plain rg. Anything else rg prints in a block (a
-binary-file warning) is not a numbered line and is passed over.
+arrives over two lines and is joined again. This is the cheapest format to read: a
+fraction of ``--json``'s bytes and no per-line JSON decoding (bench/README.md has the
+figures). Anything else rg prints in a block (a binary-file warning) is not a numbered
+line and is passed over.
 
 A :class:`Collector` gathers one namespace's files. A file's lines are kept as the
 bytes rg sent until the file makes the answer's page (:class:`~gateway.models.LazyHits`):
@@ -541,13 +541,12 @@ class OutputPipe:
     """The pipe rg writes its output into, as large as the system allows, read when we choose.
 
     asyncio would read a subprocess's pipe whenever it holds anything: one wake-up of
-    this process per file rg prints, each taking a core from rg's own threads (on two
-    cores, rg printing 308 files ran 10-12 % slower read that way; 865 files, 18 %). With a
-    large pipe, rg writes on undisturbed and its output is read in a few large reads:
-    when rg exits, or at a tick while it runs (:data:`TICK_S`), from its first output on
-    (before it, ticks only took a core from rg: 0.4 ms of a 20 ms search that found
-    nothing). A tick that finds the pipe half full or more reads as rg writes until it
-    is not: rg must never wait on us long (a pipe can be small: past the user's
+    this process per file rg prints, each taking a core from rg's own threads (rg ran
+    measurably slower read that way: bench/README.md). With a large pipe, rg writes on
+    undisturbed and its output is read in a few large reads: when rg exits, or at a tick
+    while it runs (:data:`TICK_S`), from its first output on (before it, ticks only took a
+    core from rg). A tick that finds the pipe half full or more reads as rg writes until
+    it is not: rg must never wait on us long (a pipe can be small: past the user's
     pipe-user-pages-soft, a page).
     """
 

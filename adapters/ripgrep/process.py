@@ -11,10 +11,8 @@ caller hands in (rg's :class:`~adapters.ripgrep.output.OutputPipe`).
 
 Started without a working directory of its own, the child is started by
 ``posix_spawn``: Popen uses it only when it need not ``chdir`` or close descriptors
-in the child, else it runs its own code between ``vfork`` and ``exec``. On the
-two-core machine of the benches, that ``vfork`` path took 2.3-3.0 ms where another
-process had just run rg (0.3 ms after our own), ``posix_spawn`` 0.3 ms in both cases,
-and rg's whole run came out 0.3-0.6 ms shorter.
+in the child, else it runs its own code between ``vfork`` and ``exec``, which is much
+slower to start rg (bench/README.md has the figures).
 
 The child is reaped by this class alone: :meth:`close` after :attr:`exited` is done
 (kill it first to stop it early) leaves nothing behind.

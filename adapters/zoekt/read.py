@@ -1,8 +1,8 @@
 """Reading a zoekt ``/api/search`` answer: decoded once into typed structs, hits only when shown.
 
 The answer is decoded with msgspec into just the fields used here (the rest is
-skipped without building objects), about 3.5 times faster than a generic JSON parse
-of zoekt's many small objects. A line-mode file becomes a :class:`FileMatch` whose
+skipped without building objects), several times faster than a generic JSON parse of
+zoekt's many small objects (bench/README.md). A line-mode file becomes a :class:`FileMatch` whose
 hits are a :class:`~gateway.models.LazyHits`: zoekt sends one ``LineMatch`` per
 line, so the count is known at once and the base64 lines are decoded only for the
 files that make the page. ``SymbolInfo`` on a fragment is zoekt's word that the line

@@ -58,7 +58,7 @@ class Metrics:
         """Count one namespace's outcome (the labelled series looked up once per label set)."""
         key = (outcome.namespace, outcome.backend, outcome.status)
         series = self._series.get(key)
-        if series is None:  # labels() validates and locks: about 2 us, once per namespace per request
+        if series is None:  # labels() validates and locks each time: looked up once per label set
             series = (self.outcomes.labels(*key), self.backend_latency.labels(outcome.namespace, outcome.backend))
             self._series[key] = series
         series[0].inc()
