@@ -185,6 +185,25 @@ def _bare_brace(pattern: str) -> int | None:
     return None
 
 
+_NEWLINE_ESCAPES = ("\\n", "\\x0A", "\\x0a", "\\x{A}", "\\x{a}", "\\x{0A}", "\\x{0a}")
+
+
+def _line_break(pattern: str) -> int | None:
+    """Index of a line break the pattern names (a newline, ``\\n`` or ``\\x0A``), else None:
+    searches are line by line, and ripgrep refuses such a pattern outright."""
+    i, n = 0, len(pattern)
+    while i < n:
+        if pattern[i] == "\n":
+            return i
+        if pattern[i] == "\\":
+            if pattern.startswith(_NEWLINE_ESCAPES, i):
+                return i
+            i += 2
+            continue
+        i += 1
+    return None
+
+
 def check_regex(pattern: str) -> None:
     """Compile ``pattern`` with RE2 or raise ValueError with RE2's reason (and a hint)."""
     options = re2.Options()
@@ -199,6 +218,9 @@ def check_regex(pattern: str) -> None:
         raise ValueError(f"invalid regex: '{{' at {at + 1} is not a repetition; write \\{{ for a literal brace")
     if at is not None:
         raise ValueError(f"invalid regex: {pattern[at : at + 2]!r} at {at + 1} is not supported by every backend")
+    at = _line_break(pattern)
+    if at is not None:
+        raise ValueError(f"invalid regex: a line break at {at + 1} never matches: searches are line by line")
 
 
 def problem_fields(exc: ValidationError) -> tuple[str, str]:

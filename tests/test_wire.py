@@ -62,6 +62,8 @@ class TestRequestValidation:
             ({"query": "x{,5}", "mode": "regex"}, "query"),
             ({"query": "\\Qa.b\\E", "mode": "regex"}, "query"),
             ({"query": "\\C", "mode": "regex"}, "query"),
+            ({"query": "a\\nb", "mode": "regex"}, "query"),
+            ({"query": "[\\x0A]", "mode": "regex"}, "query"),
             (["not", "an", "object"], "body"),
         ],
     )
@@ -73,6 +75,13 @@ class TestRequestValidation:
         """An unknown field is rejected as unknown, so a typo never widens a search."""
         with pytest.raises(InvalidRequest, match="unknown field"):
             parse_request({"query": "x", "namespace": ["a"]})
+
+    def test_a_regex_naming_a_line_break_is_refused(self) -> None:
+        """Searches are line by line: a regex naming a line break is refused up front (rg would
+        fail every local namespace with it), an escaped backslash before an ``n`` is not."""
+        with pytest.raises(InvalidRequest, match="line break at 2"):
+            parse_request({"query": "a\\nb", "mode": "regex"})
+        assert parse_request({"query": "a\\\\nb", "mode": "regex"}).query == "a\\\\nb"
 
     def test_regex_rejected_by_re2_before_fan_out(self) -> None:
         """A regex RE2 cannot compile is refused with RE2's reason."""
