@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import re2
+from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.request import SearchRequest
@@ -33,9 +34,12 @@ __all__ = [
     "K",
     "Ranked",
     "RankedFile",
+    "Whole",
     "fuse",
     "page",
+    "page_of",
     "rank",
+    "settle",
 ]
 
 K = 60
@@ -68,6 +72,7 @@ class Ranked:
     note: str | None
     statuses: list[dict[str, Any]]
     offset: int
+    more: bool = False  # a next page exists (its action is the first of ``next``)
 
 
 # --- fusion -------------------------------------------------------------------------
@@ -292,13 +297,13 @@ def _note(
     shown: int,
     total: int,
     weak: int,
-    outcomes: Sequence[Outcome],
+    asked: int,
     failed: Sequence[Outcome],
 ) -> str | None:
-    if not outcomes:
+    if not asked:
         return "no namespace to search: none is configured or visible to this caller"
     if shown == 0:
-        if failed and len(failed) == len(outcomes):
+        if failed and len(failed) == asked:
             what = ", ".join(f"{o.namespace} ({o.status})" for o in failed[:5])
             more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
             return f"every namespace failed: {what}{more}; see namespaces and next"
@@ -311,9 +316,9 @@ def _note(
             )
         filtered = " with these path/language filters" if request.paths or request.languages else ""
         partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
-        return f"nothing matched {request.query!r} in {len(outcomes)} namespaces{filtered}{partial}"
+        return f"nothing matched {request.query!r} in {asked} namespaces{filtered}{partial}"
     if failed:
-        return f"{len(failed)} of {len(outcomes)} namespaces did not answer fully; see namespaces and next"
+        return f"{len(failed)} of {asked} namespaces did not answer fully; see namespaces and next"
     return None
 
 
@@ -339,28 +344,70 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
     return extra
 
 
-def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
-    """Fuse, page and explain: the whole ranked answer for one request."""
-    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files)
-    shown = page(ordered, request.offset, request.files, request.hit_budget)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Whole:
+    """What a ranked answer is whatever its page: a cursor's snapshot keeps exactly this.
+
+    ``ordered`` holds files in global order from the ``first``-th (0 unless a part of
+    the order was loaded); ``failed`` are the namespaces that did not answer fully,
+    without their results; ``widen`` the actions that reach what they could not give.
+    """
+
+    ordered: Sequence[RankedFile]
+    total: int
+    file_count: int
+    weak: int
+    statuses: list[dict[str, Any]]
+    widen: list[dict[str, Any]]
+    failed: list[Outcome]
+    asked: int
+    first: int = 0
+
+
+def settle(request: SearchRequest, outcomes: Sequence[Outcome], everything: bool = False) -> Whole:
+    """Fuse and explain, for every page: the files up to this request's page in order (all when ``everything``)."""
+    ordered, total, weak, counts = fuse(request, outcomes, limit=None if everything else request.offset + request.files)
+    failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
+    widen: list[dict[str, Any]] = []
+    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
+        widen.extend(_widen(request, outcome))
+    return Whole(
+        ordered=ordered,
+        total=total,
+        file_count=total + _unreturned(outcomes),
+        weak=weak,
+        statuses=_statuses(outcomes, counts),
+        widen=widen,
+        failed=[replace(o, result=None) for o in failed],
+        asked=len(outcomes),
+    )
+
+
+def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None) -> Ranked:
+    """The page ``request`` asks for; its next-page action carries ``cursor`` (a snapshot of ``whole``)."""
+    shown = page(whole.ordered, request.offset - whole.first, request.files, request.hit_budget)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
-    if end < total and shown and end <= MAX_OFFSET:
+    more = end < whole.total and bool(shown) and end <= MAX_OFFSET
+    if more:
+        args = request.args(offset=end, cursor=cursor)
         actions.append(
-            _action(
-                f"next page: files {end + 1}-{min(total, end + request.files)} of {total}", request.args(offset=end)
-            )
+            _action(f"next page: files {end + 1}-{min(whole.total, end + request.files)} of {whole.total}", args)
         )
-    failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
-    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
-        actions.extend(_widen(request, outcome))
+    actions.extend(whole.widen)
     return Ranked(
         page=shown,
-        file_count=total + _unreturned(outcomes),
-        weak_filtered=weak,
+        file_count=whole.file_count,
+        weak_filtered=whole.weak,
         truncated=bool(actions),
         next=actions,
-        note=_note(request, len(shown), total, weak, outcomes, failed),
-        statuses=_statuses(outcomes, counts),
+        note=_note(request, len(shown), whole.total, whole.weak, whole.asked, whole.failed),
+        statuses=whole.statuses,
         offset=request.offset,
+        more=more,
     )
+
+
+def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
+    """Fuse, page and explain: the whole ranked answer for one request."""
+    return page_of(request, settle(request, outcomes))
