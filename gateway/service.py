@@ -19,7 +19,7 @@ from typing import Any
 from gateway.backend import AsyncBackend
 from gateway.cache import open_cache
 from gateway.cache.keys import access_key
-from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig
+from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
 from gateway.errors import InvalidRequest, NotFound, UnknownNamespace, Unsupported
 from gateway.fanout import Route, fan_out
 from gateway.globs import namespace_matcher
@@ -125,6 +125,7 @@ class SearchService:
             defaults=DefaultsConfig(**config.get("defaults", {})),
             namespaces=namespaces,
             source="embedded",
+            cache=CacheConfig(**config.get("cache", {})),
         )
         return cls(cfg, {b.name: b for b in backends})
 

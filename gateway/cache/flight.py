@@ -35,6 +35,10 @@ class SingleFlight(Generic[T]):
     def __len__(self) -> int:
         return len(self._calls)
 
+    def waiting(self) -> int:
+        """How many callers are waiting, all keys together."""
+        return sum(call.waiters for call in self._calls.values())
+
     async def run(self, key: str, work: Callable[[], Coroutine[Any, Any, T]]) -> tuple[T, bool]:
         """The result of ``work()`` for ``key``, and whether another caller's run gave it."""
         call = self._calls.get(key)
