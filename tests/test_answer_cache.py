@@ -8,6 +8,7 @@ mend is not kept; local files changed meanwhile show once the TTL has passed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,15 @@ def timeless(answer: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in answer.items() if k != "took_ms"}
     out["namespaces"] = [{k: v for k, v in s.items() if k != "took_ms"} for s in answer["namespaces"]]
     return out
+
+
+async def until(done: Callable[[], bool]) -> None:
+    """Let other tasks run until ``done()`` (a bounded number of turns of the loop, no clock)."""
+    for _ in range(100_000):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("never happened")
 
 
 class Events:
@@ -127,9 +137,7 @@ class TestSingleFlight:
         service = SearchService.with_backends(backends, cache={"answer_ttl_s": 0})
         events = Events(service)
         tasks = [asyncio.create_task(service.search_json({"query": "needle"})) for _ in range(50)]
-        async with asyncio.timeout(10):
-            while service.cache.flight.waiting() < 50:
-                await asyncio.sleep(0)
+        await until(lambda: service.cache.flight.waiting() == 50)
         gate.set()
         answers = await asyncio.gather(*tasks)
         assert [len(b.calls) for b in backends] == [1, 1, 1]
@@ -145,9 +153,7 @@ class TestSingleFlight:
             asyncio.create_task(service.search_json({"query": "needle", "namespaces": ["a"]})),
             asyncio.create_task(service.search_json({"query": "needle", "namespaces": ["a"]}, lambda n: n == "a")),
         ]
-        async with asyncio.timeout(10):
-            while len(backend.calls) < 2:
-                await asyncio.sleep(0)
+        await until(lambda: len(backend.calls) == 2)
         gate.set()
         one, two = await asyncio.gather(*tasks)
         assert len(backend.calls) == 2 and timeless(one) == timeless(two)
@@ -158,8 +164,7 @@ class TestSingleFlight:
         backend = counting("a", gate=gate)
         service = SearchService.with_backends([backend])
         first = asyncio.create_task(service.search_json({"query": "needle"}))
-        while not backend.calls:
-            await asyncio.sleep(0)
+        await until(lambda: bool(backend.calls))
         second = asyncio.create_task(service.search_json({"query": "needle"}))
         await asyncio.sleep(0)
         first.cancel()
@@ -172,9 +177,7 @@ class TestSingleFlight:
         gate = asyncio.Event()
         service = SearchService.with_backends([counting("a", gate=gate)])
         tasks = [asyncio.create_task(service.search_json({"query": "needle"})) for _ in range(2)]
-        async with asyncio.timeout(10):
-            while service.cache.flight.waiting() < 2:
-                await asyncio.sleep(0)
+        await until(lambda: service.cache.flight.waiting() == 2)
         gate.set()
         one, two = await asyncio.gather(*tasks)
         assert one is not two

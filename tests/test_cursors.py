@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -254,12 +255,9 @@ class TestSnapshots:
 
         service = SearchService.with_backends([capping("a", 3, random.Random(14))])
         for bad in ("", "has space", "x" * 129, 5):
-            try:
+            with pytest.raises(InvalidRequest) as err:
                 await service.search_json({"query": "needle", "cursor": bad})
-            except InvalidRequest as exc:
-                assert exc.field == "cursor"
-            else:
-                raise AssertionError(f"accepted {bad!r}")
+            assert err.value.field == "cursor"
 
 
 def _run(coro_factory: Callable[[], Any]) -> Any:
