@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import msgspec
@@ -11,10 +12,11 @@ import pytest
 from gateway.cache.codec import CHUNK, DecodeError, chunk_fields, decode_answer, decode_page, encode_snapshot
 from gateway.cache.flight import SingleFlight
 from gateway.cache.keys import access_key, answer_key, new_cursor, snapshot_key
+from gateway.cache.snapshots import HeldSnapshots, held_size
 from gateway.cache.store import MemoryStore, record_size
 from gateway.config import parse_config
 from gateway.errors import ConfigError
-from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
 from gateway.rank import settle
 from gateway.request import parse_request
 
@@ -257,3 +259,49 @@ class TestConfig:
         with pytest.raises(ConfigError) as err:
             parse_config({"cache": {"url": "redis://:hunter2@127.0.0.1:6379/0"}})
         assert err.value.key == "cache.url" and "password_env" in str(err.value)
+
+
+def _lazy_outcome(files: int, body: int = 2000) -> tuple[list[Outcome], list[int]]:
+    """Files whose hits are LazyHits over ``body`` bytes each; the list counts decodes by file."""
+    decodes = [0] * files
+
+    def loader(n: int, raw: list[bytes]) -> tuple[Hit, ...]:
+        decodes[n] += 1
+        return (Hit(line=1, text=raw[0][:50].decode()),)
+
+    result = BackendResult(
+        files=tuple(
+            FileMatch(
+                path=f"f{n:03}.py",
+                hits=LazyHits(1, functools.partial(loader, n, [b"x" * body]), 1, f"f{n:03}.py"),
+                definition=False,  # as ripgrep and zoekt say: ranking then never decodes the hits
+            )
+            for n in range(files)
+        )
+    )
+    return [Outcome(namespace="ns", backend="mock", status="ok", took_ms=1, result=result)], decodes
+
+
+class TestHeldSnapshots:
+    async def test_paging_a_held_snapshot_decodes_only_its_page_and_keeps_nothing_decoded(self) -> None:
+        """A page decodes just its files, into copies: the held ranking stays undecoded."""
+        outcomes, decodes = _lazy_outcome(50)
+        whole = settle(parse_request({"query": "x", "files": 5}), outcomes, everything=True)
+        held = HeldSnapshots(MemoryStore(1 << 24))
+        assert await held.put("k", whole, 60)
+        assert sum(decodes) == 0
+        page = await held.page("k", 10, 5)
+        assert (
+            page is not None
+            and page.first == 10
+            and [f.file.path for f in page.ordered][:5] == [f.file.path for f in whole.ordered[10:15]]
+        )
+        assert [list(f.file.hits) for f in page.ordered]  # decoded here
+        assert sum(decodes) == 5
+        assert all(getattr(f.file.hits, "_hits", None) is None for f in whole.ordered)
+
+    def test_a_held_snapshot_is_counted_with_its_undecoded_bytes(self) -> None:
+        """held_size counts what undecoded hits hold: 50 files of 20 kB are counted over 1 MB."""
+        outcomes, _ = _lazy_outcome(50, body=20_000)
+        whole = settle(parse_request({"query": "x"}), outcomes, everything=True)
+        assert 1_000_000 < held_size(whole) < 1_200_000

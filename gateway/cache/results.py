@@ -28,17 +28,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.cache.codec import (
-    ANSWER,
-    DecodeError,
-    chunk_fields,
-    decode_answer,
-    decode_page,
-    encode_answer,
-    encode_snapshot,
-)
+from gateway.cache.codec import ANSWER, DecodeError, decode_answer, encode_answer
 from gateway.cache.flight import SingleFlight
 from gateway.cache.keys import answer_key, new_cursor, snapshot_key
+from gateway.cache.snapshots import EncodedSnapshots, HeldSnapshots, Snapshots
 from gateway.cache.store import MemoryStore, Store
 from gateway.config import CacheConfig
 from gateway.errors import ConfigError
@@ -92,12 +85,25 @@ class ResultCache:
 
     def __init__(self, config: CacheConfig, store: Store | None) -> None:
         self.config = config
+        #: Where snapshots are kept (None: no snapshots, no cursors).
+        self.snapshots: Snapshots | None = None
         self.store = store
-        self.snapshots = store is not None and config.snapshot_ttl_s > 0
-        self.answers = store is not None and config.answer_ttl_s > 0
         self.flight: SingleFlight[dict[str, Any]] = SingleFlight()
         #: Called with the name of every event (one of :data:`EVENTS`).
         self.observers: list[Callable[[str], None]] = []
+
+    @property
+    def store(self) -> Store | None:
+        """Where answers (and snapshots) are kept; None keeps nothing (single-flight only)."""
+        return self._store
+
+    @store.setter
+    def store(self, store: Store | None) -> None:
+        self._store = store
+        self.snapshots = None
+        if store is not None and self.config.snapshot_ttl_s > 0:
+            self.snapshots = HeldSnapshots(store) if isinstance(store, MemoryStore) else EncodedSnapshots(store)
+        self.answers = store is not None and self.config.answer_ttl_s > 0
 
     def _event(self, name: str) -> None:
         for observe in self.observers:
@@ -112,8 +118,8 @@ class ResultCache:
         note = None
         store = self.store
         if request.cursor is not None:
-            if store is not None and self.snapshots:
-                page = await self._page(store, request, request.cursor, access)
+            if self.snapshots is not None:
+                page = await self._page(self.snapshots, request, request.cursor, access)
                 if page is not None:
                     return self._finish(page, started)
                 self._event("snapshot_missed")
@@ -147,34 +153,33 @@ class ResultCache:
             log.warning("cache_undecodable", kind="answer", error=str(exc))
             return None
 
-    async def _page(self, store: Store, request: SearchRequest, cursor: str, access: bytes) -> dict[str, Any] | None:
+    async def _page(
+        self, snapshots: Snapshots, request: SearchRequest, cursor: str, access: bytes
+    ) -> dict[str, Any] | None:
         """The page ``request`` asks for from the snapshot ``cursor`` names, or None."""
-        first, fields = chunk_fields(request.offset, request.files)
-        got = await store.get(snapshot_key(self.config.prefix, cursor, request, access), fields)
-        if not got or got[0] is None:
-            return None
-        try:
-            whole = decode_page(got, first)
-        except DecodeError as exc:
-            log.warning("cache_undecodable", kind="snapshot", error=str(exc))
+        key = snapshot_key(self.config.prefix, cursor, request, access)
+        whole = await snapshots.page(key, request.offset, request.files)
+        if whole is None:
             return None
         self._event("snapshot_served")
         return build_response(request, page_of(request, whole, cursor), 0)
 
     async def _compute(self, request: SearchRequest, access: bytes, key: str, run: Run) -> dict[str, Any]:
         """Fan out, keep a snapshot when a next page is left, and the answer when it may be kept."""
-        whole = await run(request, self.snapshots)
+        snapshots, store, config = self.snapshots, self.store, self.config
+        whole = await run(request, snapshots is not None)
         ranked = page_of(request, whole)
-        store, config = self.store, self.config
         if store is None:
             return build_response(request, ranked, 0)
-        if ranked.more and self.snapshots:
+        if ranked.more and snapshots is not None:
             cursor = new_cursor()
-            record = encode_snapshot(whole)
-            if await store.put(snapshot_key(config.prefix, cursor, request, access), record, config.snapshot_ttl_s):
+            answer = build_response(request, page_of(request, whole, cursor), 0)  # first: the page decodes its files
+            if await snapshots.put(snapshot_key(config.prefix, cursor, request, access), whole, config.snapshot_ttl_s):
                 self._event("snapshot_stored")
-                ranked = page_of(request, whole, cursor)
-        answer = build_response(request, ranked, 0)
+            else:
+                answer = build_response(request, ranked, 0)
+        else:
+            answer = build_response(request, ranked, 0)
         if self.answers and all(s["status"] in _KEEPABLE for s in whole.statuses):
             await store.put(key, {ANSWER: encode_answer(answer)}, config.answer_ttl_s)
         return answer

@@ -6,6 +6,9 @@ bounded in bytes and evicted least recently used; ``RedisStore``
 record is written whole and read a few fields at a time, so a page of a large snapshot
 reads only the chunks it shows.
 
+:class:`MemoryStore` also holds values that are not bytes (a snapshot's ranking as it
+is, its hits still undecoded), counted at the size the writer gives.
+
 A store never raises for its own failures: a record it cannot read is a miss
 (``available`` then says whether that was a failure), one it cannot write is
 ``False``. The answer never fails because the cache did.
@@ -18,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["ENTRY_OVERHEAD", "FIELD_OVERHEAD", "MemoryStore", "Store", "record_size"]
 
@@ -53,7 +57,7 @@ class Store(ABC):
 
 @dataclass(slots=True)
 class _Record:
-    fields: Mapping[str, bytes]
+    fields: Mapping[str, Any]
     expires: float
     size: int
 
@@ -75,7 +79,7 @@ class MemoryStore(Store):
     def __len__(self) -> int:
         return len(self._records)
 
-    async def get(self, key: str, fields: Sequence[str]) -> list[bytes | None] | None:
+    async def get(self, key: str, fields: Sequence[str]) -> list[Any] | None:
         record = self._records.get(key)
         if record is None:
             return None
@@ -85,8 +89,9 @@ class MemoryStore(Store):
         self._records.move_to_end(key)
         return [record.fields.get(name) for name in fields]
 
-    async def put(self, key: str, fields: Mapping[str, bytes], ttl_s: float) -> bool:
-        size = record_size(key, fields)
+    async def put(self, key: str, fields: Mapping[str, Any], ttl_s: float, size: int | None = None) -> bool:
+        """Keep a record; ``size`` is its cost in bytes where its fields are not all bytes."""
+        size = record_size(key, fields) if size is None else size
         if ttl_s <= 0 or size > self.max_bytes:
             return False
         if key in self._records:
