@@ -68,6 +68,7 @@ class CacheConfig(BaseModel):
     password_env: str | None = None  # the Redis password's environment variable (never in the file)
     snapshot_ttl_s: float = Field(default=300.0, ge=0.0, le=86_400.0)  # 0: no snapshots, no cursors
     answer_ttl_s: float = Field(default=30.0, ge=0.0, le=86_400.0)  # 0: no cached answers
+    single_flight: bool = True  # identical requests in flight share one fan-out
     max_bytes: int = Field(default=DEFAULT_CACHE_BYTES, ge=1 << 20)  # the in-process store's bound
     timeout_ms: int = Field(default=250, ge=10, le=10_000)  # one Redis call; slower is a miss
     prefix: str = Field(default="fedsearch", pattern=r"^[A-Za-z0-9._:-]{1,64}$")  # Redis key prefix

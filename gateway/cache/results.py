@@ -131,7 +131,10 @@ class ResultCache:
             if cached is not None:
                 self._event("answer_hit")
                 return self._finish(cached, started, note)
-        answer, shared = await self.flight.run(key, lambda: self._compute(request, access, key, run))
+        if not self.config.single_flight:
+            answer, shared = await self._compute(request, access, key, run), False
+        else:
+            answer, shared = await self.flight.run(key, lambda: self._compute(request, access, key, run))
         self._event("answer_shared" if shared else "answer_miss")
         return self._finish(answer, started, note)
 
