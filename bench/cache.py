@@ -36,7 +36,6 @@ from gateway.cache.store import MemoryStore
 from gateway.config import CacheConfig, Config, config_from_env
 from gateway.log import configure
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.request import parse_request
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.redis_server import RedisServer, redis_missing
@@ -137,9 +136,7 @@ def held_bytes(store: MemoryStore) -> int:
     """What tracemalloc says the store's records hold: the traced memory freed by dropping them."""
     gc.collect()
     before = tracemalloc.get_traced_memory()[0]
-    records = store._records  # noqa: SLF001 - measuring the store itself
-    store._records = type(records)()  # noqa: SLF001
-    del records
+    store.clear()
     gc.collect()
     return before - tracemalloc.get_traced_memory()[0]
 

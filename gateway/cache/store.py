@@ -106,5 +106,10 @@ class MemoryStore(Store):
         self.bytes += size
         return True
 
+    def clear(self) -> None:
+        """Drop every record."""
+        self._records.clear()
+        self.bytes = 0
+
     def _drop(self, key: str) -> None:
         self.bytes -= self._records.pop(key).size
