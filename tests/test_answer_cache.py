@@ -200,3 +200,15 @@ class TestLocalFiles:
             assert (await service.search_json({"query": "needle_"}))["file_count"] == 2
         finally:
             await service.aclose()
+
+
+async def test_single_flight_can_be_turned_off() -> None:
+    """With single_flight = false, identical requests in flight each search."""
+    gate = asyncio.Event()
+    backend = counting("a", gate=gate)
+    service = SearchService.with_backends([backend], cache={"answer_ttl_s": 0, "single_flight": False})
+    tasks = [asyncio.create_task(service.search_json({"query": "needle"})) for _ in range(5)]
+    await until(lambda: len(backend.calls) == 5)
+    gate.set()
+    await asyncio.gather(*tasks)
+    assert len(backend.calls) == 5

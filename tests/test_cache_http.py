@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -34,7 +35,7 @@ from tests.secure_corpus import (
     make_root,
     service_factory,
 )
-from tests.test_cursors import next_page
+from tests.test_cursors import capping, next_page
 from tests.test_mcp import held_client, subprocess_env
 from tests.test_parity import REPO, strip
 
@@ -185,3 +186,22 @@ def test_every_surface_exposes_the_cursor_field() -> None:
 
     schema = openapi()["components"]["schemas"]["SearchRequest"]
     assert "cursor" in schema["properties"]
+
+
+async def test_afi_search_pages_through_one_snapshot(aiohttp_client: MakeClient) -> None:
+    """AFI's next_cursor carries the service's cursor: its pages come from one ranking, each match once."""
+    backend = capping("wide", 450, random.Random(21), 450, 450)  # every file, in a new order each call
+    service = SearchService.with_backends([backend])
+    client = await aiohttp_client(create_app(service.config, lambda _: service))
+    matches: list[tuple[str, int]] = []
+    body: dict[str, Any] = {"query": "needle", "path": "/", "limit": 500}
+    for _ in range(10):
+        response = await client.post("/afi/search", json=body)
+        assert response.status == 200, await response.text()
+        page = await response.json()
+        matches.extend((m["path"], m["line"]) for m in page["matches"])
+        if "next_cursor" not in page:
+            break
+        body = {**body, "cursor": page["next_cursor"]}
+    assert len(backend.calls) == 1
+    assert len(matches) == len(set(matches)) == sum(1 + len(f"src/mod_{n:03}.py") % 3 for n in range(450))
