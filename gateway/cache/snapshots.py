@@ -38,6 +38,8 @@ _WHOLE = "w"
 FILE_OVERHEAD = 200
 #: What a decoded hit costs beyond its strings: the Hit struct and its tuple slot.
 HIT_OVERHEAD = 160
+#: What a bytes or str object costs beyond its characters (CPython: 33 for bytes, 49 for str).
+_STR_OVERHEAD = 49
 #: An undecoded value's parts are followed this deep (LazyHits -> partial -> list -> bytes).
 _DEPTH = 4
 
@@ -61,15 +63,27 @@ def _deep(value: Any, depth: int) -> int:
     if depth == 0 or value is None or isinstance(value, bool | int | float):
         return 32
     if isinstance(value, list | tuple):
+        if value and isinstance(value[0], bytes | str):  # lines as a backend sent them: counted at C speed
+            try:
+                return sys.getsizeof(value) + sum(map(len, value)) + _STR_OVERHEAD * len(value)
+            except TypeError:  # not all of them strings after all
+                pass
         return sys.getsizeof(value) + sum(_deep(v, depth - 1) for v in value)
     if isinstance(value, functools.partial):
         return 64 + _deep(value.args, depth - 1)
     if isinstance(value, msgspec.Struct):
         return 64 + sum(_deep(getattr(value, f), depth - 1) for f in value.__struct_fields__)
-    slots = [s for cls in type(value).__mro__ for s in getattr(cls, "__slots__", ())]
+    slots = _slots(type(value))
     if slots:
-        return 64 + sum(_deep(getattr(value, s, None), depth - 1) for s in slots if s not in ("_path", "_hits"))
+        return 64 + sum(_deep(getattr(value, s, None), depth - 1) for s in slots)
     return 64
+
+
+@functools.cache
+def _slots(cls: type) -> tuple[str, ...]:
+    """The slots of ``cls`` and its bases that may hold a file's undecoded hits (not its path or decoded hits)."""
+    skip = {"_path", "_hits", "_count", "_first_line"}
+    return tuple(s for c in cls.__mro__ for s in getattr(c, "__slots__", ()) if s not in skip)
 
 
 def _hits_size(hits: Sequence[Hit]) -> int:
@@ -88,7 +102,13 @@ def held_size(whole: Whole) -> int:
         hits = item.file.hits
         size += FILE_OVERHEAD + len(item.file.path)
         if isinstance(hits, LazyHits):
-            size += _deep(hits, _DEPTH)
+            size += 64
+            for slot in _slots(type(hits)):
+                value = getattr(hits, slot, None)
+                if type(value) is bytes:  # a backend's raw block for this file (ripgrep's)
+                    size += _STR_OVERHEAD + len(value)
+                elif value is not None:
+                    size += _deep(value, _DEPTH - 1)
             decoded = getattr(hits, "_hits", None)  # a file shown on the first page was decoded in place
             if decoded is not None:
                 size += _hits_size(decoded)
