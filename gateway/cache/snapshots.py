@@ -79,11 +79,17 @@ def _deep(value: Any, depth: int) -> int:
     return 64
 
 
-@functools.cache
+_SLOTS: dict[type, tuple[str, ...]] = {}
+_NOT_HITS = frozenset({"_path", "_hits", "_count", "_first_line"})
+
+
 def _slots(cls: type) -> tuple[str, ...]:
     """The slots of ``cls`` and its bases that may hold a file's undecoded hits (not its path or decoded hits)."""
-    skip = {"_path", "_hits", "_count", "_first_line"}
-    return tuple(s for c in cls.__mro__ for s in getattr(c, "__slots__", ()) if s not in skip)
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = tuple(s for c in cls.__mro__ for s in getattr(c, "__slots__", ()) if s not in _NOT_HITS)
+        _SLOTS[cls] = slots
+    return slots
 
 
 def _hits_size(hits: Sequence[Hit]) -> int:
