@@ -76,7 +76,14 @@ class CacheConfig(BaseModel):
     @field_validator("url")
     @classmethod
     def _no_password(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).password is not None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - raises for a port that is not one
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        if parts.password is not None:
             raise ValueError("must not hold a password: name its environment variable in password_env")
         return value
 

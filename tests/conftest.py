@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from tests.redis_server import REDIS_SERVER, RedisServer, redis_missing
+from tests.redis_server import REDIS_SERVER, RedisServer, need_redis, redis_missing
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "backends"
 
@@ -35,16 +35,6 @@ def pytest_report_header(config: pytest.Config) -> str:
     if missing is None:
         return f"redis-server: {REDIS_SERVER}"
     return f"redis-server: MISSING - {missing}" + (" (CI=true: they fail)" if os.environ.get("CI") == "true" else "")
-
-
-def need_redis() -> None:
-    """Skip the calling test without redis-server; under CI=true, fail it."""
-    missing = redis_missing()
-    if missing is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true: {missing}")
-    pytest.skip(missing)
 
 
 @pytest.fixture

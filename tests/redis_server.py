@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-__all__ = ["REDIS_SERVER", "RedisServer", "free_port", "redis_missing"]
+__all__ = ["REDIS_SERVER", "RedisServer", "free_port", "need_redis", "redis_missing"]
 
 REDIS_SERVER = shutil.which("redis-server")
 START_S = 10.0
@@ -36,16 +36,29 @@ def redis_missing() -> str | None:
     return None
 
 
+def need_redis() -> None:
+    """Skip the calling test without redis-server; under CI=true, fail it."""
+    import pytest
+
+    missing = redis_missing()
+    if missing is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true: {missing}")
+    pytest.skip(missing)
+
+
 class RedisServer:
     """One redis-server process; ``start()`` again after ``stop()`` brings it back on the same port."""
 
-    def __init__(self, port: int | None = None) -> None:
+    def __init__(self, port: int | None = None, *extra: str) -> None:
         if REDIS_SERVER is None:
             raise RuntimeError(redis_missing())
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._dir = tempfile.mkdtemp(prefix="fedsearch-redis-")
         self._proc: subprocess.Popen[bytes] | None = None
+        self._extra = extra
 
     def start(self) -> RedisServer:
         assert REDIS_SERVER is not None
@@ -64,6 +77,7 @@ class RedisServer:
                 self._dir,
                 "--loglevel",
                 "warning",
+                *self._extra,
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -80,7 +94,7 @@ class RedisServer:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as sock:
                 sock.sendall(b"PING\r\n")
-                return sock.recv(16).startswith(b"+PONG")
+                return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))  # up (with or without a password)
         except OSError:
             return False
 

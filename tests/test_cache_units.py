@@ -250,9 +250,10 @@ class TestConfig:
         with pytest.raises(ConfigError) as err:
             parse_config({"cache": {"snapshot_ttl": 5}})
         assert err.value.key == "cache.snapshot_ttl"
-        with pytest.raises(ConfigError) as err:
-            parse_config({"cache": {"url": "http://x"}})
-        assert err.value.key == "cache.url"
+        for bad in ("http://x", "redis://host:port/0", "redis://"):
+            with pytest.raises(ConfigError) as err:
+                parse_config({"cache": {"url": bad}})
+            assert err.value.key == "cache.url", bad
 
     def test_a_password_in_the_url_is_refused(self) -> None:
         """Secrets never come from the file: a Redis URL with a password is a config error."""

@@ -16,11 +16,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from gateway.cache.redis_store import RedisStore
-from gateway.cache.results import CURSOR_UNREADABLE
+from gateway.cache.results import CURSOR_UNREADABLE, open_cache
+from gateway.config import CacheConfig
+from gateway.errors import ConfigError
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.corpus import make_corpus
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisServer, need_redis
 from tests.test_answer_cache import Events, counting, timeless
 from tests.test_cursors import Clock, calls, capping, keys, next_page, page_all
 from tests.test_ops import Served
@@ -83,6 +85,37 @@ class TestRedisStore:
             assert await store.get("k", ["a", "b"]) == [b"3", None]
         finally:
             await store.aclose()
+
+
+class TestPassword:
+    async def test_the_password_comes_from_the_environment_and_never_reaches_a_log(self, tmp_path: Path) -> None:
+        """password_env's value opens a Redis that requires it; a wrong one is a logged miss without it."""
+        need_redis()
+        password = "s3cret-redis-passw0rd"
+        server = RedisServer(None, "--requirepass", password).start()
+        try:
+            right = open_cache(CacheConfig(url=server.url, password_env="FS_REDIS_PW"), env={"FS_REDIS_PW": password})
+            wrong = open_cache(
+                CacheConfig(url=server.url, password_env="FS_REDIS_PW"), env={"FS_REDIS_PW": "nope-nope"}
+            )
+            assert right.store is not None and wrong.store is not None
+            try:
+                assert await right.store.put("k", {"a": b"1"}, 30)
+                with capture_logs() as logs:
+                    assert await wrong.store.get("k", ["a"]) is None
+                assert [e["event"] for e in logs] == ["cache_unavailable"]
+                assert password not in str(logs) and "nope-nope" not in str(logs)
+            finally:
+                await right.aclose()
+                await wrong.aclose()
+        finally:
+            server.close()
+
+    def test_a_missing_password_variable_is_a_config_error(self) -> None:
+        """password_env naming an unset variable is an error naming the key, at start."""
+        with pytest.raises(ConfigError) as err:
+            open_cache(CacheConfig(url="redis://127.0.0.1:1/0", password_env="FS_UNSET"), env={})
+        assert err.value.key == "cache.password_env"
 
 
 class TestSharedByReplicas:
