@@ -8,17 +8,20 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gateway.cache.codec import CHUNK, DecodeError, chunk_fields, decode_answer, decode_page, encode_snapshot
 from gateway.cache.flight import SingleFlight
 from gateway.cache.keys import access_key, answer_key, new_cursor, snapshot_key
-from gateway.cache.snapshots import HeldSnapshots, held_size
+from gateway.cache.snapshots import HeldSnapshots, _file_size, held_size
 from gateway.cache.store import MemoryStore, record_size
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
-from gateway.rank import settle
+from gateway.rank import Ordering, fuse, settle
 from gateway.request import parse_request
+from tests.strategies import outcomes, request_args
 
 
 class Clock:
@@ -306,3 +309,34 @@ class TestHeldSnapshots:
         outcomes, _ = _lazy_outcome(50, body=20_000)
         whole = settle(parse_request({"query": "x"}), outcomes, everything=True)
         assert 1_000_000 < held_size(whole) < 1_200_000
+
+
+class TestOrdering:
+    @given(outcomes(), request_args(), st.integers(0, 40), st.integers(1, 40))
+    def test_a_lazy_ordering_reads_as_the_whole_order(
+        self, outs: list[Outcome], args: dict[str, Any], start: int, length: int
+    ) -> None:
+        """Any slice or item of a lazy fusion equals that of the fully sorted one."""
+        request = parse_request(args)
+        whole = fuse(request, outs).ordered
+        lazy = fuse(request, outs, limit=request.files, lazy=True).ordered
+        assert len(lazy) == len(whole)
+        assert list(lazy[start : start + length]) == list(whole[start : start + length])
+        if whole:
+            assert lazy[len(whole) - 1] == whole[-1]
+
+    def test_reading_the_first_page_sorts_nothing_more(self) -> None:
+        """A lazy fusion keeps the rest unsorted until a read goes past the ready files."""
+        outcomes_, _ = _lazy_outcome(300)
+        ordering = fuse(parse_request({"query": "x", "files": 20}), outcomes_, limit=20, lazy=True).ordered
+        assert isinstance(ordering, Ordering)
+        assert len(ordering[0:20]) == 20 and len(ordering.ready()) == 20
+        assert len(ordering[20:40]) == 20 and len(ordering.ready()) == 300
+
+    def test_a_big_snapshot_is_sized_from_a_sample_close_to_the_whole(self) -> None:
+        """held_size on 5,000 files samples them, within a few percent of sizing them all."""
+        outcomes_ = _outcomes(5000, hits=4)
+        lazy = settle(parse_request({"query": "x"}), outcomes_, everything=True)
+        sampled = held_size(lazy)
+        every = sum(_file_size(f.file) for f in fuse(parse_request({"query": "x"}), outcomes_).ordered)
+        assert abs(sampled - every) / every < 0.1

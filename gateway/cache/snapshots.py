@@ -6,9 +6,10 @@ Two ways, one interface (:class:`Snapshots`):
   and files whose hits a backend left undecoded (ripgrep's and Zoekt's
   :class:`~gateway.models.LazyHits`) stay so: keeping a snapshot of 1,000 files costs
   about nothing, and a page decodes only the files it shows (into a copy, so the kept
-  ranking does not grow as it is paged). It is counted in the store's byte bound at
-  :func:`held_size`, an estimate of what it holds (bench/cache.py checks it against
-  tracemalloc).
+  ranking does not grow as it is paged). Its files are put in order only as far as
+  page 1 needed (:class:`~gateway.rank.Ordering`); the first later page sorts the rest.
+  It is counted in the store's byte bound at :func:`held_size`, an estimate of what it
+  holds (bench/cache.py checks it against tracemalloc).
 * :class:`EncodedSnapshots` (Redis) encodes it (:mod:`gateway.cache.codec`): every
   file's hits decoded, msgpack, zlib, in chunks; a page reads only its chunks.
 """
@@ -27,7 +28,7 @@ from gateway.cache.codec import DecodeError, chunk_fields, decode_page, encode_s
 from gateway.cache.store import ENTRY_OVERHEAD, MemoryStore, Store
 from gateway.log import get_logger
 from gateway.models import FileMatch, Hit, LazyHits
-from gateway.rank import RankedFile, Whole
+from gateway.rank import Ordering, RankedFile, Whole
 
 __all__ = ["EncodedSnapshots", "HeldSnapshots", "Snapshots", "held_size"]
 
@@ -40,6 +41,8 @@ FILE_OVERHEAD = 200
 HIT_OVERHEAD = 160
 #: What a bytes or str object costs beyond its characters (CPython: 33 for bytes, 49 for str).
 _STR_OVERHEAD = 49
+#: Files sized one by one; a bigger snapshot is sized from an even sample of its files.
+SAMPLE = 256
 #: An undecoded value's parts are followed this deep (LazyHits -> partial -> list -> bytes).
 _DEPTH = 4
 
@@ -101,25 +104,35 @@ def _hits_size(hits: Sequence[Hit]) -> int:
     return total
 
 
+def _file_size(file: FileMatch) -> int:
+    hits = file.hits
+    size = FILE_OVERHEAD + len(file.path)
+    if not isinstance(hits, LazyHits):
+        return size + _hits_size(hits)
+    size += 64
+    for slot in _slots(type(hits)):
+        value = getattr(hits, slot, None)
+        if type(value) is bytes:  # a backend's raw block for this file (ripgrep's)
+            size += _STR_OVERHEAD + len(value)
+        elif value is not None:
+            size += _deep(value, _DEPTH - 1)
+    decoded = getattr(hits, "_hits", None)  # a file shown on the first page was decoded in place
+    return size + (_hits_size(decoded) if decoded is not None else 0)
+
+
 def held_size(whole: Whole) -> int:
-    """The bytes a held snapshot is counted as: its files, their hits (undecoded where they are), its header."""
+    """The bytes a held snapshot is counted as: its header, the files already in order (those the
+    first page showed, decoded) one by one, the others at the mean of an even sample of
+    :data:`SAMPLE` to twice as many files (all of them when there are fewer): sizing every hit
+    of 20,000 files would cost as much as ranking them."""
     size = ENTRY_OVERHEAD + sum(len(str(s)) for s in whole.statuses) + sum(len(str(a)) for a in whole.widen)
-    for item in whole.ordered:
-        hits = item.file.hits
-        size += FILE_OVERHEAD + len(item.file.path)
-        if isinstance(hits, LazyHits):
-            size += 64
-            for slot in _slots(type(hits)):
-                value = getattr(hits, slot, None)
-                if type(value) is bytes:  # a backend's raw block for this file (ripgrep's)
-                    size += _STR_OVERHEAD + len(value)
-                elif value is not None:
-                    size += _deep(value, _DEPTH - 1)
-            decoded = getattr(hits, "_hits", None)  # a file shown on the first page was decoded in place
-            if decoded is not None:
-                size += _hits_size(decoded)
-        else:
-            size += _hits_size(hits)
+    ordered = whole.ordered
+    exact: list[RankedFile] = ordered.ready()[:SAMPLE] if isinstance(ordered, Ordering) else []
+    files = ordered.files() if isinstance(ordered, Ordering) else [item.file for item in ordered]
+    size += sum(_file_size(item.file) for item in exact)
+    if len(files) > len(exact):
+        sample = files[:: max(1, len(files) // SAMPLE)]
+        size += sum(_file_size(file) for file in sample) * (len(files) - len(exact)) // len(sample)
     return size
 
 
