@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.cache.results import CURSOR_EXPIRED
+from gateway.cache.snapshots import EncodedSnapshots
 from gateway.cache.store import MemoryStore
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.request import parse_request
@@ -271,16 +272,20 @@ class TestPagingProperty:
         files=st.integers(1, 12),
         hit_budget=st.integers(1, 30),
         seed=st.integers(0, 2**32 - 1),
+        encoded=st.booleans(),
     )
     def test_paging_from_a_cursor_yields_every_file_once(
-        self, sizes: list[int], files: int, hit_budget: int, seed: int
+        self, sizes: list[int], files: int, hit_budget: int, seed: int, encoded: bool
     ) -> None:
-        """Backends capping at random places: every file of the snapshot exactly once, file_count constant."""
+        """Backends capping at random places: every file of the snapshot exactly once, file_count constant
+        (snapshots held as ranked, or encoded in chunks as in Redis)."""
 
         async def scenario() -> None:
             rng = random.Random(seed)
             backends = [capping(f"ns{i}", n, rng) for i, n in enumerate(sizes)]
             service = SearchService.with_backends(backends)
+            if encoded and service.cache.store is not None:
+                service.cache.snapshots = EncodedSnapshots(service.cache.store)
             pages = await page_all(service, {"query": "needle", "files": files, "hit_budget": hit_budget})
             seen = [k for page in pages for k in keys(page)]
             assert len(seen) == len(set(seen))
