@@ -118,11 +118,15 @@ async def single_flight(config: Config, label: str, **cache: Any) -> None:
 
 def mock_backend() -> MockBackend:
     async def handler(query: SearchQuery) -> BackendResult:
-        text = f"    value = {query.text}(argument, other_argument)  # a line of code of typical length"
         files = tuple(
             FileMatch(
                 path=f"src/pkg{n % 17}/module_{n}.py",
-                hits=tuple(Hit(line=10 * h + 1, text=text, column=13) for h in range(3)),
+                hits=tuple(
+                    Hit(
+                        line=10 * h + 1, text=f"    value_{n}_{h} = {query.text}(argument, other)  # typical", column=13
+                    )
+                    for h in range(3)
+                ),
                 definition=False,
             )
             for n in range(400)

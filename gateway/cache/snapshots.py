@@ -35,10 +35,10 @@ __all__ = ["EncodedSnapshots", "HeldSnapshots", "Snapshots", "held_size"]
 log = get_logger("fedsearch.cache")
 
 _WHOLE = "w"
-#: What a ranked file costs beyond its path and hits: the RankedFile and FileMatch objects.
-FILE_OVERHEAD = 200
+#: What a ranked file costs beyond its path and hits: its fusion entry, RankedFile, FileMatch, floats.
+FILE_OVERHEAD = 300
 #: What a decoded hit costs beyond its strings: the Hit struct and its tuple slot.
-HIT_OVERHEAD = 160
+HIT_OVERHEAD = 170
 #: What a bytes or str object costs beyond its characters (CPython: 33 for bytes, 49 for str).
 _STR_OVERHEAD = 49
 #: Files sized one by one; a bigger snapshot is sized from an even sample of its files.
