@@ -174,17 +174,19 @@ class ResultCache:
         ranked = page_of(request, whole)
         if store is None:
             return build_response(request, ranked, 0)
+        ttl = config.answer_ttl_s
         if ranked.more and snapshots is not None:
             cursor = new_cursor()
             answer = build_response(request, page_of(request, whole, cursor), 0)  # first: the page decodes its files
             if await snapshots.put(snapshot_key(config.prefix, cursor, request, access), whole, config.snapshot_ttl_s):
                 self._event("snapshot_stored")
+                ttl = min(ttl, config.snapshot_ttl_s)  # a kept answer never outlives its cursor's snapshot
             else:
                 answer = build_response(request, ranked, 0)
         else:
             answer = build_response(request, ranked, 0)
         if self.answers and all(s["status"] in _KEEPABLE for s in whole.statuses):
-            await store.put(key, {ANSWER: encode_answer(answer)}, config.answer_ttl_s)
+            await store.put(key, {ANSWER: encode_answer(answer)}, ttl)
         return answer
 
 
