@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from gateway.cache.codec import CHUNK, DecodeError, chunk_fields, decode_answer, decode_page, encode_snapshot
 from gateway.cache.flight import SingleFlight
 from gateway.cache.keys import access_key, answer_key, new_cursor, snapshot_key
-from gateway.cache.snapshots import HeldSnapshots, _file_size, held_size
+from gateway.cache.snapshots import EncodedSnapshots, HeldSnapshots, _file_size, held_size
 from gateway.cache.store import MemoryStore, record_size
 from gateway.config import parse_config
 from gateway.errors import ConfigError
@@ -340,3 +340,71 @@ class TestOrdering:
         sampled = held_size(lazy)
         every = sum(_file_size(f.file) for f in fuse(parse_request({"query": "x"}), outcomes_).ordered)
         assert abs(sampled - every) / every < 0.1
+
+
+class _Match(msgspec.Struct):
+    line: int
+    text: str
+
+
+class _StructHits(LazyHits):
+    """Hits kept as a backend's decoded structs until shown (as Zoekt's line matches are)."""
+
+    __slots__ = ("_broken", "_matches")
+
+    def __init__(self, matches: list[_Match], path: str, broken: bool = False) -> None:
+        super().__init__(len(matches), lambda: (), 1, path)
+        self._matches = matches
+        self._broken = broken
+
+    def decode(self) -> tuple[Hit, ...]:
+        if self._broken:
+            raise ValueError("garbage")
+        return tuple(Hit(line=m.line, text=m.text) for m in self._matches)
+
+
+class TestHeldSizes:
+    def test_undecoded_structs_are_counted_with_their_strings(self) -> None:
+        """A file whose hits are a backend's structs is counted at least at their text's size."""
+        matches = [_Match(line=n, text="y" * 1000) for n in range(1, 51)]
+        whole = settle(
+            parse_request({"query": "x"}),
+            [
+                Outcome(
+                    namespace="z",
+                    backend="mock",
+                    status="ok",
+                    took_ms=1,
+                    result=BackendResult(
+                        files=(FileMatch(path="a.py", hits=_StructHits(matches, "a.py"), definition=False),)
+                    ),
+                )
+            ],
+            everything=True,
+        )
+        assert held_size(whole) > 50 * 1000
+
+    async def test_a_file_that_fails_to_decode_on_a_later_page_keeps_a_path_hit(self) -> None:
+        """Garbage found when a held file is shown costs that file its detail, never the page."""
+        files = tuple(
+            FileMatch(
+                path=f"f{n:02}.py",
+                hits=_StructHits([_Match(line=1, text="x")], f"f{n:02}.py", n == 30),
+                definition=False,
+            )
+            for n in range(40)
+        )
+        outs = [Outcome(namespace="z", backend="mock", status="ok", took_ms=1, result=BackendResult(files=files))]
+        whole = settle(parse_request({"query": "x", "files": 5}), outs, everything=True)
+        held = HeldSnapshots(MemoryStore(1 << 24))
+        await held.put("k", whole, 60)
+        page = await held.page("k", 0, 40)
+        assert page is not None
+        broken = next(f for f in page.ordered if f.file.path == "f30.py")
+        assert [h.kind for h in broken.file.hits] == ["file"]
+
+    async def test_a_damaged_encoded_snapshot_is_a_miss(self) -> None:
+        """An encoded snapshot that does not decode is treated as missing (logged), never an error."""
+        store = MemoryStore(1 << 20)
+        await store.put("k", {"h": b"not zlib at all", "0": b"junk"}, 60)
+        assert await EncodedSnapshots(store).page("k", 0, 10) is None
