@@ -98,7 +98,7 @@ class SearchService:
         *,
         process_cache: bool = True,
     ) -> None:
-        """``process_cache=False`` for a one-shot process (the CLI): no in-process store, whose snapshots nobody could page."""
+        """``process_cache=False`` for a one-shot process (the CLI): no in-process store (nobody could page it)."""
         self.config = config
         given = backends or {}
         self._entries = {
