@@ -111,6 +111,7 @@ async def main() -> None:
         "".join(
             f'[[namespaces]]\nname = "zoekt{i}"\nbackend = "zoekt"\nurls = ["{u}"]\n' for i, u in enumerate(backends)
         )
+        + "[cache]\nanswer_ttl_s = 0\nsingle_flight = false\n"  # every request searches, as the naive one does
     )
     env = dict(os.environ, FEDSEARCH_LOG_LEVEL=os.environ.get("FEDSEARCH_LOG_LEVEL", "info"))
     procs = [

@@ -37,6 +37,7 @@ from aiohttp import web
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.zoekt.backend import ZoektBackend, ZoektSettings
+from bench import NO_CACHE
 from bench.fake_zoekt import payload
 from gateway.config import parse_config
 from gateway.log import configure
@@ -150,7 +151,7 @@ async def timed(
 def service_over(urls: list[str]) -> SearchService:
     """A service of one zoekt namespace per URL, opened from config (so wrapped as in production)."""
     namespaces = [{"name": f"ns{i}", "backend": "zoekt", "urls": [url]} for i, url in enumerate(urls)]
-    return SearchService(parse_config({"namespaces": namespaces}))
+    return SearchService(parse_config({"namespaces": namespaces, "cache": NO_CACHE}))
 
 
 # --- 1 and 2: deadlines ---------------------------------------------------------------------

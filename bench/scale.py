@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import NO_CACHE
 from bench.overhead import consecutive_ports
 from gateway.config import parse_config
 from gateway.log import configure
@@ -149,7 +150,7 @@ async def measure(base: int, args: argparse.Namespace, *, coalesce: bool) -> tup
     # Shared requests on the default config; separate ones with room for all of them at
     # once (at the default 64, a thousand separate requests go in sixteen waves).
     server = {} if coalesce else {"server": {"concurrency": args.namespaces}}
-    config = parse_config({**server, "namespaces": namespaces})
+    config = parse_config({**server, "namespaces": namespaces, "cache": NO_CACHE})
     service = SearchService(config)
     times, cpus = [], []
     try:

@@ -15,14 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gateway.backend import BackendSettings
 from gateway.errors import ConfigError
 from gateway.registry import load_kind
 
 __all__ = [
+    "CacheConfig",
     "Config",
     "DefaultsConfig",
     "NamespaceConfig",
@@ -38,6 +40,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"
 _NAME = re.compile(NAME_PATTERN)
 DEFAULT_CONCURRENCY = 64
 DEFAULT_MAX_BODY = 1 << 20
+DEFAULT_CACHE_BYTES = 256 << 20
 DISCOVERY_MAX_DEPTH = 6
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
 
@@ -55,6 +58,37 @@ class ServerConfig(BaseModel):
 class DefaultsConfig(BaseModel):
     model_config = _FROZEN
     timeout_ms: int = Field(default=5000, ge=100, le=60_000)
+
+
+class CacheConfig(BaseModel):
+    """``[cache]``: cursor snapshots and cached answers, in the process or in Redis (``url``)."""
+
+    model_config = _FROZEN
+    url: str | None = Field(default=None, pattern=r"^(redis|rediss|unix)://[^\s]+$")
+    password_env: str | None = None  # the Redis password's environment variable (never in the file)
+    snapshot_ttl_s: float = Field(default=300.0, ge=0.0, le=86_400.0)  # 0: no snapshots, no cursors
+    answer_ttl_s: float = Field(default=30.0, ge=0.0, le=86_400.0)  # 0: no cached answers
+    single_flight: bool = True  # identical requests in flight share one fan-out
+    max_bytes: int = Field(default=DEFAULT_CACHE_BYTES, ge=1 << 20)  # the in-process store's bound
+    timeout_ms: int = Field(default=250, ge=10, le=10_000)  # one Redis call; slower is a miss
+    prefix: str = Field(default="fedsearch", pattern=r"^[A-Za-z0-9._:-]{1,64}$")  # Redis key prefix
+
+    @field_validator("url")
+    @classmethod
+    def _no_password(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        try:
+            parts.port  # noqa: B018 - raises for a port that is not one
+        except ValueError:
+            raise ValueError("has an invalid port") from None
+        if parts.password is not None:
+            raise ValueError("must not hold a password: name its environment variable in password_env")
+        return value
+
+
+DEFAULT_CACHE = CacheConfig()
 
 
 class TokenConfig(BaseModel):
@@ -90,13 +124,14 @@ class Config:
     namespaces: tuple[NamespaceConfig, ...]
     tokens: tuple[TokenConfig, ...] = ()
     source: str = "discovery"
+    cache: CacheConfig = DEFAULT_CACHE
 
 
 def _first_error(prefix: str, exc: ValidationError) -> ConfigError:
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err["loc"])
     key = f"{prefix}.{loc}" if prefix and loc else prefix or loc
-    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
     return ConfigError(key, msg)
 
 
@@ -126,7 +161,7 @@ def namespace_config(data: Mapping[str, Any], key: str) -> NamespaceConfig:
 
 def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
     """Validate a parsed TOML document into a Config."""
-    known = {"server", "defaults", "namespaces", "tokens"}
+    known = {"server", "defaults", "namespaces", "tokens", "cache"}
     for top in data:
         if top not in known:
             raise ConfigError(str(top), "unknown key")
@@ -154,6 +189,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
         namespaces=namespaces,
         tokens=tokens,
         source=source,
+        cache=_model(CacheConfig, data.get("cache"), "cache"),
     )
 
 

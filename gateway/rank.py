@@ -20,9 +20,10 @@ import heapq
 import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import re2
+from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.request import SearchRequest
@@ -31,11 +32,15 @@ from gateway.signals import QueryMatcher, defines, demoted
 __all__ = [
     "Fused",
     "K",
+    "Ordering",
     "Ranked",
     "RankedFile",
+    "Whole",
     "fuse",
     "page",
+    "page_of",
     "rank",
+    "settle",
 ]
 
 K = 60
@@ -68,6 +73,7 @@ class Ranked:
     note: str | None
     statuses: list[dict[str, Any]]
     offset: int
+    more: bool = False  # a next page exists (its action is the first of ``next``)
 
 
 # --- fusion -------------------------------------------------------------------------
@@ -79,13 +85,13 @@ _ranked: Callable[[tuple[str, FileMatch, float, bool]], RankedFile] = functools.
 class Fused(NamedTuple):
     """What :func:`fuse` gives: the files in global order (the first ``limit`` of them), and counts."""
 
-    ordered: list[RankedFile]
+    ordered: Sequence[RankedFile]
     total: int  # files after fusion, all of them
     weak: int  # hits dropped as weak
     counts: dict[str, tuple[int, int]]  # (files, hits) by namespace
 
 
-def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None) -> Fused:
+def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None, lazy: bool = False) -> Fused:
     """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
     A file's score is its namespace's weight / (K + its place there), times the code
@@ -94,7 +100,8 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
     This is the hot loop of a wide answer, one pass per file: the signals are inline
     and each file's sort key is built once. Only the files ``limit`` asks for are put
     in order (a heap selection: a page needs its first files, not all 20,000 sorted)
-    and made :class:`RankedFile`.
+    and made :class:`RankedFile`; with ``lazy`` the rest stay behind them, put in order
+    when read (an :class:`Ordering`).
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
@@ -160,7 +167,60 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
             counts[base] = (files + own_files, nhits + own_hits)
     # (namespace, path) is unique: files themselves are never compared
     top = heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
-    return Fused([_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in top], len(entries), weak, counts)
+    ordered = [_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in top]
+    if lazy and len(ordered) < len(entries):
+        return Fused(Ordering(entries, ordered), len(entries), weak, counts)
+    return Fused(ordered, len(entries), weak, counts)
+
+
+_Entry = tuple[float, str, str, FileMatch, bool]
+
+
+class Ordering(Sequence[RankedFile]):
+    """Every fused file in global order, put in order only as far as it is read.
+
+    The first files (a page's worth, found by heap selection) are ready; reading past
+    them sorts all of them, once. A snapshot keeps this, so keeping one costs page 1
+    nothing more, and the first later page pays for the sort.
+    """
+
+    __slots__ = ("_entries", "_known")
+
+    def __init__(self, entries: list[_Entry], known: list[RankedFile]) -> None:
+        self._entries: list[_Entry] | None = entries
+        self._known = known
+
+    def __len__(self) -> int:
+        return len(self._known) if self._entries is None else len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> RankedFile: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RankedFile]: ...
+
+    def __getitem__(self, index: int | slice) -> RankedFile | list[RankedFile]:
+        if self._entries is not None:
+            if isinstance(index, slice):
+                start, stop, step = index.indices(len(self._entries))
+                beyond = max(start, stop) > len(self._known) if step > 0 else True
+            else:
+                beyond = index < 0 or index >= len(self._known)
+            if beyond:
+                ordered = sorted(self._entries)
+                self._known = [_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in ordered]
+                self._entries = None
+        return self._known[index]
+
+    def ready(self) -> list[RankedFile]:
+        """The files already in order (at least the first page's)."""
+        return self._known
+
+    def files(self) -> list[FileMatch]:
+        """Every file, in no particular order (without putting them in order)."""
+        if self._entries is None:
+            return [item.file for item in self._known]
+        return [entry[3] for entry in self._entries]
 
 
 def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
@@ -174,7 +234,7 @@ def page(ordered: Sequence[RankedFile], offset: int, files: int, hit_budget: int
     """Files whole, in order, from ``offset``: the first always, the rest within the budget."""
     out: list[RankedFile] = []
     used = 0
-    for item in ordered[offset:]:
+    for item in ordered[offset : offset + files]:
         n = len(item.file.hits)
         if out and (used + n > hit_budget or len(out) >= files):
             break
@@ -292,13 +352,13 @@ def _note(
     shown: int,
     total: int,
     weak: int,
-    outcomes: Sequence[Outcome],
+    asked: int,
     failed: Sequence[Outcome],
 ) -> str | None:
-    if not outcomes:
+    if not asked:
         return "no namespace to search: none is configured or visible to this caller"
     if shown == 0:
-        if failed and len(failed) == len(outcomes):
+        if failed and len(failed) == asked:
             what = ", ".join(f"{o.namespace} ({o.status})" for o in failed[:5])
             more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
             return f"every namespace failed: {what}{more}; see namespaces and next"
@@ -311,9 +371,9 @@ def _note(
             )
         filtered = " with these path/language filters" if request.paths or request.languages else ""
         partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
-        return f"nothing matched {request.query!r} in {len(outcomes)} namespaces{filtered}{partial}"
+        return f"nothing matched {request.query!r} in {asked} namespaces{filtered}{partial}"
     if failed:
-        return f"{len(failed)} of {len(outcomes)} namespaces did not answer fully; see namespaces and next"
+        return f"{len(failed)} of {asked} namespaces did not answer fully; see namespaces and next"
     return None
 
 
@@ -339,28 +399,71 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
     return extra
 
 
-def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
-    """Fuse, page and explain: the whole ranked answer for one request."""
-    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files)
-    shown = page(ordered, request.offset, request.files, request.hit_budget)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Whole:
+    """What a ranked answer is whatever its page: a cursor's snapshot keeps exactly this.
+
+    ``ordered`` holds files in global order from the ``first``-th (0 unless a part of
+    the order was loaded); ``failed`` are the namespaces that did not answer fully,
+    without their results; ``widen`` the actions that reach what they could not give.
+    """
+
+    ordered: Sequence[RankedFile]
+    total: int
+    file_count: int
+    weak: int
+    statuses: list[dict[str, Any]]
+    widen: list[dict[str, Any]]
+    failed: list[Outcome]
+    asked: int
+    first: int = 0
+
+
+def settle(request: SearchRequest, outcomes: Sequence[Outcome], everything: bool = False) -> Whole:
+    """Fuse and explain, for every page: the files up to this request's page in order (with ``everything``,
+    the others behind them, in order when read)."""
+    ordered, total, weak, counts = fuse(request, outcomes, request.offset + request.files, lazy=everything)
+    failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
+    widen: list[dict[str, Any]] = []
+    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
+        widen.extend(_widen(request, outcome))
+    return Whole(
+        ordered=ordered,
+        total=total,
+        file_count=total + _unreturned(outcomes),
+        weak=weak,
+        statuses=_statuses(outcomes, counts),
+        widen=widen,
+        failed=[replace(o, result=None) for o in failed],
+        asked=len(outcomes),
+    )
+
+
+def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None) -> Ranked:
+    """The page ``request`` asks for; its next-page action carries ``cursor`` (a snapshot of ``whole``)."""
+    shown = page(whole.ordered, request.offset - whole.first, request.files, request.hit_budget)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
-    if end < total and shown and end <= MAX_OFFSET:
+    more = end < whole.total and bool(shown) and end <= MAX_OFFSET
+    if more:
+        args = request.args(offset=end, cursor=cursor)
         actions.append(
-            _action(
-                f"next page: files {end + 1}-{min(total, end + request.files)} of {total}", request.args(offset=end)
-            )
+            _action(f"next page: files {end + 1}-{min(whole.total, end + request.files)} of {whole.total}", args)
         )
-    failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
-    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
-        actions.extend(_widen(request, outcome))
+    actions.extend(whole.widen)
     return Ranked(
         page=shown,
-        file_count=total + _unreturned(outcomes),
-        weak_filtered=weak,
+        file_count=whole.file_count,
+        weak_filtered=whole.weak,
         truncated=bool(actions),
         next=actions,
-        note=_note(request, len(shown), total, weak, outcomes, failed),
-        statuses=_statuses(outcomes, counts),
+        note=_note(request, len(shown), whole.total, whole.weak, whole.asked, whole.failed),
+        statuses=whole.statuses,
         offset=request.offset,
+        more=more,
     )
+
+
+def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
+    """Fuse, page and explain: the whole ranked answer for one request."""
+    return page_of(request, settle(request, outcomes))

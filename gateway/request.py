@@ -24,6 +24,8 @@ MAX_QUERY = 1000
 MAX_NAMESPACE_PATTERNS = 64
 MAX_LANGUAGES = 16
 RE2_MAX_MEM = 8 << 20
+MAX_CURSOR = 128
+CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
 
 
 class SearchRequest(BaseModel):
@@ -67,6 +69,13 @@ class SearchRequest(BaseModel):
     )
     timeout_ms: int = Field(default=5000, ge=100, le=60_000, description="The whole answer's deadline.")
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Semantic hits below it are weak.")
+    cursor: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_CURSOR,
+        pattern=CURSOR_PATTERN,
+        description="Opaque; set only by next actions: later pages come from the first page's snapshot.",
+    )
 
     @field_validator("query")
     @classmethod

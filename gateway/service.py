@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.backend import AsyncBackend
-from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig
+from gateway.cache import open_cache
+from gateway.cache.keys import access_key
+from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
 from gateway.errors import InvalidRequest, NotFound, UnknownNamespace, Unsupported
 from gateway.fanout import Route, fan_out
 from gateway.globs import namespace_matcher
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
-from gateway.rank import rank
+from gateway.rank import Whole, settle
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
 from gateway.resilience.wrapper import wrap
-from gateway.wire import build_response
 
 __all__ = ["Access", "SearchService", "open_backend"]
 
@@ -81,7 +82,14 @@ class _Entry:
 class SearchService:
     """The core: one instance per process, shared by HTTP, MCP and the CLI."""
 
-    def __init__(self, config: Config, backends: Mapping[str, AsyncBackend[Any]] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        backends: Mapping[str, AsyncBackend[Any]] | None = None,
+        *,
+        process_cache: bool = True,
+    ) -> None:
+        """``process_cache=False`` for a one-shot process (the CLI): no in-process store (nobody could page it)."""
         self.config = config
         given = backends or {}
         self._entries = {
@@ -89,6 +97,9 @@ class SearchService:
         }
         #: Called with every namespace outcome (metrics hook into this).
         self.observers: list[Callable[[Outcome], None]] = []
+        #: Snapshots for cursors, cached answers, single-flight (:mod:`gateway.cache`).
+        self.cache = open_cache(config.cache, process=process_cache)
+        self._access_keys: dict[int, tuple[Access, bytes]] = {}
 
     @classmethod
     def with_backends(
@@ -105,16 +116,18 @@ class SearchService:
             defaults=DefaultsConfig(**config.get("defaults", {})),
             namespaces=namespaces,
             source="embedded",
+            cache=CacheConfig(**config.get("cache", {})),
         )
         return cls(cfg, {b.name: b for b in backends})
 
     async def aclose(self) -> None:
-        """Close every backend, in reverse order of opening."""
+        """Close every backend, in reverse order of opening, then the cache."""
         for entry in reversed(list(self._entries.values())):
             try:
                 await entry.backend.aclose()
             except Exception as exc:  # closing must go on for the others
                 log.warning("backend_close_failed", namespace=entry.config.name, error=type(exc).__name__)
+        await self.cache.aclose()
 
     # --- namespaces ----------------------------------------------------------------
 
@@ -191,22 +204,36 @@ class SearchService:
             deadline=started + request.timeout_ms / 1000,
         )
 
+    def access_key(self, access: Access) -> bytes:
+        """The caller's identity for the cache: its token and the namespaces it may see (remembered)."""
+        seen = self._access_keys.get(id(access))
+        if seen is not None and seen[0] is access:
+            return seen[1]
+        if len(self._access_keys) >= 256:
+            self._access_keys.clear()
+        key = access_key(self.visible(access), access)
+        self._access_keys[id(access)] = (access, key)
+        return key
+
     async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
-        """Answer one validated request for a caller."""
+        """Answer one validated request for a caller: from a snapshot or the cache, or by fanning out."""
         started = time.monotonic()
         default_ms = self.config.defaults.timeout_ms
         if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:
             request = request.model_copy(update={"timeout_ms": default_ms})  # [defaults] timeout_ms
         routes = self.resolve(request.namespaces, access)
-        outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
-        for observe in self.observers:
-            for outcome in outcomes:
-                observe(outcome)
-        ranked = rank(request, outcomes)
-        took_ms = round((time.monotonic() - started) * 1000)
-        if log.is_enabled_for(logging.INFO):
-            _log_search(outcomes, ranked.file_count, took_ms)
-        return build_response(request, ranked, took_ms)
+
+        async def run(request: SearchRequest, everything: bool) -> Whole:
+            outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
+            for observe in self.observers:
+                for outcome in outcomes:
+                    observe(outcome)
+            whole = settle(request, outcomes, everything)
+            if log.is_enabled_for(logging.INFO):
+                _log_search(outcomes, whole.file_count, round((time.monotonic() - started) * 1000))
+            return whole
+
+        return await self.cache.search(request, self.access_key(access), started, run)
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""

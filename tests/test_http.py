@@ -182,14 +182,16 @@ class TestOperations:
         assert "SearchRequest" in doc["components"]["schemas"]
 
     async def test_metrics(self, client: Client) -> None:
-        """/metrics counts requests and namespace outcomes under fedsearch_ names, every time."""
-        for _ in range(2):
-            await client.post("/v1/search", json={"query": "register_widget"})
+        """/metrics counts requests, namespace outcomes and cache events under fedsearch_ names, every time."""
+        for query in ("register_widget", "register_widget", "Widget"):  # the repeat is answered from cache
+            await client.post("/v1/search", json={"query": query})
         text = await (await client.get("/metrics")).text()
-        assert 'fedsearch_http_requests_total{method="POST",route="/v1/search",status="200"} 2.0' in text
+        assert 'fedsearch_http_requests_total{method="POST",route="/v1/search",status="200"} 3.0' in text
         outcome = 'fedsearch_namespace_outcomes_total{backend="ripgrep",namespace="alpha",status="ok"} 2.0'
         assert outcome in text
         assert 'fedsearch_namespace_duration_seconds_count{backend="ripgrep",namespace="alpha"} 2.0' in text
+        assert 'fedsearch_cache_events_total{event="answer_hit"} 1.0' in text
+        assert 'fedsearch_cache_events_total{event="answer_miss"} 2.0' in text
         assert "fedsearch_http_in_flight" in text
 
 

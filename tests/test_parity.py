@@ -1,6 +1,7 @@
 """Invariant 10: HTTP (POST and GET), MCP (in memory and stdio) and `--json` give the same JSON.
 
-One request goes through every surface; the answers are equal, timing aside. A next action
+One request goes through every surface; the answers are equal, timing and cursor values aside
+(the CLI searching in-process keeps no snapshot, so its next page carries none). A next action
 taken from one surface runs verbatim on the others and gives the same next page.
 """
 
@@ -33,8 +34,11 @@ Surface = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def strip(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer without its timing fields and cursor values (each process names its own snapshots)."""
     out = {k: v for k, v in answer.items() if k != "took_ms"}
     out["namespaces"] = [{k: v for k, v in s.items() if k != "took_ms"} for s in answer["namespaces"]]
+    if "next" in answer:
+        out["next"] = [{**a, "args": {**a["args"], "cursor": None}} for a in answer["next"]]
     return out
 
 

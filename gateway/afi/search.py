@@ -202,13 +202,15 @@ async def post_search(request: web.Request) -> web.Response:
     if not any(mode in service.backend(n, access).modes for n in scope.names):
         raise AfiError("unsupported", f"no namespace under {target.path} can search in {mode} mode")
     token = _digest("search", fields, rel)
-    first, skip = 0, 0
+    first, skip, snapshot = 0, 0, None
     if body.cursor is not None:
         state = _decode_cursor(body.cursor, token)
-        f, h = state.get("f"), state.get("h")
-        if not (type(f) is int and type(h) is int and 0 <= f <= MAX_FILE_OFFSET and h >= 0):
+        f, h, c = state.get("f"), state.get("h"), state.get("c")
+        if not (type(f) is int and type(h) is int and 0 <= f <= MAX_FILE_OFFSET and h >= 0) or (
+            c is not None and type(c) is not str
+        ):
             raise AfiError("invalid_request", "cursor: not a cursor of this provider")
-        first, skip = f, h
+        first, skip, snapshot = f, h, c
     request_data = {
         **fields,
         "namespaces": scope.patterns,
@@ -218,6 +220,7 @@ async def post_search(request: web.Request) -> web.Response:
         "offset": first,
         "hit_budget": MAX_HIT_BUDGET,  # whole files beyond the cut: full pages
         "timeout_ms": service.config.defaults.timeout_ms,
+        "cursor": snapshot,  # the service's own: later pages come from the first one's snapshot
     }
     search = parse_request(request_data)
     answer = await service.search(search, access)
@@ -225,10 +228,13 @@ async def post_search(request: web.Request) -> web.Response:
     if failure is not None:
         raise failure
     groups = afi_matches(answer, mode == "semantic", search.threshold)
-    matches, after = _cut(groups, first, skip, limit, _next_page(answer, search, first + len(groups)))
+    more, snapshot = _next_page(answer, search, first + len(groups))
+    snapshot = snapshot or search.cursor  # a cut inside this page: the rest of it comes from its snapshot
+    matches, after = _cut(groups, first, skip, limit, more)
     out: dict[str, Any] = {"matches": matches}
     if after is not None:
-        out["next_cursor"] = _encode_cursor({"f": after[0], "h": after[1], "t": token})
+        state = {"f": after[0], "h": after[1], "t": token}
+        out["next_cursor"] = _encode_cursor({**state, "c": snapshot} if snapshot else state)
     incomplete = [
         {k: s[k] for k in ("name", "status", "error") if k in s} for s in answer["namespaces"] if s["status"] != "ok"
     ]
@@ -237,7 +243,11 @@ async def post_search(request: web.Request) -> web.Response:
     return json_response(out)
 
 
-def _next_page(answer: Mapping[str, Any], search: SearchRequest, end: int) -> bool:
-    """Whether the service offered the page of files that starts at ``end``."""
-    wanted = search.args(offset=end)
-    return any(action["args"] == wanted for action in answer.get("next", ()))
+def _next_page(answer: Mapping[str, Any], search: SearchRequest, end: int) -> tuple[bool, str | None]:
+    """Whether the service offered the page of files that starts at ``end``, and that page's cursor."""
+    wanted = search.args(offset=end, cursor=None)
+    for action in answer.get("next", ()):
+        args = action["args"]
+        if {**args, "cursor": None} == wanted:
+            return True, args.get("cursor")
+    return False, None

@@ -148,7 +148,7 @@ async def _search(args: argparse.Namespace, request: SearchRequest) -> dict[str,
         return await remote_search(args.server, request)
     from gateway.service import SearchService
 
-    service = SearchService(_config(args))
+    service = SearchService(_config(args), process_cache=False)  # one search: only Redis outlives it
     try:
         return await service.search(request)
     finally:

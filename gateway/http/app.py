@@ -44,6 +44,7 @@ _SCALARS = {
     "hit_budget": "hit_budget",
     "timeout_ms": "timeout_ms",
     "threshold": "threshold",
+    "cursor": "cursor",
 }
 _LISTS = {"ns": "namespaces", "path": "paths", "lang": "languages"}
 _PARAM_OF = {field: param for param, field in {**_SCALARS, **_LISTS}.items()}
@@ -184,8 +185,8 @@ def create_app(
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         service = factory(config)
-        service.observers.append(metrics.observe)
-        holder = ServiceHolder(service, prepare=lambda new: new.observers.append(metrics.observe))
+        metrics.attach(service)
+        holder = ServiceHolder(service, prepare=metrics.attach)
         app[SERVICE] = holder
         log.info("service_ready", namespaces=len(service.visible()), source=config.source)
         try:

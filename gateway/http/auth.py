@@ -85,9 +85,17 @@ def nobody(name: str) -> bool:
     return False
 
 
-def _namespace_access(globs: Sequence[str]) -> Callable[[str], bool]:
-    matchers = [namespace_matcher(glob) for glob in globs]
-    return lambda name: any(match(name) for match in matchers)
+class _NamespaceAccess:
+    """What a token may see: namespaces matching its globs. ``identity`` tells tokens apart (the cache's keys)."""
+
+    __slots__ = ("_matchers", "identity")
+
+    def __init__(self, globs: Sequence[str], identity: str) -> None:
+        self._matchers = [namespace_matcher(glob) for glob in globs]
+        self.identity = identity
+
+    def __call__(self, name: str) -> bool:
+        return any(match(name) for match in self._matchers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +112,8 @@ class TokenTable:
 
     def __init__(self, tokens: Sequence[TokenConfig]) -> None:
         self._callers = tuple(
-            Caller(token.name, bytes.fromhex(token.sha256), _namespace_access(token.namespaces)) for token in tokens
+            Caller(token.name, bytes.fromhex(token.sha256), _NamespaceAccess(token.namespaces, token.sha256.lower()))
+            for token in tokens
         )
 
     def __bool__(self) -> bool:

@@ -2,19 +2,27 @@
 
 HTTP: requests by route and status, latency histograms, in-flight gauge.
 Namespaces: outcome counters by status and latency histograms, fed by the
-service's outcome observers.
+service's outcome observers. Cache: events by name (answers served from cache,
+shared in flight or computed; snapshots stored, served or missed) and the bytes
+held by the in-process store.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from gateway.cache.results import EVENTS
+from gateway.cache.store import MemoryStore
 from gateway.models import Outcome
+
+if TYPE_CHECKING:
+    from gateway.service import SearchService
 
 __all__ = ["Metrics"]
 
@@ -53,6 +61,26 @@ class Metrics:
         )
         #: (namespace, backend, status) -> its outcome counter and latency histogram series.
         self._series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self.cache_events = Counter(
+            "fedsearch_cache_events",
+            "Cache events: answers hit/shared/missed, snapshots",
+            ["event"],
+            registry=self.registry,
+        )
+        self._cache_series = {event: self.cache_events.labels(event) for event in EVENTS}
+        self.cache_bytes = Gauge(
+            "fedsearch_cache_bytes", "Bytes held by the in-process cache store (0 with Redis)", registry=self.registry
+        )
+
+    def attach(self, service: SearchService) -> None:
+        """Feed these metrics from ``service`` (its namespace outcomes and cache events)."""
+        service.observers.append(self.observe)
+        service.cache.observers.append(self.observe_cache)
+        store = service.cache.store
+        self.cache_bytes.set_function(lambda: store.bytes if isinstance(store, MemoryStore) else 0)
+
+    def observe_cache(self, event: str) -> None:
+        self._cache_series[event].inc()
 
     def observe(self, outcome: Outcome) -> None:
         """Count one namespace's outcome (the labelled series looked up once per label set)."""

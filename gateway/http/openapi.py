@@ -24,6 +24,7 @@ _GET_PARAMS = [
     ("hit_budget", "integer", "hit_budget", False),
     ("timeout_ms", "integer", "timeout_ms", False),
     ("threshold", "number", "threshold", False),
+    ("cursor", "string", "cursor (set by next-page actions)", False),
 ]
 
 _PROBLEM = {
