@@ -24,11 +24,6 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"{FIXTURES} is missing: CI lays ../shared beside the clone (CI=true)")
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    found = "found" if FIXTURES.is_dir() else "MISSING: the tests that need them skip"
-    return f"backend fixtures: {FIXTURES} ({found})"
-
-
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """The recorded backend payloads in ../shared/fixtures/backends."""
@@ -44,12 +39,16 @@ def _fresh_logging() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    """Say at the top of every run whether the Redis tests run (a visible line when they cannot)."""
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Say at the top of every run whether the fixtures are there and the Redis tests run."""
+    found = "found" if FIXTURES.is_dir() else "MISSING: the tests that need them skip"
     missing = redis_missing()
-    if missing is None:
-        return f"redis-server: {REDIS_SERVER}"
-    return f"redis-server: MISSING - {missing}" + (" (CI=true: they fail)" if os.environ.get("CI") == "true" else "")
+    redis = (
+        f"redis-server: {REDIS_SERVER}"
+        if missing is None
+        else f"redis-server: MISSING - {missing}" + (" (CI=true: they fail)" if os.environ.get("CI") == "true" else "")
+    )
+    return [f"backend fixtures: {FIXTURES} ({found})", redis]
 
 
 @pytest.fixture
