@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from gateway.registry import load_kind
 __all__ = [
     "Config",
     "DefaultsConfig",
+    "IndexConfig",
     "NamespaceConfig",
     "ServerConfig",
     "TokenConfig",
@@ -55,6 +56,23 @@ class ServerConfig(BaseModel):
 class DefaultsConfig(BaseModel):
     model_config = _FROZEN
     timeout_ms: int = Field(default=5000, ge=100, le=60_000)
+
+
+def _default_index_dir() -> str:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return os.path.join(cache, "fedsearch")
+
+
+class IndexConfig(BaseModel):
+    """``[index]``: the declaration index of local namespaces (SQLite under ``dir``)."""
+
+    model_config = _FROZEN
+    enabled: bool = True
+    dir: str = Field(default_factory=_default_index_dir, min_length=1)
+    #: How often the background builder looks for changed files (seconds).
+    refresh_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
+    #: How long a search may spend parsing its page's files that are not indexed yet (ms).
+    parse_budget_ms: int = Field(default=40, ge=0, le=1000)
 
 
 class TokenConfig(BaseModel):
@@ -90,6 +108,7 @@ class Config:
     namespaces: tuple[NamespaceConfig, ...]
     tokens: tuple[TokenConfig, ...] = ()
     source: str = "discovery"
+    index: IndexConfig = field(default_factory=IndexConfig)
 
 
 def _first_error(prefix: str, exc: ValidationError) -> ConfigError:
@@ -126,7 +145,7 @@ def namespace_config(data: Mapping[str, Any], key: str) -> NamespaceConfig:
 
 def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
     """Validate a parsed TOML document into a Config."""
-    known = {"server", "defaults", "namespaces", "tokens"}
+    known = {"server", "defaults", "namespaces", "tokens", "index"}
     for top in data:
         if top not in known:
             raise ConfigError(str(top), "unknown key")
@@ -154,6 +173,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
         namespaces=namespaces,
         tokens=tokens,
         source=source,
+        index=_model(IndexConfig, data.get("index"), "index"),
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import heapq
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -26,13 +26,24 @@ import re2
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.request import SearchRequest
-from gateway.signals import QueryMatcher, defines, demoted
+from gateway.signals import (
+    QueryMatcher,
+    definition_test,
+    defines,
+    demoted,
+    file_stem,
+    normal_name,
+    query_name,
+    secondary,
+)
 
 __all__ = [
+    "Definitions",
     "Fused",
     "K",
     "Ranked",
     "RankedFile",
+    "Resolve",
     "fuse",
     "page",
     "rank",
@@ -43,8 +54,12 @@ MAX_OFFSET = 100_000
 MAX_TIMEOUT_MS = 60_000
 PATH_NAME_BOOST = 2.0
 PATH_BOOST = 1.3
-DEFINITION_BOOST = 1.5
+DEFINITION_BOOST = 12.0
 DEMOTION = 0.3
+
+#: Per namespace, whether a file (by path) defines the name the query asks about:
+#: True or False where the declaration index knows the file, None where it does not.
+Definitions = Mapping[str, Callable[[str], bool | None]]
 
 
 class RankedFile(NamedTuple):
@@ -85,12 +100,19 @@ class Fused(NamedTuple):
     counts: dict[str, tuple[int, int]]  # (files, hits) by namespace
 
 
-def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None) -> Fused:
+def fuse(
+    request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None, definitions: Definitions | None = None
+) -> Fused:
     """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
     A file's score is its namespace's weight / (K + its place there), times the code
-    signals: the query in its name (PATH_NAME_BOOST) or path (PATH_BOOST), a definition
-    among its first hits (DEFINITION_BOOST), vendored/generated/minified (DEMOTION).
+    signals: it defines the name the query asks about (DEFINITION_BOOST: from
+    ``definitions``, the declaration index, where it knows the file; else the
+    backend's word or the regex test on its first hits), its file name is that name
+    with case, ``_`` and ``-`` ignored (PATH_NAME_BOOST; PATH_BOOST when the name is
+    only part of it), or else the query is in its name (PATH_NAME_BOOST) or path
+    (PATH_BOOST); vendored/generated/minified (DEMOTION), and for a query that names
+    something, tests, examples and docs (DEMOTION).
     This is the hot loop of a wide answer, one pass per file: the signals are inline
     and each file's sort key is built once. Only the files ``limit`` asks for are put
     in order (a heap selection: a page needs its first files, not all 20,000 sorted)
@@ -98,6 +120,9 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
+    name = query_name(request.query, request.mode)
+    wanted = normal_name(name) if name else None
+    test = definition_test(request.query, request.mode, sensitive)
     semantic = request.mode == "semantic"
     threshold = request.threshold
     weak = 0
@@ -112,6 +137,7 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
         place = own_files = own_hits = 0
         weight = outcome.weight
         base = outcome.namespace
+        known = definitions.get(base) if definitions else None
         for file in result.files:
             hits = file.hits
             if semantic:
@@ -141,11 +167,16 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
                 file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
             score = weight / (K + place)
-            if path_match:
+            stem = file_stem(path) if wanted is not None else ""
+            if wanted is not None and wanted in stem:  # MultiDict ~ multidict.py
+                score *= PATH_NAME_BOOST if wanted == stem else PATH_BOOST
+                path_match = True
+            elif path_match:
                 score *= PATH_NAME_BOOST if matcher(posixpath.basename(path)) else PATH_BOOST
-            if file.definition or (file.definition is None and defines(file)):
+            defined = known(path) if known is not None else None
+            if defined or (defined is None and defines(file, test)):
                 score *= DEFINITION_BOOST
-            if demoted(path):
+            if demoted(path) or (wanted is not None and secondary(path)):
                 score *= DEMOTION
             at[key] = len(entries)
             entries.append((-score, namespace, path, file, path_match))
@@ -339,9 +370,28 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
     return extra
 
 
-def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
-    """Fuse, page and explain: the whole ranked answer for one request."""
-    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files)
+#: Makes the files a page may show final (their hits as declarations): given the files in
+#: order, the offset, the most files a page takes and the hit budget, the same list with
+#: those files replaced (in order, at least until the page is full).
+Resolve = Callable[[list[RankedFile], int, int, int], list[RankedFile]]
+
+
+def rank(
+    request: SearchRequest,
+    outcomes: Sequence[Outcome],
+    *,
+    definitions: Definitions | None = None,
+    resolve: Resolve | None = None,
+) -> Ranked:
+    """Fuse, page and explain: the whole ranked answer for one request.
+
+    ``definitions`` tells fusion which files define the name asked about (the
+    declaration index); ``resolve`` turns the hits of the files a page may show into
+    declarations before the page is cut, so the hit budget counts declarations.
+    """
+    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files, definitions=definitions)
+    if resolve is not None:
+        ordered = resolve(ordered, request.offset, request.files, request.hit_budget)
     shown = page(ordered, request.offset, request.files, request.hit_budget)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []

@@ -21,6 +21,7 @@ from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig
 from gateway.errors import InvalidRequest, NotFound, UnknownNamespace, Unsupported
 from gateway.fanout import Route, fan_out
 from gateway.globs import namespace_matcher
+from gateway.index import index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
 from gateway.rank import rank
@@ -98,6 +99,8 @@ class SearchService:
         }
         #: Called with every namespace outcome (metrics hook into this).
         self.observers: list[Callable[[Outcome], None]] = []
+        #: The declaration index of the local namespaces (None: none, or disabled).
+        self.index = index_for(config)
 
     @classmethod
     def with_backends(
@@ -117,8 +120,19 @@ class SearchService:
         )
         return cls(cfg, {b.name: b for b in backends})
 
+    def start_indexing(self) -> None:
+        """Build the declaration index in the background (servers do; the CLI does not)."""
+        if self.index is not None:
+            self.index.start()
+
+    def close_index(self) -> None:
+        """Stop the background builder and close the index database."""
+        if self.index is not None:
+            self.index.close()
+
     async def aclose(self) -> None:
-        """Close every backend, in reverse order of opening."""
+        """Close the index and every backend, in reverse order of opening."""
+        self.close_index()
         for entry in reversed(list(self._entries.values())):
             try:
                 await entry.backend.aclose()
@@ -203,6 +217,7 @@ class SearchService:
     async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
         """Answer one validated request for a caller."""
         started = time.monotonic()
+        since_ns = time.time_ns()  # a file modified after this may not be what the backend read
         default_ms = self.config.defaults.timeout_ms
         if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:
             request = request.model_copy(update={"timeout_ms": default_ms})  # [defaults] timeout_ms
@@ -211,7 +226,12 @@ class SearchService:
         for observe in self.observers:
             for outcome in outcomes:
                 observe(outcome)
-        ranked = rank(request, outcomes)
+        index = self.index
+        if index is None:
+            ranked = rank(request, outcomes)
+        else:
+            resolve = index.resolver(request, since_ns)
+            ranked = rank(request, outcomes, definitions=index.definitions(request), resolve=resolve)
         took_ms = round((time.monotonic() - started) * 1000)
         if log.is_enabled_for(logging.INFO):
             _log_search(outcomes, ranked.file_count, took_ms)

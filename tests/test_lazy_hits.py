@@ -62,8 +62,9 @@ class TestAdapterLazyHits:
     def test_a_ripgrep_block_decodes_to_its_lines(self) -> None:
         """A ripgrep file kept as its block of match lines decodes to one hit per line, on demand."""
         from adapters.ripgrep.output import Collector
+        from gateway.signals import DefinitionTest
 
-        collector = Collector()
+        collector = Collector(definition=DefinitionTest("needle", True))
         collector.block("a.py", b"3:5:def needle():\n9:1:needle()")
         (file,) = collector.ranked()
         assert len(file.hits) == 2 and file.definition is True

@@ -24,6 +24,7 @@ from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import SKIPPED, LineSplitter
 from gateway.errors import BackendError, Unsupported
 from gateway.models import MAX_TEXT, BackendResult, SearchQuery
+from gateway.signals import DefinitionTest
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
 
@@ -416,7 +417,7 @@ class TestParser:
 
     def test_definition_hint(self) -> None:
         """A file whose first matching lines hold a definition says so without building its hits."""
-        files = collect(RECORDED)
+        files = collect(RECORDED, definition=DefinitionTest("register_widget", True))
         assert [f.definition for f in files] == [True, False]
 
     def test_garbage_is_passed_over(self) -> None:

@@ -39,6 +39,7 @@ from gateway.backend import AsyncBackend, BackendSettings
 from gateway.errors import BackendError, Unsupported
 from gateway.globs import PathFilter, validate_glob
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.signals import definition_test
 
 __all__ = [
     "RANK_HIT_CAP",
@@ -121,5 +122,6 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
             accept=self._filter(query),
             max_files=self.settings.max_files,
             max_hits=self.settings.max_hits,
+            definition=definition_test(query.text, query.mode, query.case_sensitive),
         )
         return await BATCHER.search(rg, query, self.settings.exclude, Member(self._root, collector))

@@ -185,7 +185,13 @@ def create_app(
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         service = factory(config)
         service.observers.append(metrics.observe)
-        holder = ServiceHolder(service, prepare=lambda new: new.observers.append(metrics.observe))
+        service.start_indexing()
+
+        def prepare(new: SearchService) -> None:
+            new.observers.append(metrics.observe)
+            new.start_indexing()
+
+        holder = ServiceHolder(service, prepare=prepare)
         app[SERVICE] = holder
         log.info("service_ready", namespaces=len(service.visible()), source=config.source)
         try:

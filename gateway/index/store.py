@@ -1,0 +1,322 @@
+"""The declaration index on disk: one SQLite database under ``[index] dir``, shared by processes.
+
+Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
+
+    namespaces   (name PRIMARY KEY, root)                 -- a root that changes forgets the namespace's files
+    files        (id, namespace, path, size, mtime_ns, language, parsed)   UNIQUE (namespace, path)
+    declarations (id, file_id -> files ON DELETE CASCADE, ordinal, parent, kind, name,
+                  qualified_name, start_line, end_line, intent)            UNIQUE (file_id, ordinal)
+                  INDEX on name COLLATE NOCASE                          -- name -> defining files
+    meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows
+
+A file is indexed as a whole: its row and its declarations are replaced in one
+transaction whenever its (size, mtime) changes, so a reader sees one version or the
+other. ``parsed`` is 0 for a file looked at and not parsed (too large, binary, not
+UTF-8): it gets line hits, and is not looked at again until it changes. Data tied to a
+declaration lives in a table keyed by ``declarations.id`` with ``ON DELETE CASCADE``
+(the intent vectors of semantic search: ``vectors (declaration_id PRIMARY KEY
+REFERENCES declarations(id) ON DELETE CASCADE, model, vector)``), so re-indexing a
+file drops exactly that file's and the two indexes stay in step, file by file.
+
+Sharing: WAL journal (readers never wait for the writer), a busy timeout for writers,
+``foreign_keys`` on. Faults: a database that is not one, or is damaged, is deleted and
+built again; a folder that cannot be written gives an in-memory database; each with
+one warning. :meth:`Store.open` never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+from gateway.index.parse import Declaration
+from gateway.log import get_logger
+
+__all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "parser_version"]
+
+SCHEMA_VERSION = 1
+DB_NAME = "declarations.sqlite3"
+#: SQLite variables per statement (the oldest supported SQLite allows 999).
+_CHUNK = 500
+
+log = get_logger("fedsearch.index")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS namespaces (name TEXT PRIMARY KEY, root TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    namespace TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    language TEXT NOT NULL,
+    parsed INTEGER NOT NULL,
+    UNIQUE (namespace, path)
+);
+CREATE TABLE IF NOT EXISTS declarations (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    parent INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    qualified_name TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    intent TEXT NOT NULL,
+    UNIQUE (file_id, ordinal)
+);
+CREATE INDEX IF NOT EXISTS declarations_name ON declarations (name COLLATE NOCASE);
+"""
+
+
+def parser_version() -> str:
+    """What parsed the rows: the queries and the grammar wheels' versions (rows of another are parsed again)."""
+    from importlib import metadata
+
+    from gateway.index.grammars import GRAMMARS
+
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(GRAMMARS):
+        spec = GRAMMARS[name]
+        query = resources.files("gateway.index").joinpath("queries", f"{spec.query or spec.name}.scm")
+        with contextlib.suppress(OSError):
+            digest.update(query.read_bytes())
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            digest.update(metadata.version(spec.module.replace("_", "-")).encode())
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        digest.update(metadata.version("tree-sitter").encode())
+    return f"{SCHEMA_VERSION}:{digest.hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One file as indexed: its (size, mtime) when read, and its declarations (None: not parsed)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    language: str
+    declarations: tuple[Declaration, ...] | None
+
+
+def _remove(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
+
+
+class Store:
+    """One connection to the index database (one per process and thread that uses it)."""
+
+    def __init__(self, connection: sqlite3.Connection, path: str | None) -> None:
+        self._db = connection
+        self.path = path  # None: in memory
+
+    # --- opening --------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str | None, *, busy_s: float = 5.0, version: str | None = None) -> Store:
+        """The store under ``directory`` (None: in memory); never raises (see the module docstring)."""
+        version = version or parser_version()
+        if directory is None:
+            return cls._memory(version)
+        folder = os.path.expanduser(directory)
+        path = os.path.join(folder, DB_NAME)
+        for attempt in (1, 2):
+            try:
+                os.makedirs(folder, exist_ok=True)
+                return cls._connect(path, busy_s, version)
+            except sqlite3.DatabaseError as exc:
+                damaged = not isinstance(exc, sqlite3.OperationalError) or "malformed" in str(exc)
+                if attempt == 1 and damaged and os.path.exists(path):
+                    log.warning("index_rebuilt", path=path, error=str(exc)[:200])
+                    with contextlib.suppress(OSError):
+                        _remove(path)
+                    continue
+                reason = str(exc)
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+            log.warning("index_in_memory", path=path, error=reason[:200])
+            break
+        return cls._memory(version)
+
+    @classmethod
+    def _memory(cls, version: str) -> Store:
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        store = cls(db, None)
+        store._prepare(version)
+        return store
+
+    @classmethod
+    def _connect(cls, path: str, busy_s: float, version: str) -> Store:
+        db = sqlite3.connect(path, timeout=busy_s, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchone()
+            store = cls(db, path)
+            store._prepare(version)
+        except BaseException:
+            db.close()
+            raise
+        return store
+
+    def _prepare(self, version: str) -> None:
+        db = self._db
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA synchronous=NORMAL")
+        found = db.execute("PRAGMA user_version").fetchone()[0]
+        with self._write():
+            if found not in (0, SCHEMA_VERSION):  # another layout: start again
+                for table in ("declarations", "files", "namespaces", "meta"):
+                    db.execute(f"DROP TABLE IF EXISTS {table}")
+            for statement in _SCHEMA.split(";"):  # executescript would commit
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            row = db.execute("SELECT value FROM meta WHERE key = 'parser'").fetchone()
+            if row is None or row[0] != version:
+                db.execute("DELETE FROM files")
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('parser', ?)", (version,))
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+    # --- reading --------------------------------------------------------------------
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (cheap: no I/O)."""
+        value: int = self._db.execute("PRAGMA data_version").fetchone()[0]
+        return value
+
+    def states(self, namespace: str) -> dict[str, tuple[int, int]]:
+        """Every file the namespace has indexed (parsed or not): path -> (size, mtime_ns)."""
+        rows = self._db.execute("SELECT path, size, mtime_ns FROM files WHERE namespace = ?", (namespace,))
+        return {path: (size, mtime) for path, size, mtime in rows}
+
+    def parsed_paths(self, namespace: str) -> frozenset[str]:
+        """The files of a namespace whose declarations are known."""
+        rows = self._db.execute("SELECT path FROM files WHERE namespace = ? AND parsed = 1", (namespace,))
+        return frozenset(path for (path,) in rows)
+
+    def lookup(self, namespace: str, paths: Sequence[str]) -> dict[str, FileRecord]:
+        """The indexed state and declarations of some files of one namespace (those it has)."""
+        out: dict[str, FileRecord] = {}
+        db = self._db
+        for i in range(0, len(paths), _CHUNK):
+            chunk = paths[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            files = db.execute(
+                f"SELECT id, path, size, mtime_ns, language, parsed FROM files "  # noqa: S608 - marks only
+                f"WHERE namespace = ? AND path IN ({marks})",
+                (namespace, *chunk),
+            ).fetchall()
+            ids = {row[0]: row for row in files if row[5]}
+            found: dict[int, list[Declaration]] = {file_id: [] for file_id in ids}
+            if ids:
+                id_marks = ",".join("?" * len(ids))
+                rows = db.execute(
+                    "SELECT file_id, kind, name, qualified_name, start_line, end_line, intent, parent "  # noqa: S608
+                    f"FROM declarations WHERE file_id IN ({id_marks}) ORDER BY file_id, ordinal",
+                    tuple(ids),
+                )
+                for file_id, kind, name, qualified, start, end, intent, parent in rows:
+                    found[file_id].append(Declaration(kind, name, qualified, start, end, intent, parent))
+            for file_id, path, size, mtime, language, parsed in files:
+                decls = tuple(found[file_id]) if parsed else None
+                out[path] = FileRecord(path, size, mtime, language, decls)
+        return out
+
+    def defining(self, name: str, sensitive: bool) -> dict[str, set[str]]:
+        """Namespace -> the files that declare ``name`` (anything but an ``impl``), case as asked."""
+        rows = self._db.execute(
+            "SELECT f.namespace, f.path, d.name FROM declarations d JOIN files f ON f.id = d.file_id "
+            "WHERE d.name = ? COLLATE NOCASE AND d.kind != 'impl'",
+            (name,),
+        )
+        out: dict[str, set[str]] = {}
+        for namespace, path, found in rows:
+            if not sensitive or found == name:
+                out.setdefault(namespace, set()).add(path)
+        return out
+
+    # --- writing --------------------------------------------------------------------
+
+    def claim(self, namespace: str, root: str) -> None:
+        """Record the namespace's root; a namespace whose root changed forgets its files."""
+        db = self._db
+        row = db.execute("SELECT root FROM namespaces WHERE name = ?", (namespace,)).fetchone()
+        if row is not None and row[0] == root:
+            return
+        with self._write():
+            db.execute("DELETE FROM files WHERE namespace = ?", (namespace,))
+            db.execute("INSERT OR REPLACE INTO namespaces (name, root) VALUES (?, ?)", (namespace, root))
+
+    def put(self, namespace: str, records: Iterable[FileRecord]) -> int:
+        """Index files (each replacing what it had), in one transaction; how many."""
+        count = 0
+        with self._write() as db:
+            for record in records:
+                (file_id,) = db.execute(
+                    "INSERT INTO files (namespace, path, size, mtime_ns, language, parsed) VALUES (?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (namespace, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
+                    "language = excluded.language, parsed = excluded.parsed RETURNING id",
+                    (
+                        namespace,
+                        record.path,
+                        record.size,
+                        record.mtime_ns,
+                        record.language,
+                        int(record.declarations is not None),
+                    ),
+                ).fetchone()
+                db.execute("DELETE FROM declarations WHERE file_id = ?", (file_id,))
+                if record.declarations:
+                    db.executemany(
+                        "INSERT INTO declarations (file_id, ordinal, parent, kind, name, qualified_name, "
+                        "start_line, end_line, intent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (file_id, i, d.parent, d.kind, d.name, d.qualified_name, d.start_line, d.end_line, d.intent)
+                            for i, d in enumerate(record.declarations)
+                        ],
+                    )
+                count += 1
+        return count
+
+    def forget(self, namespace: str, paths: Sequence[str]) -> None:
+        """Drop files that are gone (their declarations go with them)."""
+        with self._write() as db:
+            for i in range(0, len(paths), _CHUNK):
+                chunk = paths[i : i + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                db.execute(
+                    f"DELETE FROM files WHERE namespace = ? AND path IN ({marks})",  # noqa: S608 - marks only
+                    (namespace, *chunk),
+                )
+
+    def size_bytes(self) -> int:
+        """The database's size on disk (with its WAL), 0 in memory."""
+        if self.path is None:
+            return 0
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(self.path + suffix)
+        return total
