@@ -33,6 +33,8 @@ Status = Literal["ok", "capped", "timeout", "error", "unavailable", "unsupported
 
 #: Text of a hit is cut to this many characters, the last being the ellipsis.
 MAX_TEXT = 256
+#: A declaration's intent (its docstring or comment's first sentence) is at most this long.
+MAX_INTENT = 200
 ELLIPSIS = "…"
 
 

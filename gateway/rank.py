@@ -28,8 +28,8 @@ from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.request import SearchRequest
 from gateway.signals import (
     QueryMatcher,
-    definition_test,
     defines,
+    definition_test,
     demoted,
     file_stem,
     normal_name,
@@ -101,7 +101,10 @@ class Fused(NamedTuple):
 
 
 def fuse(
-    request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None, definitions: Definitions | None = None
+    request: SearchRequest,
+    outcomes: Sequence[Outcome],
+    limit: int | None = None,
+    definitions: Definitions | None = None,
 ) -> Fused:
     """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
@@ -389,7 +392,9 @@ def rank(
     declaration index); ``resolve`` turns the hits of the files a page may show into
     declarations before the page is cut, so the hit budget counts declarations.
     """
-    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files, definitions=definitions)
+    ordered, total, weak, counts = fuse(
+        request, outcomes, limit=request.offset + request.files, definitions=definitions
+    )
     if resolve is not None:
         ordered = resolve(ordered, request.offset, request.files, request.hit_budget)
     shown = page(ordered, request.offset, request.files, request.hit_budget)

@@ -51,9 +51,7 @@ def summary(collectors: list[Collector]) -> list[Any]:
 
 def collectors(max_files: int, max_hits: int, context: int = 0) -> list[Collector]:
     test = DefinitionTest("needle", False)
-    return [
-        Collector(max_files=max_files, max_hits=max_hits, context_lines=context, definition=test) for _ in range(2)
-    ]
+    return [Collector(max_files=max_files, max_hits=max_hits, context_lines=context, definition=test) for _ in range(2)]
 
 
 def by_lines(data: bytes, max_files: int = 100, max_hits: int = 1000, context: int = 0) -> list[Any]:

@@ -246,7 +246,7 @@ class BuilderProcess:
     def start(self) -> None:
         """Start the process (a failure is logged: searches go on with what the index has)."""
         try:
-            self.proc = subprocess.Popen(  # noqa: S603 - this Python, our module
+            self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway.index"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sysconfig
 from collections.abc import Iterator, Sequence
@@ -52,7 +53,7 @@ def list_files(source: Source, rg: str | None) -> Iterator[str]:
     argv = [rg, "--files", "--null", "--no-config", "--no-messages"]
     for glob in source.exclude:
         argv += ["-g", "!" + glob]
-    done = subprocess.run(argv, cwd=source.root, capture_output=True, check=False)  # noqa: S603 - our rg
+    done = subprocess.run(argv, cwd=source.root, capture_output=True, check=False)
     for raw in done.stdout.split(b"\0"):
         if raw:
             path = raw.decode("utf-8", "surrogateescape").removeprefix("./")
@@ -75,7 +76,7 @@ def stat_of(root: str, path: str) -> tuple[int, int] | None:
         st = os.stat(os.path.join(root, path))
     except (OSError, ValueError):
         return None
-    if not (st.st_mode & 0o170000) == 0o100000:
+    if not stat.S_ISREG(st.st_mode):
         return None
     return st.st_size, st.st_mtime_ns
 

@@ -45,8 +45,6 @@ class Grammar:
     docstrings: bool = False
 
 
-
-
 GRAMMARS: dict[str, Grammar] = {
     g.name: g
     for g in (

@@ -28,11 +28,9 @@ import msgspec
 import tree_sitter as ts
 
 from gateway.index.grammars import Grammar, Loaded, grammar
+from gateway.models import ELLIPSIS, MAX_INTENT
 
 __all__ = ["MAX_INTENT", "Declaration", "declarations", "first_sentence"]
-
-MAX_INTENT = 200
-_ELLIPSIS = "…"
 
 
 class Declaration(msgspec.Struct, frozen=True, array_like=True):
@@ -73,7 +71,7 @@ def first_sentence(text: str) -> str:
     found = _SENTENCE.match(flat)
     sentence = found.group(1) if found else flat
     if len(sentence) > MAX_INTENT:
-        sentence = sentence[: MAX_INTENT - 1] + _ELLIPSIS
+        sentence = sentence[: MAX_INTENT - 1] + ELLIPSIS
     return sentence
 
 

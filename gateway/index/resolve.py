@@ -82,7 +82,13 @@ class DeclarationIndex:
     def store(self) -> Store:
         """The database, opened on first use (in memory if it cannot be on disk)."""
         if self._store is None:
-            self._store = Store.open(self.directory, busy_s=0.05)
+            store = Store.open(self.directory, busy_s=0.05)
+            try:
+                for source in self.sources.values():  # what another root indexed under a name is not ours
+                    store.claim(source.namespace, source.root)
+            except sqlite3.OperationalError:
+                pass  # busy: whoever holds it claims the same roots
+            self._store = store
         return self._store
 
     def start(self) -> None:

@@ -224,7 +224,7 @@ class Store:
             chunk = paths[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             files = db.execute(
-                f"SELECT id, path, size, mtime_ns, language, parsed FROM files "  # noqa: S608 - marks only
+                f"SELECT id, path, size, mtime_ns, language, parsed FROM files "
                 f"WHERE namespace = ? AND path IN ({marks})",
                 (namespace, *chunk),
             ).fetchall()
@@ -233,7 +233,7 @@ class Store:
             if ids:
                 id_marks = ",".join("?" * len(ids))
                 rows = db.execute(
-                    "SELECT file_id, kind, name, qualified_name, start_line, end_line, intent, parent "  # noqa: S608
+                    "SELECT file_id, kind, name, qualified_name, start_line, end_line, intent, parent "
                     f"FROM declarations WHERE file_id IN ({id_marks}) ORDER BY file_id, ordinal",
                     tuple(ids),
                 )
@@ -307,7 +307,7 @@ class Store:
                 chunk = paths[i : i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 db.execute(
-                    f"DELETE FROM files WHERE namespace = ? AND path IN ({marks})",  # noqa: S608 - marks only
+                    f"DELETE FROM files WHERE namespace = ? AND path IN ({marks})",
                     (namespace, *chunk),
                 )
 
