@@ -213,7 +213,7 @@ class TestDefinitionRanking:
         service = _service(corpus, tmp_path / "idx")
         try:
             answer = await _search(service, query="Widget", namespaces=["defs"])
-            assert [g["file_path"] for g in answer["files"]][0] == "lib/widget.py"
+            assert next(g["file_path"] for g in answer["files"]) == "lib/widget.py"
             views = service.index.definitions(parse_request({"query": "Widget"})) if service.index else None
             assert views is not None
             defines = views["defs"]
@@ -228,7 +228,7 @@ class TestDefinitionRanking:
         service = _service(corpus, tmp_path / "idx", enabled=False)
         try:
             answer = await _search(service, query="Widget", namespaces=["defs"])
-            assert [g["file_path"] for g in answer["files"]][0] == "lib/widget.py"
+            assert next(g["file_path"] for g in answer["files"]) == "lib/widget.py"
             assert [g["file_path"] for g in answer["files"]][-1] == "tests/test_widget.py"
         finally:
             await service.aclose()
