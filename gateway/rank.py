@@ -38,6 +38,9 @@ from gateway.signals import (
 )
 
 __all__ = [
+    "EXACT",
+    "NOT",
+    "OTHER_CASE",
     "Definitions",
     "Fused",
     "K",
@@ -55,11 +58,16 @@ MAX_TIMEOUT_MS = 60_000
 PATH_NAME_BOOST = 2.0
 PATH_BOOST = 1.3
 DEFINITION_BOOST = 12.0
+#: A declaration of the name in another case (``Engine`` for ``engine``, smart case being off).
+OTHER_CASE_BOOST = 3.0
 DEMOTION = 0.3
 
-#: Per namespace, whether a file (by path) defines the name the query asks about:
-#: True or False where the declaration index knows the file, None where it does not.
-Definitions = Mapping[str, Callable[[str], bool | None]]
+#: Per namespace, whether a file (by path) declares the name the query asks about, where
+#: the declaration index knows the file: EXACT, OTHER_CASE (only in another case) or NOT;
+#: None where it does not know it.
+Definitions = Mapping[str, Callable[[str], int | None]]
+NOT, OTHER_CASE, EXACT = 0, 1, 2
+_BOOSTS = (1.0, OTHER_CASE_BOOST, DEFINITION_BOOST)
 
 
 class RankedFile(NamedTuple):
@@ -109,9 +117,10 @@ def fuse(
     """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
     A file's score is its namespace's weight / (K + its place there), times the code
-    signals: it defines the name the query asks about (DEFINITION_BOOST: from
-    ``definitions``, the declaration index, where it knows the file; else the
-    backend's word or the regex test on its first hits), its file name is that name
+    signals: it defines the name the query asks about (DEFINITION_BOOST, or
+    OTHER_CASE_BOOST for a declaration in another case: from ``definitions``, the
+    declaration index, where it knows the file; else the backend's word or the regex
+    test on its first hits), its file name is that name
     with case, ``_`` and ``-`` ignored (PATH_NAME_BOOST; PATH_BOOST when the name is
     only part of it), or else the query is in its name (PATH_NAME_BOOST) or path
     (PATH_BOOST); vendored/generated/minified (DEMOTION), and for a query that names
@@ -177,8 +186,9 @@ def fuse(
             elif path_match:
                 score *= PATH_NAME_BOOST if matcher(posixpath.basename(path)) else PATH_BOOST
             defined = known(path) if known is not None else None
-            if defined or (defined is None and defines(file, test)):
-                score *= DEFINITION_BOOST
+            if defined is None:
+                defined = EXACT if defines(file, test) else NOT
+            score *= _BOOSTS[defined]
             if demoted(path) or (wanted is not None and secondary(path)):
                 score *= DEMOTION
             at[key] = len(entries)

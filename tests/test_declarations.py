@@ -18,6 +18,7 @@ from gateway.config import IndexConfig, config_from_env
 from gateway.index.builder import Builder
 from gateway.index.files import Source
 from gateway.index.store import DB_NAME, Store
+from gateway.rank import EXACT, NOT
 from gateway.request import parse_request
 from gateway.service import SearchService
 from tests.corpus import make_corpus, matched_lines
@@ -217,7 +218,7 @@ class TestDefinitionRanking:
             views = service.index.definitions(parse_request({"query": "Widget"})) if service.index else None
             assert views is not None
             defines = views["defs"]
-            assert (defines("lib/widget.py"), defines("lib/uses.py"), defines("nowhere.py")) == (True, False, None)
+            assert (defines("lib/widget.py"), defines("lib/uses.py"), defines("nowhere.py")) == (EXACT, NOT, None)
         finally:
             await service.aclose()
 

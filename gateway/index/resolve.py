@@ -32,7 +32,7 @@ from gateway.index.parse import Declaration
 from gateway.index.store import FileRecord, Store
 from gateway.log import get_logger
 from gateway.models import FileMatch
-from gateway.rank import Definitions, RankedFile, Resolve
+from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
 from gateway.request import SearchRequest
 from gateway.signals import query_name
 
@@ -47,11 +47,12 @@ PARSED_TTL_S = 1.0
 log = get_logger("fedsearch.index")
 
 
-def _view(defining: set[str], parsed: frozenset[str]) -> Callable[[str], bool | None]:
-    def defines(path: str) -> bool | None:
-        if path in defining:
-            return True
-        return False if path in parsed else None
+def _view(defining: dict[str, bool], parsed: frozenset[str]) -> Callable[[str], int | None]:
+    def defines(path: str) -> int | None:
+        exact = defining.get(path)
+        if exact is not None:
+            return EXACT if exact else OTHER_CASE
+        return NOT if path in parsed else None
 
     return defines
 
@@ -152,7 +153,7 @@ class DeclarationIndex:
         except sqlite3.Error as exc:
             self._fault(exc)
             return None
-        empty: set[str] = set()
+        empty: dict[str, bool] = {}
         return {ns: _view(defining.get(ns, empty), paths) for ns, paths in parsed.items() if paths}
 
     # --- a page's files -------------------------------------------------------------

@@ -244,17 +244,22 @@ class Store:
                 out[path] = FileRecord(path, size, mtime, language, decls)
         return out
 
-    def defining(self, name: str, sensitive: bool) -> dict[str, set[str]]:
-        """Namespace -> the files that declare ``name`` (anything but an ``impl``), case as asked."""
+    def defining(self, name: str, sensitive: bool) -> dict[str, dict[str, bool]]:
+        """Namespace -> file -> whether it declares ``name`` in exactly that case (an ``impl`` declares nothing).
+
+        Case-sensitive: only exact declarations; otherwise also those in another case (False).
+        """
         rows = self._db.execute(
             "SELECT f.namespace, f.path, d.name FROM declarations d JOIN files f ON f.id = d.file_id "
             "WHERE d.name = ? COLLATE NOCASE AND d.kind != 'impl'",
             (name,),
         )
-        out: dict[str, set[str]] = {}
+        out: dict[str, dict[str, bool]] = {}
         for namespace, path, found in rows:
-            if not sensitive or found == name:
-                out.setdefault(namespace, set()).add(path)
+            exact = found == name
+            if exact or not sensitive:
+                files = out.setdefault(namespace, {})
+                files[path] = files.get(path, False) or exact
         return out
 
     # --- writing --------------------------------------------------------------------

@@ -14,5 +14,5 @@
 (type_item name: (type_identifier) @name) @decl.type
 (const_item name: (identifier) @name) @decl.constant
 (static_item name: (identifier) @name) @decl.constant
-(mod_item name: (identifier) @name) @decl.module
+(mod_item name: (identifier) @name body: (declaration_list)) @decl.module  ; `mod x;` is in x.rs
 (macro_definition name: (identifier) @name) @decl.macro
