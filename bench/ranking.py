@@ -74,14 +74,9 @@ def _stable(text: str) -> str:
 
 def candidates(store: Store, repo: str, languages: frozenset[str]) -> dict[str, str]:
     """Names declared exactly once outside tests in ``repo`` (files of ``languages``) -> their file."""
-    rows = store._db.execute(
-        "SELECT d.name, f.path FROM declarations d JOIN files f ON f.id = d.file_id "
-        "WHERE f.namespace = ? AND d.kind != 'impl' AND f.language IN (%s)" % ",".join("?" * len(languages)),
-        (repo, *sorted(languages)),
-    )
     seen: dict[str, list[str]] = {}
-    for name, path in rows:
-        if not secondary(path):
+    for name, kind, path, language in store.declared(repo):
+        if kind != "impl" and language in languages and not secondary(path):
             seen.setdefault(name, []).append(path)
     return {
         name: paths[0]

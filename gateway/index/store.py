@@ -262,6 +262,14 @@ class Store:
                 files[path] = files.get(path, False) or exact
         return out
 
+    def declared(self, namespace: str) -> Iterator[tuple[str, str, str, str]]:
+        """Every declaration of a namespace: (name, kind, path, language)."""
+        yield from self._db.execute(
+            "SELECT d.name, d.kind, f.path, f.language FROM declarations d JOIN files f ON f.id = d.file_id "
+            "WHERE f.namespace = ?",
+            (namespace,),
+        )
+
     # --- writing --------------------------------------------------------------------
 
     def claim(self, namespace: str, root: str) -> None:
