@@ -37,4 +37,5 @@ def index_for(config: Config) -> DeclarationIndex | None:
         sources,
         refresh_s=config.index.refresh_s,
         parse_budget_ms=config.index.parse_budget_ms,
+        build_workers=config.index.build_workers,
     )

@@ -17,13 +17,14 @@ others wait for it. A builder ends when its parent closes its stdin, or dies.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import select
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from gateway.index.files import Source, changed, find_rg, index_file, list_files, stat_of
@@ -57,8 +58,11 @@ class BuildStats:
 class Builder:
     """Brings the index up to date with the namespaces' files."""
 
-    def __init__(self, store: Store, sources: Sequence[Source], rg: str | None = None) -> None:
+    def __init__(self, store: Store, sources: Sequence[Source], rg: str | None = None, workers: int = 1) -> None:
         self.store = store
+        #: Processes parsing at once (forked: only where the process has no other threads, as the
+        #: builder process has none); one parses in this process.
+        self.workers = max(1, workers)
         self.sources = {s.namespace: s for s in sources}
         self.rg = rg if rg is not None else find_rg()
         self._claimed: set[str] = set()
@@ -120,22 +124,37 @@ class Builder:
     def _index(self, source: Source, paths: Sequence[str], stats: BuildStats, poll: Poll | None) -> None:
         batch: list[FileRecord] = []
         since = time.monotonic()
-        for path in paths:
-            if poll is not None and (asked := poll()):
-                self.requested(asked)
-            if self.should_stop():
-                break
-            record = index_file(source.root, path)
-            if record is None:
-                continue
-            batch.append(record)
-            stats.parsed += 1
-            stats.bytes += record.size
-            if len(batch) >= BATCH_FILES or time.monotonic() - since >= BATCH_S:
-                self.store.put(source.namespace, batch)
-                batch, since = [], time.monotonic()
+        with self._parsed(source, paths) as records:
+            for record in records:
+                if poll is not None and (asked := poll()):
+                    self.requested(asked)
+                if self.should_stop():
+                    break
+                if record is None:
+                    continue
+                batch.append(record)
+                stats.parsed += 1
+                stats.bytes += record.size
+                if len(batch) >= BATCH_FILES or time.monotonic() - since >= BATCH_S:
+                    self.store.put(source.namespace, batch)
+                    batch, since = [], time.monotonic()
         if batch:
             self.store.put(source.namespace, batch)
+
+    @contextlib.contextmanager
+    def _parsed(self, source: Source, paths: Sequence[str]) -> Iterator[Iterator[FileRecord | None]]:
+        """Each path read and parsed, in order: here, or by ``workers`` processes when there is enough."""
+        if self.workers == 1 or len(paths) < 2 * BATCH_FILES:
+            yield (index_file(source.root, path) for path in paths)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+        try:
+            yield pool.map(index_file, itertools.repeat(source.root), paths, chunksize=16)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _rss_mb() -> float | None:
@@ -206,6 +225,7 @@ def main() -> int:
     directory = os.path.expanduser(spec["dir"])
     sources = [Source(s["namespace"], s["root"], tuple(s.get("exclude", ()))) for s in spec["sources"]]
     refresh_s = float(spec.get("refresh_s", 60.0))
+    workers = int(spec.get("workers", 1))
     with contextlib.suppress(OSError):
         os.nice(10)
     requests = _Requests(sys.stdin.fileno())
@@ -220,10 +240,13 @@ def main() -> int:
     store = Store.open(directory, busy_s=10.0)
     if store.path is None:  # in memory: nobody could read what it built
         return 0
-    builder = Builder(store, sources)
+    builder = Builder(store, sources, workers=workers)
     builder.should_stop = lambda: requests.closed
     while not requests.closed:
-        builder.refresh(requests.poll)
+        try:
+            builder.refresh(requests.poll)
+        except Exception as exc:  # a pass that failed (a worker died, the disk is full) is tried again later
+            log.warning("index_pass_failed", error=f"{type(exc).__name__}: {exc}"[:300])
         deadline = time.monotonic() + refresh_s
         while not requests.closed and (left := deadline - time.monotonic()) > 0:
             asked = requests.wait(left)
@@ -235,11 +258,12 @@ def main() -> int:
 class BuilderProcess:
     """The parent's handle on a builder process."""
 
-    def __init__(self, directory: str, sources: Sequence[Source], refresh_s: float) -> None:
+    def __init__(self, directory: str, sources: Sequence[Source], refresh_s: float, workers: int = 1) -> None:
         self.spec = {
             "dir": directory,
             "sources": [{"namespace": s.namespace, "root": s.root, "exclude": list(s.exclude)} for s in sources],
             "refresh_s": refresh_s,
+            "workers": workers,
         }
         self.proc: subprocess.Popen[bytes] | None = None
 

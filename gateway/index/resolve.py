@@ -29,7 +29,7 @@ from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import language_of
 from gateway.index.hits import as_declarations
 from gateway.index.parse import Declaration
-from gateway.index.store import FileRecord, Store
+from gateway.index.store import FileRecord, Store, Stored
 from gateway.log import get_logger
 from gateway.models import FileMatch
 from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
@@ -67,11 +67,13 @@ class DeclarationIndex:
         *,
         refresh_s: float = 60.0,
         parse_budget_ms: int = 40,
+        build_workers: int = 1,
     ) -> None:
         self.directory = directory
         self.sources = {s.namespace: s for s in sources}
         self.refresh_s = refresh_s
         self.parse_budget_s = parse_budget_ms / 1000
+        self.build_workers = build_workers
         self._store: Store | None = None
         self._parsed: dict[str, frozenset[str]] = {}
         self._parsed_version = -1
@@ -98,7 +100,8 @@ class DeclarationIndex:
             return
         if self.store().path is None:
             return  # in memory: a builder process could not share it
-        self._builder = BuilderProcess(self.directory, list(self.sources.values()), self.refresh_s)
+        sources = list(self.sources.values())
+        self._builder = BuilderProcess(self.directory, sources, self.refresh_s, self.build_workers)
         self._builder.start()
 
     def close(self) -> None:
@@ -208,7 +211,7 @@ class DeclarationIndex:
     def _declarations(
         self,
         item: RankedFile,
-        known: dict[str, FileRecord],
+        known: dict[str, Stored],
         since_ns: int,
         deadline: float,
         parsed_now: dict[str, list[FileRecord]],

@@ -3,7 +3,8 @@
 Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
 
     namespaces   (name PRIMARY KEY, root)                 -- a root that changes forgets the namespace's files
-    files        (id, namespace, path, size, mtime_ns, language, parsed)   UNIQUE (namespace, path)
+    files        (id, namespace, path, size, mtime_ns, language, parsed, declarations)
+                 UNIQUE (namespace, path)                 -- declarations: the file's list, msgpack
     declarations (id, file_id -> files ON DELETE CASCADE, ordinal, parent, kind, name,
                   qualified_name, start_line, end_line, intent)            UNIQUE (file_id, ordinal)
                   INDEX on name COLLATE NOCASE                          -- name -> defining files
@@ -11,7 +12,10 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
 
 A file is indexed as a whole: its row and its declarations are replaced in one
 transaction whenever its (size, mtime) changes, so a reader sees one version or the
-other. ``parsed`` is 0 for a file looked at and not parsed (too large, binary, not
+other. A file's declarations are kept twice: as rows (for name lookups and the data
+keyed by declaration) and as one msgpack value in its ``files`` row, which is what a
+search reads for its page (one row a file, decoded in microseconds, where the rows of
+a large module took milliseconds). ``parsed`` is 0 for a file looked at and not parsed (too large, binary, not
 UTF-8): it gets line hits, and is not looked at again until it changes. Data tied to a
 declaration lives in a table keyed by ``declarations.id`` with ``ON DELETE CASCADE``
 (the intent vectors of semantic search: ``vectors (declaration_id PRIMARY KEY
@@ -34,12 +38,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
+import msgspec
+
 from gateway.index.parse import Declaration
 from gateway.log import get_logger
 
-__all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "parser_version"]
+__all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
@@ -57,6 +63,7 @@ CREATE TABLE IF NOT EXISTS files (
     mtime_ns INTEGER NOT NULL,
     language TEXT NOT NULL,
     parsed INTEGER NOT NULL,
+    declarations BLOB,
     UNIQUE (namespace, path)
 );
 CREATE TABLE IF NOT EXISTS declarations (
@@ -104,6 +111,29 @@ class FileRecord:
     mtime_ns: int
     language: str
     declarations: tuple[Declaration, ...] | None
+
+
+_ENCODE = msgspec.msgpack.Encoder().encode
+_DECODE = msgspec.msgpack.Decoder(tuple[Declaration, ...]).decode
+
+
+class Stored:
+    """One file as the index holds it; its declarations decoded on first use (None: not parsed)."""
+
+    __slots__ = ("_blob", "_declarations", "mtime_ns", "path", "size")
+
+    def __init__(self, path: str, size: int, mtime_ns: int, blob: bytes | None) -> None:
+        self.path = path
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self._blob = blob
+        self._declarations: tuple[Declaration, ...] | None = None
+
+    @property
+    def declarations(self) -> tuple[Declaration, ...] | None:
+        if self._declarations is None and self._blob is not None:
+            self._declarations = _DECODE(self._blob)
+        return self._declarations
 
 
 def _remove(path: str) -> None:
@@ -216,32 +246,20 @@ class Store:
         rows = self._db.execute("SELECT path FROM files WHERE namespace = ? AND parsed = 1", (namespace,))
         return frozenset(path for (path,) in rows)
 
-    def lookup(self, namespace: str, paths: Sequence[str]) -> dict[str, FileRecord]:
-        """The indexed state and declarations of some files of one namespace (those it has)."""
-        out: dict[str, FileRecord] = {}
+    def lookup(self, namespace: str, paths: Sequence[str]) -> dict[str, Stored]:
+        """The indexed state of some files of one namespace (those it has), declarations decoded when used."""
+        out: dict[str, Stored] = {}
         db = self._db
         for i in range(0, len(paths), _CHUNK):
             chunk = paths[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            files = db.execute(
-                f"SELECT id, path, size, mtime_ns, language, parsed FROM files "
+            rows = db.execute(
+                f"SELECT path, size, mtime_ns, parsed, declarations FROM files "
                 f"WHERE namespace = ? AND path IN ({marks})",
                 (namespace, *chunk),
-            ).fetchall()
-            ids = {row[0]: row for row in files if row[5]}
-            found: dict[int, list[Declaration]] = {file_id: [] for file_id in ids}
-            if ids:
-                id_marks = ",".join("?" * len(ids))
-                rows = db.execute(
-                    "SELECT file_id, kind, name, qualified_name, start_line, end_line, intent, parent "
-                    f"FROM declarations WHERE file_id IN ({id_marks}) ORDER BY file_id, ordinal",
-                    tuple(ids),
-                )
-                for file_id, kind, name, qualified, start, end, intent, parent in rows:
-                    found[file_id].append(Declaration(kind, name, qualified, start, end, intent, parent))
-            for file_id, path, size, mtime, language, parsed in files:
-                decls = tuple(found[file_id]) if parsed else None
-                out[path] = FileRecord(path, size, mtime, language, decls)
+            )
+            for path, size, mtime, parsed, blob in rows:
+                out[path] = Stored(path, size, mtime, (blob or _ENCODE(())) if parsed else None)
         return out
 
     def defining(self, name: str, sensitive: bool) -> dict[str, dict[str, bool]]:
@@ -287,17 +305,20 @@ class Store:
         count = 0
         with self._write() as db:
             for record in records:
+                decls = record.declarations
                 (file_id,) = db.execute(
-                    "INSERT INTO files (namespace, path, size, mtime_ns, language, parsed) VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (namespace, path) DO UPDATE SET size = excluded.size, mtime_ns = excluded.mtime_ns, "
-                    "language = excluded.language, parsed = excluded.parsed RETURNING id",
+                    "INSERT INTO files (namespace, path, size, mtime_ns, language, parsed, declarations) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, path) DO UPDATE SET size = excluded.size, "
+                    "mtime_ns = excluded.mtime_ns, language = excluded.language, parsed = excluded.parsed, "
+                    "declarations = excluded.declarations RETURNING id",
                     (
                         namespace,
                         record.path,
                         record.size,
                         record.mtime_ns,
                         record.language,
-                        int(record.declarations is not None),
+                        int(decls is not None),
+                        None if decls is None else _ENCODE(decls),
                     ),
                 ).fetchone()
                 db.execute("DELETE FROM declarations WHERE file_id = ?", (file_id,))
