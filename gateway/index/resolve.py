@@ -43,6 +43,8 @@ __all__ = ["PARSE_RATE", "DeclarationIndex"]
 PARSE_RATE = 2_500_000
 #: How long the set of parsed files of a namespace is trusted while the database changes (s).
 PARSED_TTL_S = 1.0
+#: Names whose defining files are kept (until the database changes).
+DEFINING_CACHE = 256
 
 log = get_logger("fedsearch.index")
 
@@ -76,6 +78,8 @@ class DeclarationIndex:
         self.build_workers = build_workers
         self._store: Store | None = None
         self._parsed: dict[str, frozenset[str]] = {}
+        self._files: dict[int, tuple[str, str]] = {}
+        self._defining: dict[tuple[str, bool], Definitions] = {}  # while the database does not change
         self._parsed_version = -1
         self._parsed_at = 0.0
         self._builder: BuilderProcess | None = None
@@ -117,7 +121,8 @@ class DeclarationIndex:
         if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
             return
         store, self._store = self._store, None
-        self._parsed, self._parsed_version = {}, -1
+        self._parsed, self._files, self._parsed_version = {}, {}, -1
+        self._defining.clear()
         if store is not None:
             store.close()
             if store.path is not None:
@@ -128,15 +133,23 @@ class DeclarationIndex:
 
     # --- ranking --------------------------------------------------------------------
 
-    def _parsed_paths(self, store: Store) -> dict[str, frozenset[str]]:
+    def _parsed_files(self, store: Store) -> dict[int, tuple[str, str]]:
+        """id -> (namespace, path) of every parsed file; read again when the database changed (at most every
+        PARSED_TTL_S)."""
         now = time.monotonic()
         if now - self._parsed_at >= PARSED_TTL_S or self._parsed_version < 0:
             version = store.data_version()
             if version != self._parsed_version:
-                self._parsed = {ns: store.parsed_paths(ns) for ns in self.sources}
+                files = store.parsed_files()
+                self._files = files
+                by_namespace: dict[str, set[str]] = {}
+                for namespace, path in files.values():
+                    by_namespace.setdefault(namespace, set()).add(path)
+                self._parsed = {ns: frozenset(paths) for ns, paths in by_namespace.items() if ns in self.sources}
+                self._defining.clear()
                 self._parsed_version = version
             self._parsed_at = now
-        return self._parsed
+        return self._files
 
     def _changed(self) -> None:
         """This process wrote to the database (its own commits do not change data_version)."""
@@ -149,15 +162,26 @@ class DeclarationIndex:
         name = query_name(request.query, request.mode)
         if name is None:
             return None
+        sensitive = request.effective_case()
         try:
             store = self.store()
-            parsed = self._parsed_paths(store)
-            defining = store.defining(name, request.effective_case())
+            files = self._parsed_files(store)
+            views = self._defining.get((name, sensitive))
+            if views is None:
+                found: dict[str, dict[str, bool]] = {}
+                for file_id, exact in store.defining(name, sensitive).items():
+                    where = files.get(file_id)
+                    if where is not None:
+                        found.setdefault(where[0], {})[where[1]] = exact
+                empty: dict[str, bool] = {}
+                views = {ns: _view(found.get(ns, empty), paths) for ns, paths in self._parsed.items() if paths}
+                if len(self._defining) >= DEFINING_CACHE:
+                    self._defining.clear()
+                self._defining[(name, sensitive)] = views
         except sqlite3.Error as exc:
             self._fault(exc)
             return None
-        empty: dict[str, bool] = {}
-        return {ns: _view(defining.get(ns, empty), paths) for ns, paths in parsed.items() if paths}
+        return views
 
     # --- a page's files -------------------------------------------------------------
 

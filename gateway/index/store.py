@@ -7,7 +7,7 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
                  UNIQUE (namespace, path)                 -- declarations: the file's list, msgpack
     declarations (id, file_id -> files ON DELETE CASCADE, ordinal, parent, kind, name,
                   qualified_name, start_line, end_line, intent)            UNIQUE (file_id, ordinal)
-                  INDEX on name COLLATE NOCASE                          -- name -> defining files
+                  INDEX on (name COLLATE NOCASE, kind, file_id)         -- name -> defining files
     meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows
 
 A file is indexed as a whole: its row and its declarations are replaced in one
@@ -45,7 +45,7 @@ from gateway.log import get_logger
 
 __all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS declarations (
     intent TEXT NOT NULL,
     UNIQUE (file_id, ordinal)
 );
-CREATE INDEX IF NOT EXISTS declarations_name ON declarations (name COLLATE NOCASE);
+CREATE INDEX IF NOT EXISTS declarations_name ON declarations (name COLLATE NOCASE, kind, file_id);
 """
 
 
@@ -262,23 +262,23 @@ class Store:
                 out[path] = Stored(path, size, mtime, (blob or _ENCODE(())) if parsed else None)
         return out
 
-    def defining(self, name: str, sensitive: bool) -> dict[str, dict[str, bool]]:
-        """Namespace -> file -> whether it declares ``name`` in exactly that case (an ``impl`` declares nothing).
+    def parsed_files(self) -> dict[int, tuple[str, str]]:
+        """Every parsed file: id -> (namespace, path)."""
+        rows = self._db.execute("SELECT id, namespace, path FROM files WHERE parsed = 1")
+        return {file_id: (namespace, path) for file_id, namespace, path in rows}
+
+    def defining(self, name: str, sensitive: bool) -> dict[int, bool]:
+        """File id -> whether it declares ``name`` in exactly that case (an ``impl`` declares nothing).
 
         Case-sensitive: only exact declarations; otherwise also those in another case (False).
+        Read from the covering index alone.
         """
         rows = self._db.execute(
-            "SELECT f.namespace, f.path, d.name FROM declarations d JOIN files f ON f.id = d.file_id "
-            "WHERE d.name = ? COLLATE NOCASE AND d.kind != 'impl'",
+            "SELECT file_id, max(name = ?1) FROM declarations WHERE name = ?1 COLLATE NOCASE AND kind != 'impl' "
+            "GROUP BY file_id",
             (name,),
         )
-        out: dict[str, dict[str, bool]] = {}
-        for namespace, path, found in rows:
-            exact = found == name
-            if exact or not sensitive:
-                files = out.setdefault(namespace, {})
-                files[path] = files.get(path, False) or exact
-        return out
+        return {file_id: bool(exact) for file_id, exact in rows if exact or not sensitive}
 
     def declared(self, namespace: str) -> Iterator[tuple[str, str, str, str]]:
         """Every declaration of a namespace: (name, kind, path, language)."""
