@@ -12,6 +12,7 @@ from structlog.testing import capture_logs
 
 from gateway.index.builder import Builder, BuilderProcess
 from gateway.index.files import Source, index_file
+from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
 from gateway.index.store import DB_NAME, FileRecord, Store
 
@@ -37,7 +38,8 @@ class TestStore:
         decls = (Declaration("class", "A", "A", 1, 9, "An A."), Declaration("method", "f", "A.f", 2, 3, "", 0))
         store.put("ns", [_record("a.py", *decls)])
         (record,) = store.lookup("ns", ["a.py", "missing.py"]).values()
-        assert record.declarations == decls and (record.size, record.mtime_ns) == (10, 1)
+        assert record.outline == Outline.of(decls) and (record.size, record.mtime_ns) == (10, 1)
+        assert record.outline is not None and record.outline.detail(1) == ("method", "f", "A.f", "")
         store.close()
 
     def test_defining_files_by_name_and_case(self, tmp_path: Path) -> None:

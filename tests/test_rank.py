@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from gateway.index.hits import as_declarations
+from gateway.index.hits import Outline, as_declarations
 from gateway.index.parse import Declaration
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
 from gateway.rank import EXACT, NOT, RankedFile, Resolve, fuse, rank
@@ -181,7 +181,7 @@ def _grouping(index: dict[tuple[str, str], list[Declaration]]) -> Resolve:
             item = out[i]
             decls = index.get((item.namespace, item.file.path))
             if decls:
-                hits = as_declarations(item.file.hits, decls)
+                hits = as_declarations(item.file.hits, Outline.of(decls))
                 out[i] = item._replace(file=FileMatch(path=item.file.path, hits=hits, namespace=item.file.namespace))
         return out
 

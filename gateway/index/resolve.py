@@ -27,8 +27,7 @@ from collections.abc import Callable, Sequence
 from gateway.index.builder import BuilderProcess
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import language_of
-from gateway.index.hits import as_declarations
-from gateway.index.parse import Declaration
+from gateway.index.hits import Outline, as_declarations
 from gateway.index.store import FileRecord, Store, Stored
 from gateway.log import get_logger
 from gateway.models import FileMatch
@@ -219,10 +218,10 @@ class DeclarationIndex:
         for k, item in enumerate(window):
             known = records.get(item.namespace)
             if known is not None and language_of(item.file.path) is not None:
-                decls = self._declarations(item, known, since_ns, deadline, parsed_now, later)
-                if decls:
+                outline = self._outline(item, known, since_ns, deadline, parsed_now, later)
+                if outline is not None and outline.starts:
                     file = item.file
-                    grouped = as_declarations(file.hits, decls)
+                    grouped = as_declarations(file.hits, outline)
                     item = item._replace(file=FileMatch(path=file.path, hits=grouped, namespace=file.namespace))
                     out[offset + k] = item
             n = len(item.file.hits)
@@ -232,7 +231,7 @@ class DeclarationIndex:
         self._hand_over(store, parsed_now, later)
         return out
 
-    def _declarations(
+    def _outline(
         self,
         item: RankedFile,
         known: dict[str, Stored],
@@ -240,7 +239,7 @@ class DeclarationIndex:
         deadline: float,
         parsed_now: dict[str, list[FileRecord]],
         later: dict[str, list[str]],
-    ) -> tuple[Declaration, ...] | None:
+    ) -> Outline | None:
         source = self.sources[item.namespace]
         path = item.file.path
         now = stat_of(source.root, path)
@@ -248,13 +247,13 @@ class DeclarationIndex:
             return None  # gone, or changed since the search began: rg's lines may not be these
         record = known.get(path)
         if record is not None and (record.size, record.mtime_ns) == now:
-            return record.declarations
+            return record.outline
         left = deadline - time.monotonic()
         if now[0] <= MAX_PARSE_BYTES and now[0] <= left * PARSE_RATE:
             fresh = index_file(source.root, path)
             if fresh is not None and (fresh.size, fresh.mtime_ns) == now:
                 parsed_now.setdefault(item.namespace, []).append(fresh)
-                return fresh.declarations
+                return None if fresh.declarations is None else Outline.of(fresh.declarations)
         later.setdefault(item.namespace, []).append(path)
         return None
 

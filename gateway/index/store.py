@@ -13,8 +13,9 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
 A file is indexed as a whole: its row and its declarations are replaced in one
 transaction whenever its (size, mtime) changes, so a reader sees one version or the
 other. A file's declarations are kept twice: as rows (for name lookups and the data
-keyed by declaration) and as one msgpack value in its ``files`` row, which is what a
-search reads for its page (one row a file, decoded in microseconds, where the rows of
+keyed by declaration) and as one msgpack :class:`~gateway.index.hits.Outline` in its
+``files`` row, which is what a search reads for its page (one row a file, its spans
+decoded in microseconds and its names only where a page shows them, where the rows of
 a large module took milliseconds). ``parsed`` is 0 for a file looked at and not parsed (too large, binary, not
 UTF-8): it gets line hits, and is not looked at again until it changes. Data tied to a
 declaration lives in a table keyed by ``declarations.id`` with ``ON DELETE CASCADE``
@@ -40,12 +41,13 @@ from importlib import resources
 
 import msgspec
 
+from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
 from gateway.log import get_logger
 
 __all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
@@ -114,26 +116,27 @@ class FileRecord:
 
 
 _ENCODE = msgspec.msgpack.Encoder().encode
-_DECODE = msgspec.msgpack.Decoder(tuple[Declaration, ...]).decode
+_DECODE = msgspec.msgpack.Decoder(Outline).decode
+_EMPTY = _ENCODE(Outline.of(()))
 
 
 class Stored:
-    """One file as the index holds it; its declarations decoded on first use (None: not parsed)."""
+    """One file as the index holds it; its outline decoded on first use (None: not parsed)."""
 
-    __slots__ = ("_blob", "_declarations", "mtime_ns", "path", "size")
+    __slots__ = ("_blob", "_outline", "mtime_ns", "path", "size")
 
     def __init__(self, path: str, size: int, mtime_ns: int, blob: bytes | None) -> None:
         self.path = path
         self.size = size
         self.mtime_ns = mtime_ns
         self._blob = blob
-        self._declarations: tuple[Declaration, ...] | None = None
+        self._outline: Outline | None = None
 
     @property
-    def declarations(self) -> tuple[Declaration, ...] | None:
-        if self._declarations is None and self._blob is not None:
-            self._declarations = _DECODE(self._blob)
-        return self._declarations
+    def outline(self) -> Outline | None:
+        if self._outline is None and self._blob is not None:
+            self._outline = _DECODE(self._blob)
+        return self._outline
 
 
 def _remove(path: str) -> None:
@@ -259,7 +262,7 @@ class Store:
                 (namespace, *chunk),
             )
             for path, size, mtime, parsed, blob in rows:
-                out[path] = Stored(path, size, mtime, (blob or _ENCODE(())) if parsed else None)
+                out[path] = Stored(path, size, mtime, (blob or _EMPTY) if parsed else None)
         return out
 
     def parsed_files(self) -> dict[int, tuple[str, str]]:
@@ -318,7 +321,7 @@ class Store:
                         record.mtime_ns,
                         record.language,
                         int(decls is not None),
-                        None if decls is None else _ENCODE(decls),
+                        None if decls is None else _ENCODE(Outline.of(decls)),
                     ),
                 ).fetchone()
                 db.execute("DELETE FROM declarations WHERE file_id = ?", (file_id,))
