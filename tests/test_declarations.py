@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from adapters.peer import parse_page
+from gateway.afi.search import afi_matches
 from gateway.cli.render import human
 from gateway.config import IndexConfig, config_from_env
 from gateway.index.builder import Builder
@@ -21,6 +23,7 @@ from gateway.index.store import DB_NAME, Store
 from gateway.rank import EXACT, NOT
 from gateway.request import parse_request
 from gateway.service import SearchService
+from gateway.wire import SearchResponse
 from tests.corpus import make_corpus, matched_lines
 
 #: A module of three functions, each using `needle` several times, and a module-level use.
@@ -243,3 +246,44 @@ class TestDefinitionRanking:
                 assert answer["files"][0]["file_path"] == "lib/widget.py"
         finally:
             await service.aclose()
+
+
+class TestSurfaces:
+    async def test_the_answer_fits_the_published_schema(self, service: SearchService) -> None:
+        """An answer with declaration hits validates as SearchResponse (the OpenAPI and MCP output schema)."""
+        answer = await _search(service, query="needle", namespaces=["repo"], context_lines=1)
+        parsed = SearchResponse.model_validate(answer)
+        hit = next(h for g in parsed.files for h in g.hits if h.lines)
+        assert hit.lines is not None and hit.lines[0].context is not None
+
+    async def test_afi_gives_one_match_per_line_with_its_declaration(self, service: SearchService) -> None:
+        """AFI flattens a declaration into one Match per matched line, the declaration in x-declaration."""
+        answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
+        (matches,) = afi_matches(answer, semantic=False, threshold=0.5)
+        assert [m["line"] for m in matches] == matched_lines(answer["files"][0])
+        five = next(m for m in matches if m["line"] == 5)
+        assert five["x-declaration"] == {
+            "kind": "function",
+            "name": "one",
+            "qualified_name": "one",
+            "start_line": 4,
+            "end_line": 7,
+        }
+        assert "x-declaration" not in next(m for m in matches if m["line"] == 2)
+
+    async def test_a_peers_declarations_pass_through_unchanged(self, service: SearchService) -> None:
+        """A peer gateway's declaration hit comes back with its kind, names, intent, span and lines."""
+        answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
+        files, _ = parse_page({**answer, "files": [dict(answer["files"][0], namespace="repo")]}, "exact")
+        ours = _group(answer, "src/mod.py")["hits"]
+        theirs = list(files[0].hits)
+        holder = next(h for h in theirs if h.symbol == "Holder")
+        assert (holder.kind, holder.name, holder.intent, holder.line, holder.end_line) == (
+            "class",
+            "Holder",
+            "Holds the needle.",
+            9,
+            17,
+        )
+        assert [h.line for h in holder.lines] == [10]
+        assert len(theirs) == len(ours)
