@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/resilience.py
+	$(BIN)/python bench/index.py
 	$(BIN)/python bench/ranking.py
 
 clean:

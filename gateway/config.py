@@ -72,7 +72,7 @@ class IndexConfig(BaseModel):
     #: How often the background builder looks for changed files (seconds).
     refresh_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
     #: How long a search may spend parsing its page's files that are not indexed yet (ms).
-    parse_budget_ms: int = Field(default=40, ge=0, le=1000)
+    parse_budget_ms: int = Field(default=30, ge=0, le=1000)
     #: Processes the background builder parses with (at low priority: searches come first).
     build_workers: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1), ge=1, le=64)
 
