@@ -219,3 +219,59 @@ class TestConcurrentWriters:
         finally:
             holder.execute("ROLLBACK")
             holder.close()
+
+
+class TestBuilderParts:
+    def test_requests_are_json_lines_read_without_blocking(self) -> None:
+        """Lines `[namespace, path]` as they come (garbage passed over); EOF closes."""
+        from gateway.index.builder import _Requests
+
+        read, write = os.pipe()
+        requests = _Requests(read)
+        try:
+            assert requests.poll() == []
+            os.write(write, b'["ns", "a.py"]\nnot json\n["ns", "b')
+            assert requests.wait(1.0) == [("ns", "a.py")]
+            os.write(write, b'.py"]\n')
+            assert requests.wait(1.0) == [("ns", "b.py")]
+            os.close(write)
+            write = -1
+            assert requests.wait(1.0) == [] and requests.closed
+        finally:
+            os.close(read)
+            if write >= 0:
+                os.close(write)
+
+    def test_parsing_processes_index_what_one_process_does(self, tmp_path: Path) -> None:
+        """With two parsing processes (forked, so in a process of its own here) the index is the same."""
+        import subprocess
+        import sys
+
+        root = _tree(tmp_path / "repo", {f"pkg/m{i}.py": PY.replace("Widget", f"Widget{i}") for i in range(140)})
+        script = (
+            "import sys\n"
+            "from gateway.index.builder import Builder\n"
+            "from gateway.index.files import Source\n"
+            "from gateway.index.store import Store\n"
+            "store = Store.open(sys.argv[1])\n"
+            "print(Builder(store, [Source('ns', sys.argv[2])], workers=int(sys.argv[3])).refresh().parsed)\n"
+        )
+        outs = []
+        for workers in (1, 2):
+            folder = tmp_path / f"idx{workers}"
+            done = subprocess.run(
+                [sys.executable, "-c", script, str(folder), str(root), str(workers)],
+                capture_output=True,
+                check=True,
+                text=True,
+            )
+            store = Store.open(str(folder))
+            outs.append(
+                (
+                    done.stdout.strip().splitlines()[-1],
+                    store.defining("Widget77", True) != {},
+                    len(store.parsed_paths("ns")),
+                )
+            )
+            store.close()
+        assert outs[0] == outs[1] == ("140", True, 140)
