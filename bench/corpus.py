@@ -61,7 +61,7 @@ def wait_for_index(folder: Path, dirs: list[Path], timeout: float = 900.0) -> fl
         if (folder / DB_NAME).exists():
             store = Store.open(str(folder))
             try:
-                if all(wanted[name] <= set(store.states(name)) for name in wanted):
+                if all(wanted[d.name] <= set(store.states(str(d))) for d in dirs):
                     return time.monotonic() - started
             finally:
                 store.close()

@@ -84,7 +84,7 @@ def measure_build(dirs: list[Path], workers: int) -> str:
     finally:
         process.stop()
     store = Store.open(str(folder))
-    indexed = {name: store.states(name) for name in (d.name for d in dirs)}
+    indexed = {d.name: store.states(str(d)) for d in dirs}
     nbytes = sum(s for states in indexed.values() for s, _ in states.values())
     nfiles = sum(len(states) for states in indexed.values())
     disk = sum(f.stat().st_size for f in folder.iterdir())
@@ -128,8 +128,6 @@ async def _time(service: SearchService, query: str) -> float:
 async def measure_first_page(base: Path, dirs: list[Path], rounds: int) -> list[str]:
     empty = tempfile.mkdtemp(prefix="fedsearch-index-")  # a database that exists and holds no file yet
     template = Store.open(empty)
-    for d in dirs:
-        template.claim(d.name, str(d))
     template.close()
     warm_dir = tempfile.mkdtemp(prefix="fedsearch-index-")
     Builder(Store.open(warm_dir), [Source(d.name, str(d)) for d in dirs]).refresh()

@@ -72,10 +72,10 @@ def _stable(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def candidates(store: Store, repo: str, languages: frozenset[str]) -> dict[str, str]:
-    """Names declared exactly once outside tests in ``repo`` (files of ``languages``) -> their file."""
+def candidates(store: Store, root: str, languages: frozenset[str]) -> dict[str, str]:
+    """Names declared exactly once outside tests in the checkout at ``root`` (files of ``languages``) -> their file."""
     seen: dict[str, list[str]] = {}
-    for name, kind, path, language in store.declared(repo):
+    for name, kind, path, language in store.declared(root):
         if kind != "impl" and language in languages and not secondary(path):
             seen.setdefault(name, []).append(path)
     return {
@@ -139,7 +139,7 @@ async def evaluate(language: str, repos: dict[str, Path], per_repo: int, misses:
         build_s = time.perf_counter() - started
         queries: list[Query] = []
         for repo, root in repos.items():
-            found = candidates(store, repo, grammars)
+            found = candidates(store, str(root), grammars)
             chosen: list[Query] = []
             for name in sorted(found, key=_stable):
                 if len(chosen) >= per_repo:

@@ -61,16 +61,21 @@ class TestStore:
         assert store.defining("old", True) == {} and list(store.defining("new", True).values()) == [True]
         store.close()
 
-    def test_a_namespace_whose_root_moved_forgets_its_files(self, tmp_path: Path) -> None:
-        """Paths under another root are other files."""
-        store = Store.open(str(tmp_path))
-        store.claim("ns", "/one")
-        store.put("ns", [_record()])
-        store.claim("ns", "/one")
-        assert store.states("ns")
-        store.claim("ns", "/two")
-        assert store.states("ns") == {}
-        store.close()
+    def test_files_are_keyed_by_checkout_not_by_namespace_name(self, tmp_path: Path) -> None:
+        """Two namespaces over one checkout read the same rows; another checkout's rows are not theirs."""
+        from gateway.index.resolve import DeclarationIndex
+        from gateway.request import parse_request
+
+        root = _tree(tmp_path / "repo", {"w.py": PY})
+        other = _tree(tmp_path / "other", {"w.py": PY})
+        Builder(Store.open(str(tmp_path / "idx")), [Source("first", str(root))]).refresh()
+        index = DeclarationIndex(
+            str(tmp_path / "idx"), [Source("first", str(root)), Source("second", str(root)), Source("x", str(other))]
+        )
+        views = index.definitions(parse_request({"query": "Widget"}))
+        assert views is not None and set(views) == {"first", "second"}
+        assert views["second"]("w.py") == views["first"]("w.py") == 2
+        index.close()
 
     def test_rows_of_another_parser_are_dropped(self, tmp_path: Path) -> None:
         """Changed queries or grammars: every file is parsed again."""
@@ -159,9 +164,9 @@ class TestBuilder:
         (root / ".git").mkdir()
         store = Store.open(str(tmp_path / "idx"))
         stats = Builder(store, [Source("ns", str(root))]).refresh()
-        assert set(store.states("ns")) == {"a.py", "b.go"} and stats.parsed == 2
+        assert set(store.states(str(root))) == {"a.py", "b.go"} and stats.parsed == 2
         (file_id,) = store.defining("B", True)
-        assert store.parsed_files()[file_id] == ("ns", "b.go")
+        assert store.parsed_files()[file_id] == (str(root), "b.go")
 
     def test_a_second_pass_parses_only_what_changed(self, tmp_path: Path) -> None:
         """Touching one file re-indexes that file alone; a deleted file is forgotten."""
@@ -175,7 +180,7 @@ class TestBuilder:
         (root / "m4.py").unlink()
         stats = builder.refresh()
         assert (stats.parsed, stats.forgotten) == (1, 1)
-        assert set(store.states("ns")) == {"m0.py", "m1.py", "m2.py", "m3.py"}
+        assert set(store.states(str(root))) == {"m0.py", "m1.py", "m2.py", "m3.py"}
 
     def test_requested_files_are_indexed_at_once_when_stale(self, tmp_path: Path) -> None:
         """A file a search asked for is parsed if the index does not hold it as it is."""
@@ -196,9 +201,9 @@ class TestBuilder:
         try:
             deadline = time.monotonic() + 30
             store = Store.open(folder)
-            while len(store.parsed_paths("ns")) < 2 and time.monotonic() < deadline:
+            while len(store.parsed_paths(str(root))) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            assert store.parsed_paths("ns") == {"a.py", "b.py"}
+            assert store.parsed_paths(str(root)) == {"a.py", "b.py"}
         finally:
             procs = [p.proc for p in (first, second)]
             first.stop()
@@ -270,7 +275,7 @@ class TestBuilderParts:
                 (
                     done.stdout.strip().splitlines()[-1],
                     store.defining("Widget77", True) != {},
-                    len(store.parsed_paths("ns")),
+                    len(store.parsed_paths(str(root))),
                 )
             )
             store.close()

@@ -65,14 +65,8 @@ class Builder:
         self.workers = max(1, workers)
         self.sources = {s.namespace: s for s in sources}
         self.rg = rg if rg is not None else find_rg()
-        self._claimed: set[str] = set()
         #: Asked between files: whether to stop now (the parent went away).
         self.should_stop: Callable[[], bool] = lambda: False
-
-    def _claim(self, source: Source) -> None:
-        if source.namespace not in self._claimed:
-            self.store.claim(source.namespace, source.root)
-            self._claimed.add(source.namespace)
 
     def refresh(self, poll: Poll | None = None) -> BuildStats:
         """One pass over every namespace; ``poll`` is asked for search requests between files."""
@@ -81,14 +75,13 @@ class Builder:
         for source in self.sources.values():
             if self.should_stop():
                 break
-            self._claim(source)
-            states = self.store.states(source.namespace)
+            states = self.store.states(source.root)
             listed = list(list_files(source, self.rg))
             stats.listed += len(listed)
             present = set(listed)
             gone = [p for p in states if p not in present]
             if gone:
-                self.store.forget(source.namespace, gone)
+                self.store.forget(source.root, gone)
                 stats.forgotten += len(gone)
             self._index(source, changed(states, source, listed), stats, poll)
         stats.seconds = time.monotonic() - started
@@ -115,8 +108,7 @@ class Builder:
                 by_source.setdefault(namespace, []).append(path)
         for namespace, paths in by_source.items():
             source = self.sources[namespace]
-            self._claim(source)
-            known = self.store.lookup(namespace, paths)
+            known = self.store.lookup(source.root, paths)
             stale = [p for p in paths if (k := known.get(p)) is None or stat_of(source.root, p) != (k.size, k.mtime_ns)]
             self._index(source, stale, stats, None)
         return stats.parsed
@@ -136,10 +128,10 @@ class Builder:
                 stats.parsed += 1
                 stats.bytes += record.size
                 if len(batch) >= BATCH_FILES or time.monotonic() - since >= BATCH_S:
-                    self.store.put(source.namespace, batch)
+                    self.store.put(source.root, batch)
                     batch, since = [], time.monotonic()
         if batch:
-            self.store.put(source.namespace, batch)
+            self.store.put(source.root, batch)
 
     @contextlib.contextmanager
     def _parsed(self, source: Source, paths: Sequence[str]) -> Iterator[Iterator[FileRecord | None]]:

@@ -90,13 +90,7 @@ class DeclarationIndex:
     def store(self) -> Store:
         """The database, opened on first use (in memory if it cannot be on disk)."""
         if self._store is None:
-            store = Store.open(self.directory, busy_s=0.05)
-            try:
-                for source in self.sources.values():  # what another root indexed under a name is not ours
-                    store.claim(source.namespace, source.root)
-            except sqlite3.OperationalError:
-                pass  # busy: whoever holds it claims the same roots
-            self._store = store
+            self._store = Store.open(self.directory, busy_s=0.05)
         return self._store
 
     def start(self) -> None:
@@ -143,10 +137,10 @@ class DeclarationIndex:
             if version != self._parsed_version:
                 files = store.parsed_files()
                 self._files = files
-                by_namespace: dict[str, set[str]] = {}
-                for namespace, path in files.values():
-                    by_namespace.setdefault(namespace, set()).add(path)
-                self._parsed = {ns: frozenset(paths) for ns, paths in by_namespace.items() if ns in self.sources}
+                by_root: dict[str, set[str]] = {}
+                for root, path in files.values():
+                    by_root.setdefault(root, set()).add(path)
+                self._parsed = {ns: frozenset(by_root[s.root]) for ns, s in self.sources.items() if by_root.get(s.root)}
                 self._defining.clear()
                 self._parsed_version = version
             self._parsed_at = now
@@ -169,13 +163,15 @@ class DeclarationIndex:
             files = self._parsed_files(store)
             views = self._defining.get((name, sensitive))
             if views is None:
-                found: dict[str, dict[str, bool]] = {}
+                found: dict[str, dict[str, bool]] = {}  # root -> path -> exact
                 for file_id, exact in store.defining(name, sensitive).items():
                     where = files.get(file_id)
                     if where is not None:
                         found.setdefault(where[0], {})[where[1]] = exact
                 empty: dict[str, bool] = {}
-                views = {ns: _view(found.get(ns, empty), paths) for ns, paths in self._parsed.items() if paths}
+                views = {
+                    ns: _view(found.get(self.sources[ns].root, empty), paths) for ns, paths in self._parsed.items()
+                }
                 if len(self._defining) >= DEFINING_CACHE:
                     self._defining.clear()
                 self._defining[(name, sensitive)] = views
@@ -211,7 +207,7 @@ class DeclarationIndex:
         if not asked:
             return ordered
         store = self.store()
-        records = {ns: store.lookup(ns, paths) for ns, paths in asked.items()}
+        records = {ns: store.lookup(self.sources[ns].root, paths) for ns, paths in asked.items()}
         out = list(ordered)
         deadline = time.monotonic() + self.parse_budget_s
         parsed_now: dict[str, list[FileRecord]] = {}
@@ -270,8 +266,7 @@ class DeclarationIndex:
                 builder.prioritise(namespace, [r.path for r in records])
                 continue
             try:
-                store.claim(namespace, self.sources[namespace].root)
-                store.put(namespace, records)
+                store.put(self.sources[namespace].root, records)
                 self._changed()
             except sqlite3.OperationalError:
                 pass  # busy: the file is parsed again next time

@@ -1,10 +1,13 @@
 """The declaration index on disk: one SQLite database under ``[index] dir``, shared by processes.
 
+Files are keyed by the checkout they are in (its absolute root), not by namespace
+name: two configs, or two names, for one checkout share its rows, and a namespace
+whose root changes simply reads other rows.
+
 Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
 
-    namespaces   (name PRIMARY KEY, root)                 -- a root that changes forgets the namespace's files
-    files        (id, namespace, path, size, mtime_ns, language, parsed, declarations)
-                 UNIQUE (namespace, path)                 -- declarations: the file's list, msgpack
+    files        (id, root, path, size, mtime_ns, language, parsed, declarations)
+                 UNIQUE (root, path)                      -- declarations: the file's Outline, msgpack
     declarations (id, file_id -> files ON DELETE CASCADE, ordinal, parent, kind, name,
                   qualified_name, start_line, end_line, intent)            UNIQUE (file_id, ordinal)
                   INDEX on (name COLLATE NOCASE, kind, file_id)         -- name -> defining files
@@ -47,7 +50,7 @@ from gateway.log import get_logger
 
 __all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
@@ -56,17 +59,16 @@ log = get_logger("fedsearch.index")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS namespaces (name TEXT PRIMARY KEY, root TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files (
     id INTEGER PRIMARY KEY,
-    namespace TEXT NOT NULL,
+    root TEXT NOT NULL,
     path TEXT NOT NULL,
     size INTEGER NOT NULL,
     mtime_ns INTEGER NOT NULL,
     language TEXT NOT NULL,
     parsed INTEGER NOT NULL,
     declarations BLOB,
-    UNIQUE (namespace, path)
+    UNIQUE (root, path)
 );
 CREATE TABLE IF NOT EXISTS declarations (
     id INTEGER PRIMARY KEY,
@@ -206,7 +208,7 @@ class Store:
         found = db.execute("PRAGMA user_version").fetchone()[0]
         with self._write():
             if found not in (0, SCHEMA_VERSION):  # another layout: start again
-                for table in ("declarations", "files", "namespaces", "meta"):
+                for table in ("declarations", "files", "namespaces", "meta"):  # namespaces: version 4
                     db.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in _SCHEMA.split(";"):  # executescript would commit
                 if statement.strip():
@@ -239,36 +241,35 @@ class Store:
         value: int = self._db.execute("PRAGMA data_version").fetchone()[0]
         return value
 
-    def states(self, namespace: str) -> dict[str, tuple[int, int]]:
-        """Every file the namespace has indexed (parsed or not): path -> (size, mtime_ns)."""
-        rows = self._db.execute("SELECT path, size, mtime_ns FROM files WHERE namespace = ?", (namespace,))
+    def states(self, root: str) -> dict[str, tuple[int, int]]:
+        """Every file of a checkout indexed (parsed or not): path -> (size, mtime_ns)."""
+        rows = self._db.execute("SELECT path, size, mtime_ns FROM files WHERE root = ?", (root,))
         return {path: (size, mtime) for path, size, mtime in rows}
 
-    def parsed_paths(self, namespace: str) -> frozenset[str]:
-        """The files of a namespace whose declarations are known."""
-        rows = self._db.execute("SELECT path FROM files WHERE namespace = ? AND parsed = 1", (namespace,))
+    def parsed_paths(self, root: str) -> frozenset[str]:
+        """The files of a checkout whose declarations are known."""
+        rows = self._db.execute("SELECT path FROM files WHERE root = ? AND parsed = 1", (root,))
         return frozenset(path for (path,) in rows)
 
-    def lookup(self, namespace: str, paths: Sequence[str]) -> dict[str, Stored]:
-        """The indexed state of some files of one namespace (those it has), declarations decoded when used."""
+    def lookup(self, root: str, paths: Sequence[str]) -> dict[str, Stored]:
+        """The indexed state of some files of one checkout (those it has), outlines decoded when used."""
         out: dict[str, Stored] = {}
         db = self._db
         for i in range(0, len(paths), _CHUNK):
             chunk = paths[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             rows = db.execute(
-                f"SELECT path, size, mtime_ns, parsed, declarations FROM files "
-                f"WHERE namespace = ? AND path IN ({marks})",
-                (namespace, *chunk),
+                f"SELECT path, size, mtime_ns, parsed, declarations FROM files WHERE root = ? AND path IN ({marks})",
+                (root, *chunk),
             )
             for path, size, mtime, parsed, blob in rows:
                 out[path] = Stored(path, size, mtime, (blob or _EMPTY) if parsed else None)
         return out
 
     def parsed_files(self) -> dict[int, tuple[str, str]]:
-        """Every parsed file: id -> (namespace, path)."""
-        rows = self._db.execute("SELECT id, namespace, path FROM files WHERE parsed = 1")
-        return {file_id: (namespace, path) for file_id, namespace, path in rows}
+        """Every parsed file: id -> (root, path)."""
+        rows = self._db.execute("SELECT id, root, path FROM files WHERE parsed = 1")
+        return {file_id: (root, path) for file_id, root, path in rows}
 
     def defining(self, name: str, sensitive: bool) -> dict[int, bool]:
         """File id -> whether it declares ``name`` in exactly that case (an ``impl`` declares nothing).
@@ -283,39 +284,29 @@ class Store:
         )
         return {file_id: bool(exact) for file_id, exact in rows if exact or not sensitive}
 
-    def declared(self, namespace: str) -> Iterator[tuple[str, str, str, str]]:
-        """Every declaration of a namespace: (name, kind, path, language)."""
+    def declared(self, root: str) -> Iterator[tuple[str, str, str, str]]:
+        """Every declaration of a checkout: (name, kind, path, language)."""
         yield from self._db.execute(
             "SELECT d.name, d.kind, f.path, f.language FROM declarations d JOIN files f ON f.id = d.file_id "
-            "WHERE f.namespace = ?",
-            (namespace,),
+            "WHERE f.root = ?",
+            (root,),
         )
 
     # --- writing --------------------------------------------------------------------
 
-    def claim(self, namespace: str, root: str) -> None:
-        """Record the namespace's root; a namespace whose root changed forgets its files."""
-        db = self._db
-        row = db.execute("SELECT root FROM namespaces WHERE name = ?", (namespace,)).fetchone()
-        if row is not None and row[0] == root:
-            return
-        with self._write():
-            db.execute("DELETE FROM files WHERE namespace = ?", (namespace,))
-            db.execute("INSERT OR REPLACE INTO namespaces (name, root) VALUES (?, ?)", (namespace, root))
-
-    def put(self, namespace: str, records: Iterable[FileRecord]) -> int:
+    def put(self, root: str, records: Iterable[FileRecord]) -> int:
         """Index files (each replacing what it had), in one transaction; how many."""
         count = 0
         with self._write() as db:
             for record in records:
                 decls = record.declarations
                 (file_id,) = db.execute(
-                    "INSERT INTO files (namespace, path, size, mtime_ns, language, parsed, declarations) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (namespace, path) DO UPDATE SET size = excluded.size, "
+                    "INSERT INTO files (root, path, size, mtime_ns, language, parsed, declarations) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root, path) DO UPDATE SET size = excluded.size, "
                     "mtime_ns = excluded.mtime_ns, language = excluded.language, parsed = excluded.parsed, "
                     "declarations = excluded.declarations RETURNING id",
                     (
-                        namespace,
+                        root,
                         record.path,
                         record.size,
                         record.mtime_ns,
@@ -337,15 +328,15 @@ class Store:
                 count += 1
         return count
 
-    def forget(self, namespace: str, paths: Sequence[str]) -> None:
+    def forget(self, root: str, paths: Sequence[str]) -> None:
         """Drop files that are gone (their declarations go with them)."""
         with self._write() as db:
             for i in range(0, len(paths), _CHUNK):
                 chunk = paths[i : i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 db.execute(
-                    f"DELETE FROM files WHERE namespace = ? AND path IN ({marks})",
-                    (namespace, *chunk),
+                    f"DELETE FROM files WHERE root = ? AND path IN ({marks})",
+                    (root, *chunk),
                 )
 
     def size_bytes(self) -> int:
