@@ -35,6 +35,7 @@ one warning. :meth:`Store.open` never raises.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import sqlite3
@@ -87,6 +88,7 @@ CREATE INDEX IF NOT EXISTS declarations_name ON declarations (name COLLATE NOCAS
 """
 
 
+@functools.cache
 def parser_version() -> str:
     """What parsed the rows: the queries and the grammar wheels' versions (rows of another are parsed again)."""
     from importlib import metadata
