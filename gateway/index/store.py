@@ -18,10 +18,11 @@ transaction whenever its (size, mtime) changes, so a reader sees one version or 
 other. A file's declarations are kept twice: as rows (for name lookups and the data
 keyed by declaration) and as one msgpack :class:`~gateway.index.hits.Outline` in its
 ``files`` row, which is what a search reads for its page (one row a file, its spans
-decoded in microseconds and its names only where a page shows them, where the rows of
-a large module took milliseconds). ``parsed`` is 0 for a file looked at and not parsed (too large, binary, not
-UTF-8): it gets line hits, and is not looked at again until it changes. Data tied to a
-declaration lives in a table keyed by ``declarations.id`` with ``ON DELETE CASCADE``
+copied as packed integers and its names decoded only where a page shows them, where
+the rows of a large module took milliseconds). ``parsed`` is 0 for a file looked at
+and not parsed (too large, binary, not UTF-8): it gets line hits, and is not looked at
+again until it changes. Data tied to a declaration lives in a table keyed by
+``declarations.id`` with ``ON DELETE CASCADE``
 (the intent vectors of semantic search: ``vectors (declaration_id PRIMARY KEY
 REFERENCES declarations(id) ON DELETE CASCADE, model, vector)``), so re-indexing a
 file drops exactly that file's and the two indexes stay in step, file by file.
@@ -43,15 +44,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 
-import msgspec
-
 from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
 from gateway.log import get_logger
 
 __all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
@@ -119,9 +118,7 @@ class FileRecord:
     declarations: tuple[Declaration, ...] | None
 
 
-_ENCODE = msgspec.msgpack.Encoder().encode
-_DECODE = msgspec.msgpack.Decoder(Outline).decode
-_EMPTY = _ENCODE(Outline.of(()))
+_EMPTY = Outline.of(()).encode()
 
 
 class Stored:
@@ -139,7 +136,7 @@ class Stored:
     @property
     def outline(self) -> Outline | None:
         if self._outline is None and self._blob is not None:
-            self._outline = _DECODE(self._blob)
+            self._outline = Outline.decode(self._blob)
         return self._outline
 
 
@@ -314,7 +311,7 @@ class Store:
                         record.mtime_ns,
                         record.language,
                         int(decls is not None),
-                        None if decls is None else _ENCODE(Outline.of(decls)),
+                        None if decls is None else Outline.of(decls).encode(),
                     ),
                 ).fetchone()
                 db.execute("DELETE FROM declarations WHERE file_id = ?", (file_id,))
