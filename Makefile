@@ -46,6 +46,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/resilience.py
 	$(BIN)/python bench/cache.py
+	$(BIN)/python bench/index.py
+	$(BIN)/python bench/ranking.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

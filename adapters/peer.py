@@ -25,7 +25,17 @@ from pydantic import Field, field_validator
 from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_field, map_client_errors
 from gateway.errors import BackendError, BackendTimeout, Rejected
 from gateway.globs import PathFilter, namespace_matcher
-from gateway.models import BackendResult, ChildStatus, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.models import (
+    MAX_INTENT,
+    BackendResult,
+    ChildStatus,
+    FileMatch,
+    Hit,
+    Mode,
+    SearchQuery,
+    Status,
+    cut_text,
+)
 
 __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
 
@@ -103,20 +113,40 @@ def _lines(value: Any) -> tuple[str, ...]:
     return tuple(cut_text(str(line)) for line in value or ())
 
 
+def _line_hit(line: Mapping[str, Any]) -> Hit:
+    """One matched line of a peer's declaration hit."""
+    number = int(line["line"])
+    column = line.get("column")
+    context = line.get("context") or {}
+    return Hit(
+        line=number,
+        end_line=number,
+        column=int(column) if column is not None else None,
+        text=cut_text(str(line.get("text") or ""), column),
+        before=_lines(context.get("before")),
+        after=_lines(context.get("after")),
+    )
+
+
 def _hit(item: Mapping[str, Any], mode: Mode) -> Hit:
+    """A peer's hit as ours; a declaration passes through whole (names, intent, span, lines)."""
     start = int(item["start_line"])
     end = int(item.get("end_line") or start)
     column = item.get("column")
     kind = str(item.get("kind") or "line")
     context = item.get("context") or {}
     score = item.get("score")
+    declared = kind not in ("line", "file")
     return Hit(
         line=start,
         end_line=end if end > start else 0,
         column=int(column) if column is not None else None,
         text=cut_text(str(item.get("text") or ""), column),
         kind=kind,
-        symbol=str(item.get("name") or "") if kind not in ("line", "file") else "",
+        symbol=str(item.get("qualified_name") or item.get("name") or "") if declared else "",
+        name=str(item.get("name") or "") if declared else "",
+        intent=str(item.get("intent") or "")[:MAX_INTENT] if declared else "",
+        lines=tuple(_line_hit(line) for line in item.get("lines") or ()) if declared else (),
         before=_lines(context.get("before")),
         after=_lines(context.get("after")),
         score=float(score) if mode == "semantic" and score is not None else None,

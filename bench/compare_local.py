@@ -4,7 +4,8 @@
     .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR] [--copies K] [--floor]
 
 Each tree's server runs with that tree on PYTHONPATH (this venv's packages), over the
-same corpus as bench/local.py. For each query, every round asks each server once (in
+same corpus as bench/local.py, with a fresh declaration index that is built before
+anything is measured (a tree that has one). For each query, every round asks each server once (in
 turn, the order reversed every other round) and runs rg after each answer, so all
 sides see the same machine. Prints each tree's median time and ratio to rg per query,
 then each tree's median ratio over the queries. On a noisy machine a difference
@@ -33,7 +34,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.ripgrep.backend import find_rg
-from bench.corpus import build
+from bench.corpus import build, wait_for_index
 from bench.local import JSON, QUERIES, rg_once
 from bench.overhead import free_ports
 
@@ -67,14 +68,15 @@ async def main() -> None:
     floors = ["floor-bare", "floor-work"] if args.floor else []
     ports = free_ports(len(trees) + len(floors))
     env = dict(os.environ)  # logs at the default level (info), as served
+    caches = [Path(tempfile.mkdtemp(prefix="fedsearch-cache-")) for _ in trees]  # fresh declaration indexes
     servers = [
         subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(port)],
             cwd=tree,
             stderr=subprocess.DEVNULL,
-            env=dict(env, PYTHONPATH=tree),
+            env=dict(env, PYTHONPATH=tree, XDG_CACHE_HOME=str(cache)),
         )
-        for tree, port in zip(trees, ports, strict=False)
+        for tree, port, cache in zip(trees, ports, caches, strict=False)
     ]
     here = Path(__file__).resolve().parent
     servers += [
@@ -85,6 +87,10 @@ async def main() -> None:
     ratios: dict[str, list[float]] = {t: [] for t in trees}
     try:
         async with aiohttp.ClientSession() as session:
+            for tree, port, cache in zip(trees, ports, caches, strict=False):
+                await ask(session, port, orjson.dumps({"query": "warm"}))
+                if (Path(tree) / "gateway" / "index").is_dir():  # a tree with a declaration index: built first
+                    print(f"{Path(tree).name}: index built in {wait_for_index(cache / 'fedsearch', dirs):.1f} s")
             for query in QUERIES:
                 body = orjson.dumps({"query": query, "timeout_ms": 60_000})
                 for port in ports:

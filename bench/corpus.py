@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sysconfig
+import time
 from pathlib import Path
 
 PACKAGES = ("pip", "hypothesis", "mypy", "aiohttp", "pydantic", "setuptools", "mcp", "pygments")
@@ -46,3 +47,23 @@ def build_many(root: Path, n: int) -> list[Path]:
 def size(paths: list[Path]) -> tuple[int, int]:
     files = [p for d in paths for p in d.rglob("*") if p.is_file() and ".git" not in p.parts]
     return len(files), sum(p.stat().st_size for p in files)
+
+
+def wait_for_index(folder: Path, dirs: list[Path], timeout: float = 900.0) -> float:
+    """Wait until the declaration index under ``folder`` holds every file the builder would index; seconds waited."""
+    from gateway.index.files import Source, find_rg, list_files
+    from gateway.index.store import DB_NAME, Store
+
+    rg = find_rg()
+    wanted = {d.name: set(list_files(Source(d.name, str(d)), rg)) for d in dirs}
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if (folder / DB_NAME).exists():
+            store = Store.open(str(folder))
+            try:
+                if all(wanted[d.name] <= set(store.states(str(d))) for d in dirs):
+                    return time.monotonic() - started
+            finally:
+                store.close()
+        time.sleep(0.2)
+    raise RuntimeError(f"the index under {folder} was not built in {timeout} s")

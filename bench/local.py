@@ -32,7 +32,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.ripgrep.backend import find_rg
-from bench.corpus import build, build_many, size
+from bench.corpus import build, build_many, size, wait_for_index
 from gateway.config import config_from_env
 from gateway.log import configure
 from gateway.request import parse_request
@@ -61,9 +61,11 @@ class Http:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
+        self.cache = Path(tempfile.mkdtemp(prefix="fedsearch-cache-"))  # a fresh declaration index
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--root", str(base), "--port", str(self.port)],
             stderr=subprocess.DEVNULL,  # logs at the default level (info), as served
+            env=dict(os.environ, XDG_CACHE_HOME=str(self.cache)),
         )
         self.session: aiohttp.ClientSession | None = None
 
@@ -131,7 +133,11 @@ async def main() -> None:
     service: SearchService | Http = Http(base) if args.http else SearchService(config_from_env(root=str(base), env={}))
     if not args.http:
         settle_heap()  # in-process: the collector as `fedsearch serve` sets it up (over HTTP, serve does)
-    print(f"fedsearch: {'HTTP (fedsearch serve, warm)' if args.http else 'in-process'}")
+    if isinstance(service, Http):
+        await service.fetch(orjson.dumps({"query": "warm"}))  # up
+        waited = wait_for_index(service.cache / "fedsearch", dirs)
+        print(f"declaration index built by the server in {waited:.1f} s")
+    print(f"fedsearch: {'HTTP (fedsearch serve, warm, its index built)' if args.http else 'in-process'}")
     ratios = []
     try:
         for query in queries.split(","):

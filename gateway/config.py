@@ -12,7 +12,7 @@ import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,6 +27,7 @@ __all__ = [
     "CacheConfig",
     "Config",
     "DefaultsConfig",
+    "IndexConfig",
     "NamespaceConfig",
     "ServerConfig",
     "TokenConfig",
@@ -91,6 +92,25 @@ class CacheConfig(BaseModel):
 DEFAULT_CACHE = CacheConfig()
 
 
+def _default_index_dir() -> str:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return os.path.join(cache, "fedsearch")
+
+
+class IndexConfig(BaseModel):
+    """``[index]``: the declaration index of local namespaces (SQLite under ``dir``)."""
+
+    model_config = _FROZEN
+    enabled: bool = True
+    dir: str = Field(default_factory=_default_index_dir, min_length=1)
+    #: How often the background builder looks for changed files (seconds).
+    refresh_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
+    #: How long a search may spend parsing its page's files that are not indexed yet (ms).
+    parse_budget_ms: int = Field(default=30, ge=0, le=1000)
+    #: Processes the background builder parses with (at low priority: searches come first).
+    build_workers: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1), ge=1, le=64)
+
+
 class TokenConfig(BaseModel):
     model_config = _FROZEN
     name: str = Field(min_length=1)
@@ -125,6 +145,7 @@ class Config:
     tokens: tuple[TokenConfig, ...] = ()
     source: str = "discovery"
     cache: CacheConfig = DEFAULT_CACHE
+    index: IndexConfig = field(default_factory=IndexConfig)
 
 
 def _first_error(prefix: str, exc: ValidationError) -> ConfigError:
@@ -161,7 +182,7 @@ def namespace_config(data: Mapping[str, Any], key: str) -> NamespaceConfig:
 
 def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
     """Validate a parsed TOML document into a Config."""
-    known = {"server", "defaults", "namespaces", "tokens", "cache"}
+    known = {"server", "defaults", "namespaces", "tokens", "cache", "index"}
     for top in data:
         if top not in known:
             raise ConfigError(str(top), "unknown key")
@@ -190,6 +211,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
         tokens=tokens,
         source=source,
         cache=_model(CacheConfig, data.get("cache"), "cache"),
+        index=_model(IndexConfig, data.get("index"), "index"),
     )
 
 

@@ -33,6 +33,8 @@ Status = Literal["ok", "capped", "timeout", "error", "unavailable", "unsupported
 
 #: Text of a hit is cut to this many characters, the last being the ellipsis.
 MAX_TEXT = 256
+#: A declaration's intent (its docstring or comment's first sentence) is at most this long.
+MAX_INTENT = 200
 ELLIPSIS = "…"
 
 
@@ -64,7 +66,13 @@ class SearchQuery(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class Hit(msgspec.Struct, frozen=True, kw_only=True):
-    """One match in one file: a line span (1-based), columns in characters."""
+    """One match in one file: a line span (1-based), columns in characters.
+
+    A ``line`` hit is one matched line; a ``file`` hit a path match. Any other kind is
+    a declaration (SPEC §3): ``line``/``end_line`` its span, ``symbol`` its qualified
+    name, ``name`` its own, ``intent`` its docstring or comment, ``lines`` its matched
+    lines (``line`` hits, in order) and ``text``/``column`` those of the first one.
+    """
 
     line: int
     text: str
@@ -75,6 +83,9 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     before: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     score: float | None = None
+    name: str = ""
+    intent: str = ""
+    lines: tuple[Hit, ...] = ()
 
     @property
     def last_line(self) -> int:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import heapq
 import posixpath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -27,14 +27,28 @@ from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.request import SearchRequest
-from gateway.signals import QueryMatcher, defines, demoted
+from gateway.signals import (
+    QueryMatcher,
+    defines,
+    definition_test,
+    demoted,
+    file_stem,
+    normal_name,
+    query_name,
+    secondary,
+)
 
 __all__ = [
+    "EXACT",
+    "NOT",
+    "OTHER_CASE",
+    "Definitions",
     "Fused",
     "K",
     "Ordering",
     "Ranked",
     "RankedFile",
+    "Resolve",
     "Whole",
     "fuse",
     "page",
@@ -48,8 +62,17 @@ MAX_OFFSET = 100_000
 MAX_TIMEOUT_MS = 60_000
 PATH_NAME_BOOST = 2.0
 PATH_BOOST = 1.3
-DEFINITION_BOOST = 1.5
+DEFINITION_BOOST = 12.0
+#: A declaration of the name in another case (``Engine`` for ``engine``, smart case being off).
+OTHER_CASE_BOOST = 3.0
 DEMOTION = 0.3
+
+#: Per namespace, whether a file (by path) declares the name the query asks about, where
+#: the declaration index knows the file: EXACT, OTHER_CASE (only in another case) or NOT;
+#: None where it does not know it.
+Definitions = Mapping[str, Callable[[str], int | None]]
+NOT, OTHER_CASE, EXACT = 0, 1, 2
+_BOOSTS = (1.0, OTHER_CASE_BOOST, DEFINITION_BOOST)
 
 
 class RankedFile(NamedTuple):
@@ -91,12 +114,24 @@ class Fused(NamedTuple):
     counts: dict[str, tuple[int, int]]  # (files, hits) by namespace
 
 
-def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None = None, lazy: bool = False) -> Fused:
+def fuse(
+    request: SearchRequest,
+    outcomes: Sequence[Outcome],
+    limit: int | None = None,
+    lazy: bool = False,
+    definitions: Definitions | None = None,
+) -> Fused:
     """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
     A file's score is its namespace's weight / (K + its place there), times the code
-    signals: the query in its name (PATH_NAME_BOOST) or path (PATH_BOOST), a definition
-    among its first hits (DEFINITION_BOOST), vendored/generated/minified (DEMOTION).
+    signals: it defines the name the query asks about (DEFINITION_BOOST, or
+    OTHER_CASE_BOOST for a declaration in another case: from ``definitions``, the
+    declaration index, where it knows the file; else the backend's word or the regex
+    test on its first hits), its file name is that name
+    with case, ``_`` and ``-`` ignored (PATH_NAME_BOOST; PATH_BOOST when the name is
+    only part of it), or else the query is in its name (PATH_NAME_BOOST) or path
+    (PATH_BOOST); vendored/generated/minified (DEMOTION), and for a query that names
+    something, tests, examples and docs (DEMOTION).
     This is the hot loop of a wide answer, one pass per file: the signals are inline
     and each file's sort key is built once. Only the files ``limit`` asks for are put
     in order (a heap selection: a page needs its first files, not all 20,000 sorted)
@@ -105,6 +140,9 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
+    name = query_name(request.query, request.mode)
+    wanted = normal_name(name) if name else None
+    test = definition_test(request.query, request.mode, sensitive)
     semantic = request.mode == "semantic"
     threshold = request.threshold
     weak = 0
@@ -119,6 +157,7 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
         place = own_files = own_hits = 0
         weight = outcome.weight
         base = outcome.namespace
+        known = definitions.get(base) if definitions else None
         for file in result.files:
             hits = file.hits
             if semantic:
@@ -148,11 +187,17 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
                 file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
             score = weight / (K + place)
-            if path_match:
+            stem = file_stem(path) if wanted is not None else ""
+            if wanted is not None and wanted in stem:  # MultiDict ~ multidict.py
+                score *= PATH_NAME_BOOST if wanted == stem else PATH_BOOST
+                path_match = True
+            elif path_match:
                 score *= PATH_NAME_BOOST if matcher(posixpath.basename(path)) else PATH_BOOST
-            if file.definition or (file.definition is None and defines(file)):
-                score *= DEFINITION_BOOST
-            if demoted(path):
+            defined = known(path) if known is not None else None
+            if defined is None:
+                defined = EXACT if defines(file, test) else NOT
+            score *= _BOOSTS[defined]
+            if demoted(path) or (wanted is not None and secondary(path)):
                 score *= DEMOTION
             at[key] = len(entries)
             entries.append((-score, namespace, path, file, path_match))
@@ -417,12 +462,30 @@ class Whole:
     failed: list[Outcome]
     asked: int
     first: int = 0
+    #: When the search began (wall clock, ns): a file modified after it may not be what was read.
+    since_ns: int = 0
 
 
-def settle(request: SearchRequest, outcomes: Sequence[Outcome], everything: bool = False) -> Whole:
+#: Makes the files a page may show final (their hits as declarations): given the files in
+#: order, the offset, the most files a page takes and the hit budget, the same list with
+#: those files replaced (in order, at least until the page is full).
+Resolve = Callable[[list[RankedFile], int, int, int], list[RankedFile]]
+
+
+def settle(
+    request: SearchRequest,
+    outcomes: Sequence[Outcome],
+    everything: bool = False,
+    *,
+    definitions: Definitions | None = None,
+    since_ns: int = 0,
+) -> Whole:
     """Fuse and explain, for every page: the files up to this request's page in order (with ``everything``,
-    the others behind them, in order when read)."""
-    ordered, total, weak, counts = fuse(request, outcomes, request.offset + request.files, lazy=everything)
+    the others behind them, in order when read). ``definitions`` tells fusion which files define the
+    name asked about (the declaration index)."""
+    ordered, total, weak, counts = fuse(
+        request, outcomes, request.offset + request.files, lazy=everything, definitions=definitions
+    )
     failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
     widen: list[dict[str, Any]] = []
     for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
@@ -436,12 +499,22 @@ def settle(request: SearchRequest, outcomes: Sequence[Outcome], everything: bool
         widen=widen,
         failed=[replace(o, result=None) for o in failed],
         asked=len(outcomes),
+        since_ns=since_ns,
     )
 
 
-def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None) -> Ranked:
-    """The page ``request`` asks for; its next-page action carries ``cursor`` (a snapshot of ``whole``)."""
-    shown = page(whole.ordered, request.offset - whole.first, request.files, request.hit_budget)
+def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, resolve: Resolve | None = None) -> Ranked:
+    """The page ``request`` asks for; its next-page action carries ``cursor`` (a snapshot of ``whole``).
+
+    ``resolve`` turns the hits of the files this page may show into declarations before the
+    page is cut, so the hit budget counts declarations.
+    """
+    start = request.offset - whole.first
+    if resolve is None:
+        shown = page(whole.ordered, start, request.files, request.hit_budget)
+    else:
+        window = resolve(list(whole.ordered[start : start + request.files]), 0, request.files, request.hit_budget)
+        shown = page(window, 0, request.files, request.hit_budget)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
     more = end < whole.total and bool(shown) and end <= MAX_OFFSET
@@ -464,6 +537,12 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None) -> 
     )
 
 
-def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
-    """Fuse, page and explain: the whole ranked answer for one request."""
-    return page_of(request, settle(request, outcomes))
+def rank(
+    request: SearchRequest,
+    outcomes: Sequence[Outcome],
+    *,
+    definitions: Definitions | None = None,
+    resolve: Resolve | None = None,
+) -> Ranked:
+    """Fuse, page and explain: the whole ranked answer for one request (no snapshot)."""
+    return page_of(request, settle(request, outcomes, definitions=definitions), resolve=resolve)

@@ -23,9 +23,10 @@ from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig,
 from gateway.errors import InvalidRequest, NotFound, UnknownNamespace, Unsupported
 from gateway.fanout import Route, fan_out
 from gateway.globs import namespace_matcher
+from gateway.index import index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
-from gateway.rank import Whole, settle
+from gateway.rank import Resolve, Whole, settle
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
 from gateway.resilience.wrapper import wrap
@@ -100,6 +101,8 @@ class SearchService:
         #: Snapshots for cursors, cached answers, single-flight (:mod:`gateway.cache`).
         self.cache = open_cache(config.cache, process=process_cache)
         self._access_keys: dict[int, tuple[Access, bytes]] = {}
+        #: The declaration index of the local namespaces (None: none, or disabled).
+        self.index = index_for(config)
 
     @classmethod
     def with_backends(
@@ -120,8 +123,19 @@ class SearchService:
         )
         return cls(cfg, {b.name: b for b in backends})
 
+    def start_indexing(self) -> None:
+        """Build the declaration index in the background (servers do; the CLI does not)."""
+        if self.index is not None:
+            self.index.start()
+
+    def close_index(self) -> None:
+        """Stop the background builder and close the index database."""
+        if self.index is not None:
+            self.index.close()
+
     async def aclose(self) -> None:
-        """Close every backend, in reverse order of opening, then the cache."""
+        """Close the index, every backend (in reverse order of opening), then the cache."""
+        self.close_index()
         for entry in reversed(list(self._entries.values())):
             try:
                 await entry.backend.aclose()
@@ -218,22 +232,28 @@ class SearchService:
     async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
         """Answer one validated request for a caller: from a snapshot or the cache, or by fanning out."""
         started = time.monotonic()
+        since_ns = time.time_ns()  # a file modified after this may not be what the backend read
         default_ms = self.config.defaults.timeout_ms
         if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:
             request = request.model_copy(update={"timeout_ms": default_ms})  # [defaults] timeout_ms
         routes = self.resolve(request.namespaces, access)
+        index = self.index
 
         async def run(request: SearchRequest, everything: bool) -> Whole:
             outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
-            whole = settle(request, outcomes, everything)
+            definitions = index.definitions(request) if index is not None else None
+            whole = settle(request, outcomes, everything, definitions=definitions, since_ns=since_ns)
             if log.is_enabled_for(logging.INFO):
                 _log_search(outcomes, whole.file_count, round((time.monotonic() - started) * 1000))
             return whole
 
-        return await self.cache.search(request, self.access_key(access), started, run)
+        def resolver(since: int) -> Resolve | None:
+            return index.resolver(request, since) if index is not None else None
+
+        return await self.cache.search(request, self.access_key(access), started, run, resolver)
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""

@@ -1,5 +1,6 @@
-"""Code-aware signals shared by ranking and adapters: does a string hold the query, does a
-line define something, is a path vendored, generated or minified.
+"""Code-aware signals shared by ranking and adapters: does a string hold the query, which name
+does the query name, does a line define that name, is a path vendored, generated, minified,
+a test, an example or documentation.
 
 Pure functions of their arguments, no I/O.
 """
@@ -7,44 +8,73 @@ Pure functions of their arguments, no I/O.
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import re2
 
-from gateway.models import FileMatch
+from gateway.models import FileMatch, Hit, Mode
 from gateway.request import SearchRequest
 
 __all__ = [
-    "DEFINITION_ASCII_PATTERN",
     "DEFINITION_SCAN",
+    "DefinitionTest",
     "QueryMatcher",
+    "declared",
     "defines",
+    "definition_test",
     "demoted",
-    "looks_like_definition",
+    "normal_name",
+    "query_name",
+    "secondary",
 ]
 
-#: What a definition's line looks like (for ``re.match``). Possessive (``*+``, ``++``):
-#: giving whitespace back can never help a keyword match, and not trying it makes a
-#: miss on an indented line much cheaper.
-_DEFINITION_PATTERN = (
+#: What comes before the keyword of a definition line (for ``re.match``). Possessive
+#: (``*+``, ``++``): giving whitespace back can never help a keyword match, and not
+#: trying it makes a miss on an indented line much cheaper.
+_PREFIX = (
     r"\s*+(?:export\s++)?(?:default\s++)?(?:pub(?:\([\w:]+\))?\s++)?(?:public\s++|private\s++|protected\s++)?"
     r"(?:static\s++)?(?:async\s++)?(?:abstract\s++)?"
-    r"(?:def|class|func|fn|struct|interface|type|trait|enum|impl|module|function|object|record|"
+)
+#: Keywords that introduce a definition of the name after them (``impl X`` does not define X).
+_KEYWORDS = (
+    r"(?:def|class|func|fn|struct|interface|type|trait|enum|module|function|object|record|"
     r"message|service|protocol|typedef|macro_rules!|defmodule|defn|let|const|var|val)\b"
 )
-_DEFINITION = re.compile(_DEFINITION_PATTERN)
-#: The same test for an ASCII line held as bytes (for an adapter that keeps its lines
-#: undecoded until they make the page and sets ``FileMatch.definition`` itself). It
-#: answers as the text test does on ASCII: str ``\\s`` also matches ``\\x1c``-``\\x1f``,
-#: bytes ``\\s`` does not, so they are added.
-DEFINITION_ASCII_PATTERN = _DEFINITION_PATTERN.replace(r"\s", r"[\s\x1c-\x1f]").encode("ascii")
+#: Between the keyword and the name: ``*`` (a generator), a Go receiver, qualifiers (``self.``, ``Foo::``).
+_BEFORE_NAME = r"(?:\s|\*)*+(?:\([^)\n]*+\)\s*+)?(?:[\w$]++(?:\.|::))*+"
 _DEMOTED = re.compile(  # vendored, generated, minified
     r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
     r"dist|site-packages|\.yarn)/"
     r"|\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
     r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$"
 )
+#: Tests, examples, benchmarks and documentation: where a name is used rather than defined.
+_SECONDARY = re.compile(
+    r"(?:^|/)(?:tests?|testing|__tests__|__mocks__|spec|specs|testdata|fixtures|e2e|"
+    r"examples?|samples?|demos?|docs?|documentation|benches|benchmarks?)/"
+    r"|(?:^|/)(?:test_[^/]*|[^/]*_test\.[^/]+|[^/]*_tests\.[^/]+|conftest\.py)$"
+    r"|\.(?:test|spec|stories|bench)\.[^/.]+$"
+    r"|\.(?:md|rst|txt|adoc|ipynb)$",
+    re.IGNORECASE,
+)
+_IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
+#: A dotted or ``::`` path of identifiers (``Flask.url_for``, ``std::vector``, ``a->b``).
+_PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)+")
+#: A definition line, capturing the name it defines: ``def url_for``, ``class Flask(``, ``func (s *S) Serve``.
+_DEFINES = re.compile(_PREFIX + _KEYWORDS + _BEFORE_NAME + r"([A-Za-z_$][\w$]*)")
+#: The same on rg's ASCII match lines (``line:column:text``) held as bytes: str ``\s`` also
+#: matches ``\x1c``-``\x1f``, bytes ``\s`` does not, so they are added.
+_ASCII_DEFINES = (_PREFIX + _KEYWORDS + _BEFORE_NAME).replace(r"\s", r"[\s\x1c-\x1f]").encode("ascii")
+_RAW_DEFINES = re.compile(rb"\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+#: ... anywhere after a newline in a block of such lines. The pattern cannot run from one
+#: line into the next: every line starts with a digit, and nothing after the first ``\s``
+#: of a definition can.
+_RAW_DEFINES_AFTER = re.compile(rb"\n\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+#: A regex that is an identifier, maybe between word boundaries or anchors.
+_REGEX_IDENTIFIER = re.compile(r"(?:\\b|\^)?([A-Za-z_][A-Za-z0-9_]*)(?:\\b|\$)?")
 
 
 class QueryMatcher:
@@ -69,26 +99,113 @@ class QueryMatcher:
         return bool(self.regex.search(value))
 
 
+@functools.lru_cache(maxsize=1024)
+def query_name(text: str, mode: Mode) -> str | None:
+    """The name a query asks about, if it names one.
+
+    An identifier is its own name; a dotted or ``::`` path names its last part
+    (``Flask.url_for``: ``url_for``); a definition typed out names what it defines
+    (``def url_for``, ``class Flask(``). A regex names something only when it is an
+    identifier (maybe between ``\\b``). Anything else names nothing.
+    """
+    text = text.strip()
+    if mode == "regex":
+        found = _REGEX_IDENTIFIER.fullmatch(text)
+        return found.group(1) if found else None
+    if mode != "exact":
+        return None
+    if _IDENTIFIER.fullmatch(text):
+        return text
+    if _PATH.fullmatch(text):
+        return re.split(r"\.|::|->", text)[-1]
+    typed = _DEFINES.match(text)
+    return typed.group(1) if typed else None
+
+
+def normal_name(text: str) -> str:
+    """A name as file names spell it: lower case, no ``_`` or ``-`` (``MultiDict`` ~ ``multidict``)."""
+    return text.lower().replace("_", "").replace("-", "")
+
+
+class DefinitionTest:
+    """Whether a line defines one name: the regex test for files the declaration index does not know.
+
+    A line defines the name when it reads as a definition (a keyword such as ``def``,
+    ``class``, ``func``, ``fn``, ``struct``, ``interface``, ``type``) of exactly that
+    name: ``class X(BaseModel)`` defines X, not BaseModel. :meth:`text` tests a line;
+    :meth:`raw` and :meth:`raw_block` test rg's ASCII match lines (``line:column:text``)
+    without decoding them.
+    """
+
+    __slots__ = ("_raw", "name", "sensitive")
+
+    def __init__(self, name: str, sensitive: bool) -> None:
+        self.name = name
+        self.sensitive = sensitive
+        self._raw = name.encode("utf-8") if sensitive else name.lower().encode("utf-8")
+
+    def names(self, name: str) -> bool:
+        """Whether a declaration's name is this one."""
+        return name == self.name if self.sensitive else name.lower() == self.name.lower()
+
+    def text(self, line: str) -> bool:
+        found = _DEFINES.match(line)
+        return found is not None and self.names(found.group(1))
+
+    def _raw_names(self, name: bytes) -> bool:
+        return (name if self.sensitive else name.lower()) == self._raw
+
+    def raw(self, line: bytes) -> bool:
+        """:meth:`text` on one ASCII match line as rg prints it."""
+        found = _RAW_DEFINES.match(line)
+        return found is not None and self._raw_names(found.group(1))
+
+    def raw_block(self, body: bytes, end: int) -> bool:
+        """:meth:`raw` on any line of an ASCII block of match lines that starts before ``end``."""
+        if self.raw(body):
+            return True
+        return any(self._raw_names(found.group(1)) for found in _RAW_DEFINES_AFTER.finditer(body, 0, end))
+
+
+@functools.lru_cache(maxsize=256)
+def definition_test(text: str, mode: Mode, sensitive: bool) -> DefinitionTest | None:
+    """The definition test for what a query names, or None when it names nothing."""
+    name = query_name(text, mode)
+    return DefinitionTest(name, sensitive) if name else None
+
+
 #: Hits scanned per file for a definition (a backend lists its best lines first).
 DEFINITION_SCAN = 16
 
 
-def looks_like_definition(text: str) -> bool:
-    """Whether a line looks like it defines something (the test :func:`defines` applies)."""
-    return _DEFINITION.match(text) is not None
+def declared(hit: Hit) -> bool:
+    """Whether a hit is a declaration (not a line or a path)."""
+    return hit.kind not in ("line", "file")
 
 
-def defines(file: FileMatch) -> bool:
-    """The backend's word on a definition, else whether one of the first hits looks like one."""
+def defines(file: FileMatch, test: DefinitionTest | None) -> bool:
+    """The backend's word on a definition, else whether one of the first hits defines the name."""
     if file.definition is not None:
         return file.definition
-    definition = _DEFINITION.match
-    return any(
-        hit.symbol or hit.kind not in ("line", "file") or definition(hit.text) for hit in file.hits[:DEFINITION_SCAN]
-    )
+    if test is None:
+        return False
+    hits: Sequence[Hit] = file.hits[:DEFINITION_SCAN]
+    return any((declared(h) and test.names(h.name or h.symbol.rpartition(".")[2])) or test.text(h.text) for h in hits)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def demoted(path: str) -> bool:
     """Whether a path is vendored, generated or minified (paths recur across queries: cached)."""
     return _DEMOTED.search(path) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def secondary(path: str) -> bool:
+    """Whether a path is a test, an example, a benchmark or documentation."""
+    return _SECONDARY.search(path) is not None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def file_stem(path: str) -> str:
+    """A file's base name without its extension, as :func:`normal_name` spells it."""
+    return normal_name(posixpath.splitext(posixpath.basename(path))[0])

@@ -14,13 +14,15 @@ from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.models import Hit, Status
+from gateway.models import Hit, LazyHits, Status
 from gateway.rank import Ranked, RankedFile
 from gateway.request import SearchRequest
+from gateway.signals import QueryMatcher
 
 __all__ = [
     "FileGroup",
     "Limits",
+    "LineItem",
     "NamespaceStatus",
     "NextAction",
     "ResultItem",
@@ -52,8 +54,18 @@ class Context(BaseModel):
     after: list[str]
 
 
+class LineItem(BaseModel):
+    """One matched line of a declaration hit."""
+
+    model_config = _STRICT
+    line: int = Field(ge=1)
+    column: int | None = Field(default=None, ge=1)
+    text: str = Field(max_length=256)
+    context: Context | None = None
+
+
 class ResultItem(BaseModel):
-    """One hit: a line span in one file, optionally a symbol."""
+    """One hit: a declaration with its matched lines, a matched line, or a path (``kind`` says which)."""
 
     model_config = _STRICT
     id: int = Field(ge=0, lt=1 << 53)
@@ -72,6 +84,7 @@ class ResultItem(BaseModel):
     column: int | None = Field(default=None, ge=1)
     context: Context | None = None
     score: float | None = Field(default=None, ge=0.0, le=1.0)
+    lines: list[LineItem] | None = None
 
 
 class FileGroup(BaseModel):
@@ -163,7 +176,58 @@ def _item(of: _FileOf, hit: Hit, matched: list[str], with_context: bool, semanti
     return item
 
 
-def _group(item: RankedFile, request: SearchRequest) -> dict[str, Any]:
+def _line(hit: Hit, with_context: bool) -> dict[str, Any]:
+    line: dict[str, Any] = {"line": hit.line}
+    if hit.column is not None:
+        line["column"] = hit.column
+    line["text"] = hit.text
+    if with_context:
+        line["context"] = {"before": list(hit.before), "after": list(hit.after)}
+    return line
+
+
+def _declaration(
+    of: _FileOf, hit: Hit, matches: QueryMatcher | None, path_match: bool, with_context: bool, semantic: bool
+) -> dict[str, Any]:
+    """A declaration hit: its span, names and intent, and its matched lines."""
+    end = hit.last_line
+    name = hit.name or hit.symbol.rpartition(".")[2]
+    matched: list[str] = []
+    named = matches is not None and matches(name)
+    if named:
+        matched.append("name")
+    if hit.intent and matches is not None and matches(hit.intent):
+        matched.append("intent")
+    if len(hit.lines) > (1 if named else 0):
+        matched.append("content")
+    if path_match:
+        matched.append("path")
+    item: dict[str, Any] = {
+        "id": _hit_id(of.id_prefix, hit.line, end),
+        "qualified_name": hit.symbol or name,
+        "kind": hit.kind,
+        "name": name,
+        "file_path": of.path,
+        "start_line": hit.line,
+        "end_line": end,
+    }
+    if hit.intent:
+        item["intent"] = hit.intent
+    item["matched"] = matched or ["content"]
+    item["namespace"] = of.namespace
+    item["text"] = hit.text
+    if hit.column is not None:
+        item["column"] = hit.column
+    if with_context:
+        item["context"] = {"before": list(hit.before), "after": list(hit.after)}
+    if semantic:
+        item["score"] = hit.score if hit.score is not None else 0.0
+    if hit.lines:
+        item["lines"] = [_line(line, with_context) for line in hit.lines]
+    return item
+
+
+def _group(item: RankedFile, request: SearchRequest, matches: QueryMatcher | None) -> dict[str, Any]:
     path = item.file.path
     namespace = item.namespace
     content = ["content", "path"] if item.path_match else ["content"]
@@ -172,15 +236,32 @@ def _group(item: RankedFile, request: SearchRequest) -> dict[str, Any]:
     semantic = request.mode == "semantic"
     of = _FileOf(namespace, path, posixpath.basename(path), f"{namespace}:{path}:", _id_prefix(namespace, path))
     hits = [
-        _item(of, hit, path_only if hit.kind == "file" else content, with_context, semantic) for hit in item.file.hits
+        _item(of, hit, path_only if hit.kind == "file" else content, with_context, semantic)
+        if hit.kind in ("line", "file")
+        else _declaration(of, hit, matches, item.path_match, with_context, semantic)
+        for hit in item.file.hits
     ]
     return {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
 
 
+def _flat(item: RankedFile) -> bool:
+    """Whether a file's hits are all lines or paths (no declaration among them: no name to match)."""
+    hits = item.file.hits
+    return isinstance(hits, LazyHits) or all(hit.kind in ("line", "file") for hit in hits)
+
+
+def _matcher(request: SearchRequest) -> QueryMatcher | None:
+    try:
+        return QueryMatcher(request)
+    except Exception:  # a regex RE2 cannot take here: no name or intent signal
+        return None
+
+
 def build_response(request: SearchRequest, ranked: Ranked, took_ms: int) -> dict[str, Any]:
     """The answer to ``request`` as JSON-ready data: the only place an answer is built."""
+    matches = _matcher(request) if any(not _flat(item) for item in ranked.page) else None
     answer: dict[str, Any] = {
-        "files": [_group(item, request) for item in ranked.page],
+        "files": [_group(item, request, matches) for item in ranked.page],
         "file_count": ranked.file_count,
         "weak_filtered": ranked.weak_filtered,
         "truncated": ranked.truncated,

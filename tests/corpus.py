@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 FILES: dict[str, dict[str, str]] = {
     "alpha": {
@@ -35,3 +36,13 @@ def make_corpus(root: Path, files: dict[str, dict[str, str]] | None = None) -> P
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     return root
+
+
+def matched_lines(group: dict[str, Any]) -> list[int]:
+    """Every matched line of a file group, from its hits: a declaration's ``lines``, a line hit's own."""
+    out: list[int] = []
+    for hit in group["hits"]:
+        if hit["kind"] == "file":
+            continue
+        out.extend(line["line"] for line in hit["lines"]) if "lines" in hit else out.append(hit["start_line"])
+    return out

@@ -13,7 +13,7 @@ from adapters.ripgrep.backend import find_rg
 from gateway.config import config_from_env
 from gateway.request import parse_request
 from gateway.service import SearchService
-from tests.corpus import make_corpus
+from tests.corpus import make_corpus, matched_lines
 
 REPOS = {
     f"repo{i}": {
@@ -62,7 +62,9 @@ async def test_every_rg_match_is_reachable_by_paging(corpus: Path, query: str) -
             for group in answer["files"]:
                 files.append((group["namespace"], group["file_path"]))
                 assert group["hit_count"] == len(group["hits"])
-                seen |= {(group["namespace"], group["file_path"], h["start_line"]) for h in group["hits"]}
+                lines = [(group["namespace"], group["file_path"], n) for n in matched_lines(group)]
+                assert len(set(lines)) == len(lines)  # every matched line once in its file's hits
+                seen |= set(lines)
             nxt = [a for a in answer.get("next", []) if a["reason"].startswith("next page")]
             if not nxt:
                 assert not answer["truncated"]

@@ -55,15 +55,32 @@ class TestAdapterLazyHits:
                 LineMatch(Line="%%%", LineNumber=4),
             ],
         )
-        file = _lazy_file(raw, raw.LineMatches or [], 0)
+        file = _lazy_file(raw, raw.LineMatches or [], 0, None)
         assert file is not None and len(file.hits) == 2
         assert [(h.kind, h.line, h.text) for h in file.hits] == [("file", 4, "r/a.go")]
+
+    def test_zoekt_symbol_info_naming_the_query_is_a_definition(self) -> None:
+        """A zoekt fragment whose SymbolInfo names the name asked about says the file defines it."""
+        from adapters.zoekt.read import File, Fragment, LineMatch, _lazy_file
+        from gateway.signals import DefinitionTest
+
+        def file(symbol: str) -> File:
+            fragment = Fragment(SymbolInfo={"Sym": symbol, "Kind": "function"})
+            return File(
+                FileName="a.go", Repository="r", LineMatches=[LineMatch(LineNumber=3, LineFragments=[fragment])]
+            )
+
+        test = DefinitionTest("Serve", True)
+        named, other = file("Serve"), file("Handler")
+        assert _lazy_file(named, named.LineMatches or [], 0, test).definition is True  # type: ignore[union-attr]
+        assert _lazy_file(other, other.LineMatches or [], 0, test).definition is None  # type: ignore[union-attr]
 
     def test_a_ripgrep_block_decodes_to_its_lines(self) -> None:
         """A ripgrep file kept as its block of match lines decodes to one hit per line, on demand."""
         from adapters.ripgrep.output import Collector
+        from gateway.signals import DefinitionTest
 
-        collector = Collector()
+        collector = Collector(definition=DefinitionTest("needle", True))
         collector.block("a.py", b"3:5:def needle():\n9:1:needle()")
         (file,) = collector.ranked()
         assert len(file.hits) == 2 and file.definition is True

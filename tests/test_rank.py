@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
+from gateway.index.hits import Outline, as_declarations
+from gateway.index.parse import Declaration
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
-from gateway.rank import fuse, rank
+from gateway.rank import EXACT, NOT, RankedFile, Resolve, fuse, rank
 from gateway.request import SearchRequest, parse_request
 from gateway.wire import build_response
+from tests.corpus import matched_lines
 from tests.strategies import outcomes, request_args
 
 
@@ -147,6 +151,87 @@ class TestInvariants:
                 assert after.index(key) <= before.index(key)
 
 
+@st.composite
+def _declarations(draw: st.DrawFn, low: int = 1, high: int = 400, depth: int = 0) -> list[tuple[int, int, int]]:
+    """Properly nested (start, end, depth) spans inside [low, high], outer before inner."""
+    points = sorted(draw(st.lists(st.integers(low, high), unique=True, max_size=6 if depth == 0 else 4)))
+    out: list[tuple[int, int, int]] = []
+    for start, end in zip(points[::2], points[1::2], strict=False):
+        out.append((start, end, depth))
+        if depth < 2 and end - start > 2 and draw(st.booleans()):
+            out.extend(draw(_declarations(start + 1, end, depth + 1)))
+    return sorted(out, key=lambda d: (d[0], d[2]))
+
+
+def _as_index(spans: list[tuple[int, int, int]]) -> list[Declaration]:
+    """Declarations with parents from nested spans (outer before inner)."""
+    out: list[Declaration] = []
+    for start, end, _ in spans:
+        parent = max((i for i, d in enumerate(out) if d.start_line <= start and end <= d.end_line), default=-1)
+        out.append(Declaration("function", f"f{start}", f"f{start}", start, end, "", parent))
+    return out
+
+
+def _grouping(index: dict[tuple[str, str], list[Declaration]]) -> Resolve:
+    """A resolve step that groups every window file's hits by its declarations (no I/O)."""
+
+    def resolve(ordered: list[RankedFile], offset: int, files: int, budget: int) -> list[RankedFile]:
+        out = list(ordered)
+        for i in range(offset, min(len(out), offset + files)):
+            item = out[i]
+            decls = index.get((item.namespace, item.file.path))
+            if decls:
+                hits = as_declarations(item.file.hits, Outline.of(decls))
+                out[i] = item._replace(file=FileMatch(path=item.file.path, hits=hits, namespace=item.file.namespace))
+        return out
+
+    return resolve
+
+
+class TestInvariantsWithDeclarations:
+    """The invariants hold when a page's hits are declarations, and every matched line is in exactly one."""
+
+    @staticmethod
+    def _resolve(outs: list[Outcome], data: st.DataObject) -> Resolve:
+        index = {}
+        for o in outs:
+            for f in o.result.files if o.result else ():
+                index[(o.namespace, f.path)] = _as_index(data.draw(_declarations()))
+        return _grouping(index)
+
+    @given(outcomes(), request_args(), st.data())
+    def test_every_matched_line_is_in_exactly_one_hit_of_its_file(
+        self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
+    ) -> None:
+        """A shown file's hits hold each of its matched lines once; hit ids are unique in the file."""
+        request = parse_request(args)
+        answer = build_response(request, rank(request, outs, resolve=self._resolve(outs, data)), took_ms=0)
+        sources = {(o.namespace, f.path): [h.line for h in f.hits] for o in outs if o.result for f in o.result.files}
+        for group in answer["files"]:
+            assert sorted(matched_lines(group)) == sorted(sources[(group["namespace"], group["file_path"])])
+            ids = [h["id"] for h in group["hits"]]
+            assert len(set(ids)) == len(ids) and group["hit_count"] == len(group["hits"])
+
+    @given(outcomes(statuses=False), request_args(), st.data())
+    def test_paging_yields_every_file_once_and_the_budget_counts_declarations(
+        self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
+    ) -> None:
+        """Invariants 4 and 6 with declaration hits: every file once, in order; a page's hits within budget."""
+        resolve = self._resolve(outs, data)
+        request = parse_request(args)
+        seen: list[tuple[str, str]] = []
+        for _ in range(200):
+            answer = build_response(request, rank(request, outs, resolve=resolve), took_ms=0)
+            seen.extend(_keys(answer))
+            if len(answer["files"]) > 1:
+                assert sum(g["hit_count"] for g in answer["files"]) <= request.hit_budget
+            follow = _next_page(answer)
+            if follow is None:
+                break
+            request = parse_request(follow)
+        assert seen == [(f.namespace, f.file.path) for f in fuse(parse_request(args), outs)[0]]
+
+
 def _outcome(name: str, paths: list[str], status: str = "ok", **kw: Any) -> Outcome:
     files = tuple(FileMatch(path=p, hits=(Hit(line=1, text="x = foo"),)) for p in paths)
     return Outcome(
@@ -186,6 +271,41 @@ class TestSignals:
             Outcome(namespace="o", backend="m", status="ok", took_ms=0, result=BackendResult(files=(definition,))),
         ]
         assert fuse(request, outs)[0][0].file.path == "b.py"
+
+    def test_a_definition_of_another_name_is_not_a_definition(self) -> None:
+        """`class X(foo):` uses foo: only a line that defines the query's own name counts."""
+        request = parse_request({"query": "foo"})
+        base = FileMatch(path="a.py", hits=(Hit(line=1, text="class X(foo):"),))
+        other = FileMatch(path="b.py", hits=(Hit(line=1, text="y = foo"),))
+        outs = [Outcome(namespace="n", backend="m", status="ok", took_ms=0, result=BackendResult(files=(base, other)))]
+        assert [f.score for f in fuse(request, outs)[0]] == [1 / 61, 1 / 62]
+
+    def test_the_index_overrides_the_regex_test(self) -> None:
+        """Where the declaration index knows a file, its word decides; elsewhere the regex test does."""
+        request = parse_request({"query": "foo"})
+        looks = FileMatch(path="a.py", hits=(Hit(line=1, text="def foo():"),))  # in a docstring, say
+        plain = FileMatch(path="b.py", hits=(Hit(line=1, text="foo = make()"),))
+        outs = [Outcome(namespace="n", backend="m", status="ok", took_ms=0, result=BackendResult(files=(looks, plain)))]
+        known = {"n": lambda path: EXACT if path == "b.py" else NOT}
+        assert [f.file.path for f in fuse(request, outs, definitions=known)[0]] == ["b.py", "a.py"]
+        assert [f.file.path for f in fuse(request, outs, definitions={"n": lambda _: None})[0]] == ["a.py", "b.py"]
+
+    @pytest.mark.parametrize(
+        ("query", "path"),
+        [("MultiDict", "multidict.py"), ("environment", "Environment.java"), ("url_for", "urlfor.go")],
+    )
+    def test_the_file_name_matches_ignoring_case_and_separators(self, query: str, path: str) -> None:
+        """A file named after the name asked about ranks first, however either is spelt."""
+        ordered = fuse(parse_request({"query": query}), [_outcome("a", ["src/x.py", f"src/{path}"])])[0]
+        assert ordered[0].file.path == f"src/{path}"
+
+    def test_tests_examples_and_docs_sink_for_a_name(self) -> None:
+        """For an identifier, tests, examples and docs rank below the code; for a phrase they do not."""
+        paths = ["tests/test_a.py", "examples/b.py", "docs/c.md", "pkg/d_test.go", "src/e.py"]
+        ordered = fuse(parse_request({"query": "foo"}), [_outcome("a", paths)])[0]
+        assert ordered[0].file.path == "src/e.py"
+        ordered = fuse(parse_request({"query": "foo bar"}), [_outcome("a", paths)])[0]
+        assert ordered[0].file.path == "tests/test_a.py"
 
     def test_ties_break_by_namespace_then_path(self) -> None:
         """Equal scores order by namespace, then path."""

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import adapters.ripgrep.output as rg_output
 from adapters.ripgrep.output import Collector, LineSplitter, OutputReader
+from gateway.signals import DefinitionTest
 
 #: Line texts: definitions and not, indented, non-ASCII, empty-looking.
 TEXTS = ["def needle():", "    needle = 1", "class Needle:", "x needle", "  \t", "caf\xc3\xa9 needle", "fn needle"]
@@ -49,7 +50,8 @@ def summary(collectors: list[Collector]) -> list[Any]:
 
 
 def collectors(max_files: int, max_hits: int, context: int = 0) -> list[Collector]:
-    return [Collector(max_files=max_files, max_hits=max_hits, context_lines=context) for _ in range(2)]
+    test = DefinitionTest("needle", False)
+    return [Collector(max_files=max_files, max_hits=max_hits, context_lines=context, definition=test) for _ in range(2)]
 
 
 def by_lines(data: bytes, max_files: int = 100, max_hits: int = 1000, context: int = 0) -> list[Any]:
@@ -100,7 +102,7 @@ def test_a_plain_output_is_read_as_blocks(monkeypatch: pytest.MonkeyPatch) -> No
     """Files of match lines only never go line by line."""
     data = b"./a.py\x001:1:def needle():\n3:5:needle()\n\n./b.py\x002:1:x needle\n"
     monkeypatch.setattr(OutputReader, "feed", lambda *_: pytest.fail("read line by line"))
-    collector = Collector()
+    collector = Collector(definition=DefinitionTest("needle", True))
     reader = OutputReader(lambda _: collector, blocks=True)
     reader.feed_bytes(data)
     reader.end()

@@ -18,6 +18,7 @@ from adapters.ripgrep.output import SKIPPED, Collector, LineSplitter, OutputRead
 from gateway.errors import BackendError
 from gateway.fanout import Route, fan_out
 from gateway.models import MAX_TEXT, BackendResult, FileMatch, SearchQuery
+from gateway.signals import DefinitionTest
 from tests.helpers import git_repo, rg_children
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
@@ -46,9 +47,9 @@ def paths(result: BackendResult) -> list[str]:
     return [f.path for f in result.files]
 
 
-def collect(lines: list[bytes], context_lines: int = 0) -> list[FileMatch]:
+def collect(lines: list[bytes], context_lines: int = 0, definition: DefinitionTest | None = None) -> list[FileMatch]:
     """A whole rg output (its lines) read into one collector's ranked files."""
-    collector = Collector(context_lines=context_lines)
+    collector = Collector(context_lines=context_lines, definition=definition)
     OutputReader(lambda _: collector).feed(list(lines))
     return collector.ranked()
 
@@ -386,7 +387,7 @@ class TestParser:
 
     def test_definition_hint(self) -> None:
         """A file whose first matching lines hold a definition says so without building its hits."""
-        files = collect(RECORDED)
+        files = collect(RECORDED, definition=DefinitionTest("register_widget", True))
         assert [f.definition for f in files] == [True, False]
 
     def test_garbage_is_passed_over(self) -> None:

@@ -39,6 +39,7 @@ from gateway.errors import BackendError
 from gateway.globs import PathFilter, validate_glob
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.resilience.policy import LOCAL
+from gateway.signals import definition_test
 
 __all__ = [
     "RANK_HIT_CAP",
@@ -114,6 +115,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
             accept=self._filter(query),
             max_files=self.settings.max_files,
             max_hits=self.settings.max_hits,
+            definition=definition_test(query.text, query.mode, query.case_sensitive),
         )
         rg_call = RgCall(rg, query, self.settings.exclude)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg

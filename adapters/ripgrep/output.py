@@ -38,7 +38,7 @@ except ImportError:  # pragma: no cover - Windows: the pipe keeps its size
 
 from gateway.backend import DEFAULT_MAX_HITS
 from gateway.models import FileMatch, Hit, LazyHits, SearchQuery, cut_text
-from gateway.signals import DEFINITION_ASCII_PATTERN, DEFINITION_SCAN, looks_like_definition
+from gateway.signals import DEFINITION_SCAN, DefinitionTest
 
 __all__ = [
     "BLOCK_LIMIT",
@@ -78,12 +78,6 @@ TICK_S = 0.01
 
 #: A match line ("line:column:text"); context lines are "line-text".
 _MATCH_LINE = re.compile(rb"\d+:").match
-#: The definition test on an ASCII match line, past its "line:column:".
-_ASCII_DEFINITION = re.compile(rb"\d++:\d*+:" + DEFINITION_ASCII_PATTERN).match
-#: The same test on the lines after the first of an ASCII block of match lines. The
-#: pattern cannot run from one line into the next: every line starts with a digit,
-#: and nothing after the first ``\s`` of a definition can.
-_ASCII_DEFINITION_AFTER = re.compile(rb"\n\d++:\d*+:" + DEFINITION_ASCII_PATTERN).search
 #: A line after the first of a block that is not a match line.
 _UNMATCHED = re.compile(rb"\n(?!\d+:)").search
 
@@ -154,12 +148,14 @@ def _hits(matches: Sequence[bytes], lines: Sequence[bytes], most: int) -> tuple[
     return tuple(out)
 
 
-def _defines(matches: Sequence[bytes]) -> bool:
-    """Whether one of a file's first match lines looks like a definition (as ranking tests hits)."""
+def _defines(matches: Sequence[bytes], test: DefinitionTest | None) -> bool:
+    """Whether one of a file's first match lines defines the query's name (as ranking tests hits)."""
+    if test is None:
+        return False
     first = matches[:DEFINITION_SCAN]
     if all(map(bytes.isascii, first)):  # the usual case, tested without decoding
-        return any(map(_ASCII_DEFINITION, first))
-    return any(looks_like_definition(_decode(_split(raw)[2])) for raw in first)
+        return any(map(test.raw, first))
+    return any(test.text(_decode(_split(raw)[2])) for raw in first)
 
 
 def _nth_newline(body: bytes, n: int) -> int:
@@ -170,14 +166,14 @@ def _nth_newline(body: bytes, n: int) -> int:
     return at
 
 
-def _block_defines(body: bytes, count: int) -> bool:
+def _block_defines(body: bytes, count: int, test: DefinitionTest | None) -> bool:
     """:func:`_defines` on a block of ``count`` match lines, without splitting it."""
+    if test is None:
+        return False
     if not body.isascii():
-        return _defines(body.split(b"\n", DEFINITION_SCAN)[:DEFINITION_SCAN])
-    if _ASCII_DEFINITION(body):
-        return True
+        return _defines(body.split(b"\n", DEFINITION_SCAN)[:DEFINITION_SCAN], test)
     end = _nth_newline(body, DEFINITION_SCAN) if count > DEFINITION_SCAN else len(body)
-    return _ASCII_DEFINITION_AFTER(body, 0, end) is not None
+    return test.raw_block(body, end)
 
 
 class _BlockHits(LazyHits):
@@ -213,8 +209,10 @@ class Collector:
         max_files: int = DEFAULT_MAX_FILES,
         max_hits: int = DEFAULT_MAX_HITS,
         strip: int = 0,
+        definition: DefinitionTest | None = None,
     ) -> None:
         self.context_lines = context_lines
+        self.definition = definition  # whether a file defines the query's name, for files the index does not know
         self.strip = strip  # characters of rg's path before the namespace-relative path
         self.accept = accept
         self.max_files = max_files
@@ -254,7 +252,7 @@ class Collector:
     def _add(self, path: str, matches: list[bytes], lines: list[bytes]) -> None:
         load = functools.partial(_hits, matches, lines, self.context_lines)
         hits = LazyHits(len(matches), load, int(matches[0].partition(b":")[0]), path)
-        file = FileMatch(path=path, hits=hits, definition=_defines(matches))
+        file = FileMatch(path=path, hits=hits, definition=_defines(matches, self.definition))
         self._files.append((-min(len(matches), RANK_HIT_CAP), path, len(self._files), file))
 
     def whole(self, path: str, lines: list[bytes]) -> None:
@@ -285,7 +283,8 @@ class Collector:
                 return
             body, count = body[: _nth_newline(body, room)], room
         self.hits += count
-        file = FileMatch(path=relative, hits=_BlockHits(count, body, relative), definition=_block_defines(body, count))
+        definition = _block_defines(body, count, self.definition)
+        file = FileMatch(path=relative, hits=_BlockHits(count, body, relative), definition=definition)
         self._files.append((-count if count < RANK_HIT_CAP else -RANK_HIT_CAP, relative, len(self._files), file))
 
     def begin(self, path: str) -> None:

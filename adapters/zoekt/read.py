@@ -5,21 +5,22 @@ skipped without building objects), several times faster than a generic JSON pars
 zoekt's many small objects (bench/README.md). A line-mode file becomes a :class:`FileMatch` whose
 hits are a :class:`~gateway.models.LazyHits`: zoekt sends one ``LineMatch`` per
 line, so the count is known at once and the base64 lines are decoded only for the
-files that make the page. ``SymbolInfo`` on a fragment is zoekt's word that the line
-defines a symbol (the ``definition`` hint ranking uses). Chunk-mode answers are read
+files that make the page. ``SymbolInfo`` naming the name the query asks about is
+zoekt's word that the file defines it (the ``definition`` hint ranking uses). Chunk-mode answers are read
 eagerly.
 """
 
 from __future__ import annotations
 
 import binascii
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import msgspec
 import re2
 
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, SearchQuery, cut_text
+from gateway.signals import DefinitionTest, definition_test
 
 __all__ = ["DECODER", "RepoRouter", "Response", "parse_response", "parse_shared"]
 
@@ -194,22 +195,38 @@ class _LineMatchHits(LazyHits):
         return min(m.LineNumber for m in self._matches if not m.FileName)
 
 
-def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int) -> FileMatch | None:
+def _symbols(infos: Iterable[Any], test: DefinitionTest | None) -> bool | None:
+    """Zoekt's word that the file defines the name asked about: a ``SymbolInfo`` naming it.
+
+    None when it names something else or nothing (ctags may not have run): ranking then
+    tests the lines themselves.
+    """
+    if test is None:
+        return None
+    for info in infos:
+        for symbol in info if isinstance(info, list) else (info,):
+            name = symbol.get("Sym") if isinstance(symbol, dict) else None
+            if isinstance(name, str) and test.names(name):
+                return True
+    return None
+
+
+def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int, test: DefinitionTest | None) -> FileMatch | None:
     """A line-mode file whose hits are decoded only if it is shown (one per distinct line)."""
     numbers = {m.LineNumber for m in matches if not m.FileName}
     if not numbers:
         return None
-    symbol = any(f.SymbolInfo for m in matches if m.LineFragments for f in m.LineFragments)
+    symbol = _symbols((f.SymbolInfo for m in matches if m.LineFragments for f in m.LineFragments), test)
     path = f"{raw.Repository}/{raw.FileName}"
     return FileMatch(path=path, hits=_LineMatchHits(len(numbers), matches, context, path), definition=symbol)
 
 
-def _file(raw: File, context: int) -> tuple[FileMatch | None, int]:
+def _file(raw: File, context: int, test: DefinitionTest | None) -> tuple[FileMatch | None, int]:
     """One zoekt FileMatch as ours (None if it has no hits), and how many matches zoekt counted in it."""
     chunks = raw.ChunkMatches
     matches = raw.LineMatches or []
     if not chunks:
-        lazy = _lazy_file(raw, matches, context)
+        lazy = _lazy_file(raw, matches, context, test)
         if lazy is not None:
             return lazy, len(matches)
     lines = _Lines()
@@ -224,7 +241,7 @@ def _file(raw: File, context: int) -> tuple[FileMatch | None, int]:
         hits = (Hit(line=1, text=cut_text(raw.FileName, name_column), column=name_column, kind="file"),)
     if not hits:
         return None, counted
-    symbol = any(c.SymbolInfo for c in chunks or ())
+    symbol = _symbols((c.SymbolInfo for c in chunks or ()), test)
     return FileMatch(path=f"{raw.Repository}/{raw.FileName}", hits=hits, definition=symbol), counted
 
 
@@ -285,10 +302,11 @@ def parse_shared(
     result = data.Result
     raw_files = result.Files or []
     ranked = sorted(raw_files, key=lambda f: -f.Score)
+    test = definition_test(query.text, query.mode, query.case_sensitive)
     files: list[list[FileMatch]] = [[] for _ in range(members)]
     sent_matches = 0
     for raw in ranked:
-        match, counted = _file(raw, query.context_lines)
+        match, counted = _file(raw, query.context_lines, test)
         sent_matches += counted
         if match is not None and keep(raw.FileName):
             for i in owners(raw.Repository):

@@ -132,24 +132,47 @@ def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> 
             score = item.get("score", 0.0)
             if item["kind"] == "file" or (semantic and score < threshold):
                 continue
-            match: dict[str, Any] = {
-                "path": f"/{namespace}/{item['file_path'].lstrip('/')}",
-                "line": item["start_line"],
-            }
-            if "column" in item:
-                match["column"] = item["column"]
-            match["text"] = item["text"]
-            context = item.get("context")
-            if context and (context["before"] or context["after"]):
-                match["context"] = context
-            if semantic:
-                match["score"] = score
+            path = f"/{namespace}/{item['file_path'].lstrip('/')}"
+            if "lines" in item:  # a declaration: one Match per matched line, the declaration beside it
+                declaration = {k: item[k] for k in _DECLARATION if k in item}
+                for line in item["lines"]:
+                    matches.append(_match(path, line["line"], line, semantic, score, namespace, declaration))
+                continue
+            match = _match(path, item["start_line"], item, semantic, score, namespace, None)
             if item["end_line"] != item["start_line"]:
                 match["x-end-line"] = item["end_line"]
-            match["x-namespace"] = namespace
             matches.append(match)
         out.append(matches)
     return out
+
+
+#: What ``x-declaration`` tells of the declaration a match lies in.
+_DECLARATION = ("kind", "name", "qualified_name", "start_line", "end_line", "intent")
+
+
+def _match(
+    path: str,
+    line: int,
+    source: Mapping[str, Any],
+    semantic: bool,
+    score: float,
+    namespace: str,
+    declaration: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """One AFI Match for one line (``source``: a line hit, or one of a declaration's lines)."""
+    match: dict[str, Any] = {"path": path, "line": line}
+    if "column" in source:
+        match["column"] = source["column"]
+    match["text"] = source["text"]
+    context = source.get("context")
+    if context and (context["before"] or context["after"]):
+        match["context"] = context
+    if semantic:
+        match["score"] = score
+    if declaration is not None:
+        match["x-declaration"] = declaration
+    match["x-namespace"] = namespace
+    return match
 
 
 def _cut(

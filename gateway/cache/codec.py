@@ -70,6 +70,7 @@ class _Header(msgspec.Struct, array_like=True, frozen=True):
     widen: list[dict[str, Any]]
     failed: list[_Failed]
     asked: int
+    since_ns: int = 0
 
 
 _encode = msgspec.msgpack.Encoder().encode
@@ -90,7 +91,16 @@ def _file(item: RankedFile) -> tuple[str, str, float, bool, tuple[Hit, ...]]:
 def encode_snapshot(whole: Whole) -> dict[str, bytes]:
     """The record of a snapshot: its header and every ranked file, in chunks."""
     failed = [(o.namespace, o.backend, o.status, o.took_ms, o.error, o.weight, o.retry_after) for o in whole.failed]
-    header = (whole.total, whole.file_count, whole.weak, whole.statuses, whole.widen, failed, whole.asked)
+    header = (
+        whole.total,
+        whole.file_count,
+        whole.weak,
+        whole.statuses,
+        whole.widen,
+        failed,
+        whole.asked,
+        whole.since_ns,
+    )
     record = {HEADER: _pack(header)}
     ordered = whole.ordered
     for n, start in enumerate(range(0, len(ordered), CHUNK)):
@@ -142,6 +152,7 @@ def decode_page(values: Sequence[bytes | None], first: int) -> Whole:
         ],
         asked=h.asked,
         first=first * CHUNK,
+        since_ns=h.since_ns,
     )
 
 

@@ -36,14 +36,16 @@ from gateway.cache.store import MemoryStore, Store
 from gateway.config import CacheConfig
 from gateway.errors import ConfigError
 from gateway.log import get_logger
-from gateway.rank import Whole, page_of
+from gateway.rank import Ranked, Resolve, Whole, page_of
 from gateway.request import SearchRequest
 from gateway.wire import build_response
 
-__all__ = ["CURSOR_EXPIRED", "CURSOR_UNREADABLE", "EVENTS", "ResultCache", "Run", "open_cache"]
+__all__ = ["CURSOR_EXPIRED", "CURSOR_UNREADABLE", "EVENTS", "Resolver", "ResultCache", "Run", "open_cache"]
 
 #: The fan-out: a request (no cursor) and whether to rank every file (for a snapshot) -> the ranking.
 Run = Callable[[SearchRequest, bool], Awaitable[Whole]]
+#: The step that makes a page's files final (declarations), for a ranking begun at a time (ns).
+Resolver = Callable[[int], Resolve | None]
 
 CURSOR_EXPIRED = (
     "the snapshot of this cursor had expired (or is unknown here): the query ran again, "
@@ -113,13 +115,16 @@ class ResultCache:
         if self.store is not None:
             await self.store.aclose()
 
-    async def search(self, request: SearchRequest, access: bytes, started: float, run: Run) -> dict[str, Any]:
-        """The answer to ``request`` for a caller of ``access`` (see the module docstring)."""
+    async def search(
+        self, request: SearchRequest, access: bytes, started: float, run: Run, resolver: Resolver | None = None
+    ) -> dict[str, Any]:
+        """The answer to ``request`` for a caller of ``access`` (see the module docstring); ``resolver``
+        makes each page's files final (the declaration index), from a snapshot as from a fan-out."""
         note = None
         store = self.store
         if request.cursor is not None:
             if self.snapshots is not None:
-                page = await self._page(self.snapshots, request, request.cursor, access)
+                page = await self._page(self.snapshots, request, request.cursor, access, resolver)
                 if page is not None:
                     return self._finish(page, started)
                 self._event("snapshot_missed")
@@ -132,9 +137,9 @@ class ResultCache:
                 self._event("answer_hit")
                 return self._finish(cached, started, note)
         if not self.config.single_flight:
-            answer, shared = await self._compute(request, access, key, run), False
+            answer, shared = await self._compute(request, access, key, run, resolver), False
         else:
-            answer, shared = await self.flight.run(key, lambda: self._compute(request, access, key, run))
+            answer, shared = await self.flight.run(key, lambda: self._compute(request, access, key, run, resolver))
         self._event("answer_shared" if shared else "answer_miss")
         return self._finish(answer, started, note)
 
@@ -157,7 +162,7 @@ class ResultCache:
             return None
 
     async def _page(
-        self, snapshots: Snapshots, request: SearchRequest, cursor: str, access: bytes
+        self, snapshots: Snapshots, request: SearchRequest, cursor: str, access: bytes, resolver: Resolver | None
     ) -> dict[str, Any] | None:
         """The page ``request`` asks for from the snapshot ``cursor`` names, or None."""
         key = snapshot_key(self.config.prefix, cursor, request, access)
@@ -165,29 +170,33 @@ class ResultCache:
         if whole is None:
             return None
         self._event("snapshot_served")
-        return build_response(request, page_of(request, whole, cursor), 0)
+        return build_response(request, _page_of(request, whole, cursor, resolver), 0)
 
-    async def _compute(self, request: SearchRequest, access: bytes, key: str, run: Run) -> dict[str, Any]:
+    async def _compute(
+        self, request: SearchRequest, access: bytes, key: str, run: Run, resolver: Resolver | None
+    ) -> dict[str, Any]:
         """Fan out, keep a snapshot when a next page is left, and the answer when it may be kept."""
         snapshots, store, config = self.snapshots, self.store, self.config
         whole = await run(request, snapshots is not None)
-        ranked = page_of(request, whole)
+        cursor = new_cursor() if store is not None and snapshots is not None else None
+        ranked = _page_of(request, whole, cursor, resolver)  # first: the page decodes its files
         if store is None:
             return build_response(request, ranked, 0)
         ttl = config.answer_ttl_s
-        if ranked.more and snapshots is not None:
-            cursor = new_cursor()
-            answer = build_response(request, page_of(request, whole, cursor), 0)  # first: the page decodes its files
+        if ranked.more and snapshots is not None and cursor is not None:
             if await snapshots.put(snapshot_key(config.prefix, cursor, request, access), whole, config.snapshot_ttl_s):
                 self._event("snapshot_stored")
                 ttl = min(ttl, config.snapshot_ttl_s)  # a kept answer never outlives its cursor's snapshot
             else:
-                answer = build_response(request, ranked, 0)
-        else:
-            answer = build_response(request, ranked, 0)
+                ranked = _page_of(request, whole, None, resolver)
+        answer = build_response(request, ranked, 0)
         if self.answers and all(s["status"] in _KEEPABLE for s in whole.statuses):
             await store.put(key, {ANSWER: encode_answer(answer)}, ttl)
         return answer
+
+
+def _page_of(request: SearchRequest, whole: Whole, cursor: str | None, resolver: Resolver | None) -> Ranked:
+    return page_of(request, whole, cursor, resolver(whole.since_ns) if resolver is not None else None)
 
 
 def open_cache(config: CacheConfig, process: bool = True, env: dict[str, str] | None = None) -> ResultCache:

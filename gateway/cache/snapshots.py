@@ -179,6 +179,7 @@ class HeldSnapshots(Snapshots):
             failed=whole.failed,
             asked=whole.asked,
             first=offset,
+            since_ns=whole.since_ns,
         )
 
 

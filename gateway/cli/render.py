@@ -45,6 +45,28 @@ def _highlight(text: str, regex: Any) -> str:
     return "".join(out)
 
 
+def _line(
+    out: list[str],
+    start: int,
+    end: int,
+    text: str,
+    context: dict[str, list[str]] | None,
+    regex: Any,
+    color: bool,
+    score: str,
+) -> None:
+    """One matched line as rg prints it (``n:text``), its context lines as ``n-text``."""
+    before = context["before"] if context else []
+    for i, line in enumerate(before):
+        out.append(f"{start - len(before) + i}-{line}")
+    number = str(start)
+    if color:
+        number = _GREEN + number + _RESET
+    out.append(f"{number}:{_highlight(text, regex)}{score}")
+    for i, line in enumerate(context["after"] if context else []):
+        out.append(f"{end + 1 + i}-{line}")
+
+
 def next_command(action: dict[str, Any], suffix: str = "") -> str:
     """A next action as a shell command that makes the call verbatim."""
     args = orjson.dumps(action["args"]).decode()
@@ -58,16 +80,14 @@ def human(answer: dict[str, Any], request: SearchRequest, color: bool = False, s
         head = f"{group['namespace']}:{group['file_path']}"
         lines.append((_MAGENTA + head + _RESET) if color else head)
         for hit in group["hits"]:
-            for i, before in enumerate(hit.get("context", {}).get("before", [])):
-                n = hit["start_line"] - len(hit["context"]["before"]) + i
-                lines.append(f"{n}-{before}")
-            number = str(hit["start_line"])
-            if color:
-                number = _GREEN + number + _RESET
             score = f" ({hit['score']:.2f})" if "score" in hit else ""
-            lines.append(f"{number}:{_highlight(hit['text'], regex)}{score}")
-            for i, after in enumerate(hit.get("context", {}).get("after", [])):
-                lines.append(f"{hit['end_line'] + 1 + i}-{after}")
+            if "lines" in hit:  # a declaration: its header, then its matched lines
+                head = f"{hit['qualified_name']}  {hit['kind']}  {hit['start_line']}-{hit['end_line']}{score}"
+                lines.append((_DIM + head + _RESET) if color else head)
+                for line in hit["lines"]:
+                    _line(lines, line["line"], line["line"], line["text"], line.get("context"), regex, color, "")
+                continue
+            _line(lines, hit["start_line"], hit["end_line"], hit["text"], hit.get("context"), regex, color, score)
         lines.append("")
     shown = len(answer["files"])
     offset = answer["limits"]["offset"]

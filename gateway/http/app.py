@@ -185,8 +185,14 @@ def create_app(
 
     async def service_ctx(app: web.Application) -> AsyncIterator[None]:
         service = factory(config)
-        metrics.attach(service)
-        holder = ServiceHolder(service, prepare=metrics.attach)
+
+        def prepare(new: SearchService) -> None:
+            metrics.attach(new)
+            new.start_indexing()
+
+        prepare(service)
+
+        holder = ServiceHolder(service, prepare=prepare)
         app[SERVICE] = holder
         log.info("service_ready", namespaces=len(service.visible()), source=config.source)
         try:

@@ -168,6 +168,7 @@ class ServiceHolder:
         await self.wait_closed()
         seen: set[int] = set()
         for generation in reversed(self._live):
+            generation.service.close_index()
             for backend in reversed(generation.backends):
                 if id(backend) not in seen:
                     seen.add(id(backend))
@@ -184,6 +185,7 @@ class ServiceHolder:
         if generation not in self._live:
             return
         self._live.remove(generation)
+        generation.service.close_index()
         in_use = {id(b) for g in self._live for b in g.backends}
         for backend in _unique(generation.backends):
             if id(backend) not in in_use:

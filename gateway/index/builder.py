@@ -1,0 +1,300 @@
+"""Building the declaration index in the background: a low-priority process beside the server.
+
+:class:`Builder` does the work: for each local namespace it lists the files a grammar
+reads, forgets the ones that are gone and parses the ones whose (size, mtime)
+changed, committing in small batches so readers see progress and the write lock is
+never held long. Files asked for by a search (:meth:`BuilderProcess.prioritise`: a
+page met them unindexed or stale) go first.
+
+:class:`BuilderProcess` runs it as ``python -m gateway.index`` under
+``nice``: parsing holds the GIL (measured: a thread parsing left the event loop 7 %
+of its time), so it never runs inside a serving process. It rescans every
+``refresh_s``. Processes sharing one index folder (``serve --workers``, a reload)
+each start one; an exclusive lock on ``<dir>/index.lock`` lets exactly one work, the
+others wait for it. A builder ends when its parent closes its stdin, or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from gateway.index.files import Source, changed, find_rg, index_file, list_files, stat_of
+from gateway.index.store import FileRecord, Store
+from gateway.log import get_logger
+
+__all__ = ["BATCH_FILES", "BuildStats", "Builder", "BuilderProcess", "main"]
+
+#: Files per transaction, and the longest a transaction gathers (seconds).
+BATCH_FILES = 64
+BATCH_S = 0.25
+LOCK_NAME = "index.lock"
+
+log = get_logger("fedsearch.index")
+
+#: Requests from searches: (namespace, path) pairs to index first.
+Poll = Callable[[], list[tuple[str, str]]]
+
+
+@dataclass(slots=True)
+class BuildStats:
+    """What one pass did."""
+
+    listed: int = 0
+    parsed: int = 0
+    forgotten: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+class Builder:
+    """Brings the index up to date with the namespaces' files."""
+
+    def __init__(self, store: Store, sources: Sequence[Source], rg: str | None = None, workers: int = 1) -> None:
+        self.store = store
+        #: Processes parsing at once (forked: only where the process has no other threads, as the
+        #: builder process has none); one parses in this process.
+        self.workers = max(1, workers)
+        self.sources = {s.namespace: s for s in sources}
+        self.rg = rg if rg is not None else find_rg()
+        #: Asked between files: whether to stop now (the parent went away).
+        self.should_stop: Callable[[], bool] = lambda: False
+
+    def refresh(self, poll: Poll | None = None) -> BuildStats:
+        """One pass over every namespace; ``poll`` is asked for search requests between files."""
+        stats = BuildStats()
+        started = time.monotonic()
+        for source in self.sources.values():
+            if self.should_stop():
+                break
+            states = self.store.states(source.root)
+            listed = list(list_files(source, self.rg))
+            stats.listed += len(listed)
+            present = set(listed)
+            gone = [p for p in states if p not in present]
+            if gone:
+                self.store.forget(source.root, gone)
+                stats.forgotten += len(gone)
+            self._index(source, changed(states, source, listed), stats, poll)
+        stats.seconds = time.monotonic() - started
+        if stats.parsed or stats.forgotten:
+            log.info(
+                "index_pass",
+                files=stats.listed,
+                parsed=stats.parsed,
+                forgotten=stats.forgotten,
+                mb=round(stats.bytes / 1e6, 2),
+                seconds=round(stats.seconds, 2),
+                mb_per_s=round(stats.bytes / 1e6 / stats.seconds, 2) if stats.seconds else None,
+                db_mb=round(self.store.size_bytes() / 1e6, 2),
+                rss_mb=_rss_mb(),
+            )
+        return stats
+
+    def requested(self, pairs: Sequence[tuple[str, str]]) -> int:
+        """Index files a search asked for, if they are stale; how many were parsed."""
+        stats = BuildStats()
+        by_source: dict[str, list[str]] = {}
+        for namespace, path in pairs:
+            if namespace in self.sources:
+                by_source.setdefault(namespace, []).append(path)
+        for namespace, paths in by_source.items():
+            source = self.sources[namespace]
+            known = self.store.lookup(source.root, paths)
+            stale = [p for p in paths if (k := known.get(p)) is None or stat_of(source.root, p) != (k.size, k.mtime_ns)]
+            self._index(source, stale, stats, None)
+        return stats.parsed
+
+    def _index(self, source: Source, paths: Sequence[str], stats: BuildStats, poll: Poll | None) -> None:
+        batch: list[FileRecord] = []
+        since = time.monotonic()
+        with self._parsed(source, paths) as records:
+            for record in records:
+                if poll is not None and (asked := poll()):
+                    self.requested(asked)
+                if self.should_stop():
+                    break
+                if record is None:
+                    continue
+                batch.append(record)
+                stats.parsed += 1
+                stats.bytes += record.size
+                if len(batch) >= BATCH_FILES or time.monotonic() - since >= BATCH_S:
+                    self.store.put(source.root, batch)
+                    batch, since = [], time.monotonic()
+        if batch:
+            self.store.put(source.root, batch)
+
+    @contextlib.contextmanager
+    def _parsed(self, source: Source, paths: Sequence[str]) -> Iterator[Iterator[FileRecord | None]]:
+        """Each path read and parsed, in order: here, or by ``workers`` processes when there is enough."""
+        if self.workers == 1 or len(paths) < 2 * BATCH_FILES:
+            yield (index_file(source.root, path) for path in paths)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+        try:
+            yield pool.map(index_file, itertools.repeat(source.root), paths, chunksize=16)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _rss_mb() -> float | None:
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return None
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+# --- the process -------------------------------------------------------------------
+
+
+class _Requests:
+    """JSON lines ``[namespace, path]`` on stdin, read without blocking; ``closed`` at EOF."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.closed = False
+        self._pending = b""
+
+    def wait(self, timeout: float) -> list[tuple[str, str]]:
+        """Requests that arrive within ``timeout`` seconds (those already there at once)."""
+        if self.closed:
+            return []
+        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
+        if not ready:
+            return []
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            self.closed = True
+            return []
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        out: list[tuple[str, str]] = []
+        for line in lines:
+            with contextlib.suppress(ValueError, TypeError):
+                namespace, path = json.loads(line)
+                out.append((str(namespace), str(path)))
+        return out
+
+    def poll(self) -> list[tuple[str, str]]:
+        return self.wait(0.0)
+
+
+def _lock(directory: str, requests: _Requests) -> int | None:
+    """Wait for the index lock (None: the parent went away first)."""
+    import fcntl
+
+    fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            requests.wait(1.0)  # their requests are the working builder's to serve
+            if requests.closed:
+                os.close(fd)
+                return None
+
+
+def main() -> int:
+    """``python -m gateway.index``: the spec on stdin's first line, requests after it."""
+    from gateway.log import configure
+
+    configure()
+    spec = json.loads(sys.stdin.buffer.readline())
+    directory = os.path.expanduser(spec["dir"])
+    sources = [Source(s["namespace"], s["root"], tuple(s.get("exclude", ()))) for s in spec["sources"]]
+    refresh_s = float(spec.get("refresh_s", 60.0))
+    workers = int(spec.get("workers", 1))
+    with contextlib.suppress(OSError):
+        os.nice(10)
+    requests = _Requests(sys.stdin.fileno())
+    try:
+        os.makedirs(directory, exist_ok=True)
+        lock = _lock(directory, requests)
+    except OSError as exc:
+        log.warning("index_builder_off", error=exc.strerror or str(exc))
+        return 0
+    if lock is None:
+        return 0
+    store = Store.open(directory, busy_s=10.0)
+    if store.path is None:  # in memory: nobody could read what it built
+        return 0
+    builder = Builder(store, sources, workers=workers)
+    builder.should_stop = lambda: requests.closed
+    while not requests.closed:
+        try:
+            builder.refresh(requests.poll)
+        except Exception as exc:  # a pass that failed (a worker died, the disk is full) is tried again later
+            log.warning("index_pass_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        deadline = time.monotonic() + refresh_s
+        while not requests.closed and (left := deadline - time.monotonic()) > 0:
+            asked = requests.wait(left)
+            if asked:
+                builder.requested(asked)
+    return 0
+
+
+class BuilderProcess:
+    """The parent's handle on a builder process."""
+
+    def __init__(self, directory: str, sources: Sequence[Source], refresh_s: float, workers: int = 1) -> None:
+        self.spec = {
+            "dir": directory,
+            "sources": [{"namespace": s.namespace, "root": s.root, "exclude": list(s.exclude)} for s in sources],
+            "refresh_s": refresh_s,
+            "workers": workers,
+        }
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the process (a failure is logged: searches go on with what the index has)."""
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gateway.index"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+            )
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps(self.spec).encode() + b"\n")
+            self.proc.stdin.flush()
+            os.set_blocking(self.proc.stdin.fileno(), False)
+        except OSError as exc:
+            log.warning("index_builder_failed", error=exc.strerror or str(exc))
+            self.stop()
+
+    def prioritise(self, namespace: str, paths: Sequence[str]) -> None:
+        """Ask for files to be indexed first (dropped if the pipe is full: the next pass takes them)."""
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            return
+        data = b"".join(json.dumps([namespace, p]).encode() + b"\n" for p in paths)
+        with contextlib.suppress(OSError):
+            proc.stdin.write(data)
+            proc.stdin.flush()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """End the process: its stdin closed, then killed if it lingers."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,2 @@
+; Declarations of shell scripts.
+(function_definition name: (word) @name) @decl.function

@@ -1,0 +1,275 @@
+"""The declaration index as a search uses it: which files define the name asked about, and
+the hits of a page's files as declarations.
+
+:meth:`DeclarationIndex.definitions` gives ranking, per local namespace, whether a file
+defines the name the query asks about, from the index where it knows the file (None
+where it does not: ranking then uses the regex test). :meth:`DeclarationIndex.resolver`
+gives ranking the step that makes a page's files final: for each file a page may show,
+in order, until the page is full, its declarations from the index when the file is
+what was indexed, else parsed on the spot within ``parse_budget_ms``, else line hits
+(and the file is handed to the builder to index first). A file modified since the
+search began keeps its line hits: its lines may not be the ones rg read, and a wrong
+span is worse than none.
+
+Nothing here makes a search wait or fail: the database is read in well under a
+millisecond a page; a busy or broken database costs only the declarations (a broken
+one is deleted and built again, with one warning).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+
+from gateway.index.builder import BuilderProcess
+from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
+from gateway.index.grammars import language_of
+from gateway.index.hits import Outline, as_declarations
+from gateway.index.store import FileRecord, Store, Stored
+from gateway.log import get_logger
+from gateway.models import FileMatch
+from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
+from gateway.request import SearchRequest
+from gateway.signals import query_name
+
+__all__ = ["PARSE_RATE", "DeclarationIndex"]
+
+#: Bytes parsed per second on the spot, to guess whether a file fits what is left of the budget
+#: (measured 2.6-5.8 MB/s a core by language; the low end): the first guess, then what this
+#: process measures (a busy machine parses slower).
+PARSE_RATE = 2_500_000
+#: How long the set of parsed files of a namespace is trusted while the database changes (s).
+PARSED_TTL_S = 1.0
+#: Names whose defining files are kept (until the database changes).
+DEFINING_CACHE = 256
+
+log = get_logger("fedsearch.index")
+
+
+def _view(defining: dict[str, bool], parsed: frozenset[str]) -> Callable[[str], int | None]:
+    def defines(path: str) -> int | None:
+        exact = defining.get(path)
+        if exact is not None:
+            return EXACT if exact else OTHER_CASE
+        return NOT if path in parsed else None
+
+    return defines
+
+
+class DeclarationIndex:
+    """The declaration index of one service's local namespaces."""
+
+    def __init__(
+        self,
+        directory: str | None,
+        sources: Sequence[Source],
+        *,
+        refresh_s: float = 60.0,
+        parse_budget_ms: int = 30,
+        build_workers: int = 1,
+    ) -> None:
+        self.directory = directory
+        self.sources = {s.namespace: s for s in sources}
+        self.refresh_s = refresh_s
+        self.parse_budget_s = parse_budget_ms / 1000
+        self.build_workers = build_workers
+        self._rate = float(PARSE_RATE)  # bytes a second parsed on the spot, as measured here
+        self._store: Store | None = None
+        self._parsed: dict[str, frozenset[str]] = {}
+        self._files: dict[int, tuple[str, str]] = {}
+        self._defining: dict[tuple[str, bool], Definitions] = {}  # while the database does not change
+        self._parsed_version = -1
+        self._parsed_at = 0.0
+        self._builder: BuilderProcess | None = None
+
+    # --- life -----------------------------------------------------------------------
+
+    def store(self) -> Store:
+        """The database, opened on first use (in memory if it cannot be on disk)."""
+        if self._store is None:
+            self._store = Store.open(self.directory, busy_s=0.05)
+        return self._store
+
+    def start(self) -> None:
+        """Start building in the background (a server's job; the CLI only parses what it shows)."""
+        if self._builder is not None or not self.sources or self.directory is None:
+            return
+        if self.store().path is None:
+            return  # in memory: a builder process could not share it
+        sources = list(self.sources.values())
+        self._builder = BuilderProcess(self.directory, sources, self.refresh_s, self.build_workers)
+        self._builder.start()
+
+    def close(self) -> None:
+        if self._builder is not None:
+            self._builder.stop()
+            self._builder = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def _fault(self, exc: sqlite3.Error) -> None:
+        """A database error during a search: a busy one costs nothing more; a broken one is rebuilt."""
+        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+            return
+        store, self._store = self._store, None
+        self._parsed, self._files, self._parsed_version = {}, {}, -1
+        self._defining.clear()
+        if store is not None:
+            store.close()
+            if store.path is not None:
+                log.warning("index_rebuilt", path=store.path, error=str(exc)[:200])
+                for suffix in ("", "-wal", "-shm"):
+                    with contextlib.suppress(OSError):
+                        os.remove(store.path + suffix)
+
+    # --- ranking --------------------------------------------------------------------
+
+    def _parsed_files(self, store: Store) -> dict[int, tuple[str, str]]:
+        """id -> (namespace, path) of every parsed file; read again when the database changed (at most every
+        PARSED_TTL_S)."""
+        now = time.monotonic()
+        if now - self._parsed_at >= PARSED_TTL_S or self._parsed_version < 0:
+            version = store.data_version()
+            if version != self._parsed_version:
+                files = store.parsed_files()
+                self._files = files
+                by_root: dict[str, set[str]] = {}
+                for root, path in files.values():
+                    by_root.setdefault(root, set()).add(path)
+                self._parsed = {ns: frozenset(by_root[s.root]) for ns, s in self.sources.items() if by_root.get(s.root)}
+                self._defining.clear()
+                self._parsed_version = version
+            self._parsed_at = now
+        return self._files
+
+    def _changed(self) -> None:
+        """This process wrote to the database (its own commits do not change data_version)."""
+        self._parsed_version = -1
+
+    def definitions(self, request: SearchRequest) -> Definitions | None:
+        """Per local namespace, whether a file defines the name the query asks about (None: unknown)."""
+        if not self.sources or request.mode == "semantic":
+            return None
+        name = query_name(request.query, request.mode)
+        if name is None:
+            return None
+        sensitive = request.effective_case()
+        try:
+            store = self.store()
+            files = self._parsed_files(store)
+            views = self._defining.get((name, sensitive))
+            if views is None:
+                found: dict[str, dict[str, bool]] = {}  # root -> path -> exact
+                for file_id, exact in store.defining(name, sensitive).items():
+                    where = files.get(file_id)
+                    if where is not None:
+                        found.setdefault(where[0], {})[where[1]] = exact
+                empty: dict[str, bool] = {}
+                views = {
+                    ns: _view(found.get(self.sources[ns].root, empty), paths) for ns, paths in self._parsed.items()
+                }
+                if len(self._defining) >= DEFINING_CACHE:
+                    self._defining.clear()
+                self._defining[(name, sensitive)] = views
+        except sqlite3.Error as exc:
+            self._fault(exc)
+            return None
+        return views
+
+    # --- a page's files -------------------------------------------------------------
+
+    def resolver(self, request: SearchRequest, since_ns: int) -> Resolve | None:
+        """The step that makes a page's files final; ``since_ns``: when the search began (wall clock)."""
+        if not self.sources or request.mode == "semantic":
+            return None
+
+        def resolve(ordered: list[RankedFile], offset: int, files: int, budget: int) -> list[RankedFile]:
+            try:
+                return self._resolve(ordered, offset, files, budget, since_ns)
+            except sqlite3.Error as exc:
+                self._fault(exc)
+                return ordered
+
+        return resolve
+
+    def _resolve(
+        self, ordered: list[RankedFile], offset: int, files: int, budget: int, since_ns: int
+    ) -> list[RankedFile]:
+        window = ordered[offset : offset + files]
+        asked: dict[str, list[str]] = {}
+        for item in window:
+            if item.namespace in self.sources and language_of(item.file.path) is not None:
+                asked.setdefault(item.namespace, []).append(item.file.path)
+        if not asked:
+            return ordered
+        store = self.store()
+        records = {ns: store.lookup(self.sources[ns].root, paths) for ns, paths in asked.items()}
+        out = list(ordered)
+        deadline = time.monotonic() + self.parse_budget_s
+        parsed_now: dict[str, list[FileRecord]] = {}
+        later: dict[str, list[str]] = {}
+        used = 0
+        for k, item in enumerate(window):
+            known = records.get(item.namespace)
+            if known is not None and language_of(item.file.path) is not None:
+                outline = self._outline(item, known, since_ns, deadline, parsed_now, later)
+                if outline is not None and outline.starts:
+                    file = item.file
+                    grouped = as_declarations(file.hits, outline)
+                    item = item._replace(file=FileMatch(path=file.path, hits=grouped, namespace=file.namespace))
+                    out[offset + k] = item
+            n = len(item.file.hits)
+            if k and used + n > budget:
+                break  # the page ends before this file
+            used += n
+        self._hand_over(store, parsed_now, later)
+        return out
+
+    def _outline(
+        self,
+        item: RankedFile,
+        known: dict[str, Stored],
+        since_ns: int,
+        deadline: float,
+        parsed_now: dict[str, list[FileRecord]],
+        later: dict[str, list[str]],
+    ) -> Outline | None:
+        source = self.sources[item.namespace]
+        path = item.file.path
+        now = stat_of(source.root, path)
+        if now is None or now[1] >= since_ns:
+            return None  # gone, or changed since the search began: rg's lines may not be these
+        record = known.get(path)
+        if record is not None and (record.size, record.mtime_ns) == now:
+            return record.outline
+        started = time.monotonic()
+        if now[0] <= MAX_PARSE_BYTES and now[0] <= (deadline - started) * self._rate:
+            fresh = index_file(source.root, path)
+            took = time.monotonic() - started
+            if took > 0.001:  # too short to say anything
+                self._rate = 0.7 * self._rate + 0.3 * (now[0] / took)
+            if fresh is not None and (fresh.size, fresh.mtime_ns) == now:
+                parsed_now.setdefault(item.namespace, []).append(fresh)
+                return None if fresh.declarations is None else Outline.of(fresh.declarations)
+        later.setdefault(item.namespace, []).append(path)
+        return None
+
+    def _hand_over(self, store: Store, parsed_now: dict[str, list[FileRecord]], later: dict[str, list[str]]) -> None:
+        """Keep what was parsed on the spot; ask the builder for the rest."""
+        builder = self._builder
+        for namespace, records in parsed_now.items():
+            if builder is not None:  # it writes; a search never waits for its lock
+                builder.prioritise(namespace, [r.path for r in records])
+                continue
+            try:
+                store.put(self.sources[namespace].root, records)
+                self._changed()
+            except sqlite3.OperationalError:
+                pass  # busy: the file is parsed again next time
+        if builder is not None:
+            for namespace, paths in later.items():
+                builder.prioritise(namespace, paths)

@@ -1,0 +1,349 @@
+"""The declaration index on disk: one SQLite database under ``[index] dir``, shared by processes.
+
+Files are keyed by the checkout they are in (its absolute root), not by namespace
+name: two configs, or two names, for one checkout share its rows, and a namespace
+whose root changes simply reads other rows.
+
+Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
+
+    files        (id, root, path, size, mtime_ns, language, parsed, declarations)
+                 UNIQUE (root, path)                      -- declarations: the file's Outline, msgpack
+    declarations (id, file_id -> files ON DELETE CASCADE, ordinal, parent, kind, name,
+                  qualified_name, start_line, end_line, intent)            UNIQUE (file_id, ordinal)
+                  INDEX on (name COLLATE NOCASE, kind, file_id)         -- name -> defining files
+    meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows
+
+A file is indexed as a whole: its row and its declarations are replaced in one
+transaction whenever its (size, mtime) changes, so a reader sees one version or the
+other. A file's declarations are kept twice: as rows (for name lookups and the data
+keyed by declaration) and as one msgpack :class:`~gateway.index.hits.Outline` in its
+``files`` row, which is what a search reads for its page (one row a file, its spans
+copied as packed integers and its names decoded only where a page shows them, where
+the rows of a large module took milliseconds). ``parsed`` is 0 for a file looked at
+and not parsed (too large, binary, not UTF-8): it gets line hits, and is not looked at
+again until it changes. Data tied to a declaration lives in a table keyed by
+``declarations.id`` with ``ON DELETE CASCADE``
+(the intent vectors of semantic search: ``vectors (declaration_id PRIMARY KEY
+REFERENCES declarations(id) ON DELETE CASCADE, model, vector)``), so re-indexing a
+file drops exactly that file's and the two indexes stay in step, file by file.
+
+Sharing: WAL journal (readers never wait for the writer), a busy timeout for writers,
+``foreign_keys`` on. Faults: a database that is not one, or is damaged, is deleted and
+built again; a folder that cannot be written gives an in-memory database; each with
+one warning. :meth:`Store.open` never raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+from gateway.index.hits import Outline
+from gateway.index.parse import Declaration
+from gateway.log import get_logger
+
+__all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
+
+SCHEMA_VERSION = 6
+DB_NAME = "declarations.sqlite3"
+#: SQLite variables per statement (the oldest supported SQLite allows 999).
+_CHUNK = 500
+
+log = get_logger("fedsearch.index")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    id INTEGER PRIMARY KEY,
+    root TEXT NOT NULL,
+    path TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    language TEXT NOT NULL,
+    parsed INTEGER NOT NULL,
+    declarations BLOB,
+    UNIQUE (root, path)
+);
+CREATE TABLE IF NOT EXISTS declarations (
+    id INTEGER PRIMARY KEY,
+    file_id INTEGER NOT NULL REFERENCES files (id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    parent INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    qualified_name TEXT NOT NULL,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    intent TEXT NOT NULL,
+    UNIQUE (file_id, ordinal)
+);
+CREATE INDEX IF NOT EXISTS declarations_name ON declarations (name COLLATE NOCASE, kind, file_id);
+"""
+
+
+@functools.cache
+def parser_version() -> str:
+    """What parsed the rows: the queries and the grammar wheels' versions (rows of another are parsed again)."""
+    from importlib import metadata
+
+    from gateway.index.grammars import GRAMMARS
+
+    digest = hashlib.blake2b(digest_size=8)
+    for name in sorted(GRAMMARS):
+        spec = GRAMMARS[name]
+        query = resources.files("gateway.index").joinpath("queries", f"{spec.query or spec.name}.scm")
+        with contextlib.suppress(OSError):
+            digest.update(query.read_bytes())
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            digest.update(metadata.version(spec.module.replace("_", "-")).encode())
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        digest.update(metadata.version("tree-sitter").encode())
+    return f"{SCHEMA_VERSION}:{digest.hexdigest()}"
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One file as indexed: its (size, mtime) when read, and its declarations (None: not parsed)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    language: str
+    declarations: tuple[Declaration, ...] | None
+
+
+_EMPTY = Outline.of(()).encode()
+
+
+class Stored:
+    """One file as the index holds it; its outline decoded on first use (None: not parsed)."""
+
+    __slots__ = ("_blob", "_outline", "mtime_ns", "path", "size")
+
+    def __init__(self, path: str, size: int, mtime_ns: int, blob: bytes | None) -> None:
+        self.path = path
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self._blob = blob
+        self._outline: Outline | None = None
+
+    @property
+    def outline(self) -> Outline | None:
+        if self._outline is None and self._blob is not None:
+            self._outline = Outline.decode(self._blob)
+        return self._outline
+
+
+def _remove(path: str) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
+
+
+class Store:
+    """One connection to the index database (one per process and thread that uses it)."""
+
+    def __init__(self, connection: sqlite3.Connection, path: str | None) -> None:
+        self._db = connection
+        self.path = path  # None: in memory
+
+    # --- opening --------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str | None, *, busy_s: float = 5.0, version: str | None = None) -> Store:
+        """The store under ``directory`` (None: in memory); never raises (see the module docstring)."""
+        version = version or parser_version()
+        if directory is None:
+            return cls._memory(version)
+        folder = os.path.expanduser(directory)
+        path = os.path.join(folder, DB_NAME)
+        for attempt in (1, 2):
+            try:
+                os.makedirs(folder, exist_ok=True)
+                return cls._connect(path, busy_s, version)
+            except sqlite3.DatabaseError as exc:
+                damaged = not isinstance(exc, sqlite3.OperationalError) or "malformed" in str(exc)
+                if attempt == 1 and damaged and os.path.exists(path):
+                    log.warning("index_rebuilt", path=path, error=str(exc)[:200])
+                    with contextlib.suppress(OSError):
+                        _remove(path)
+                    continue
+                reason = str(exc)
+            except OSError as exc:
+                reason = exc.strerror or str(exc)
+            log.warning("index_in_memory", path=path, error=reason[:200])
+            break
+        return cls._memory(version)
+
+    @classmethod
+    def _memory(cls, version: str) -> Store:
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        store = cls(db, None)
+        store._prepare(version)
+        return store
+
+    @classmethod
+    def _connect(cls, path: str, busy_s: float, version: str) -> Store:
+        db = sqlite3.connect(path, timeout=busy_s, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL").fetchone()
+            store = cls(db, path)
+            store._prepare(version)
+        except BaseException:
+            db.close()
+            raise
+        return store
+
+    def _prepare(self, version: str) -> None:
+        db = self._db
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA synchronous=NORMAL")
+        found = db.execute("PRAGMA user_version").fetchone()[0]
+        with self._write():
+            if found not in (0, SCHEMA_VERSION):  # another layout: start again
+                for table in ("declarations", "files", "namespaces", "meta"):  # namespaces: version 4
+                    db.execute(f"DROP TABLE IF EXISTS {table}")
+            for statement in _SCHEMA.split(";"):  # executescript would commit
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            row = db.execute("SELECT value FROM meta WHERE key = 'parser'").fetchone()
+            if row is None or row[0] != version:
+                db.execute("DELETE FROM files")
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('parser', ?)", (version,))
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+    # --- reading --------------------------------------------------------------------
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (cheap: no I/O)."""
+        value: int = self._db.execute("PRAGMA data_version").fetchone()[0]
+        return value
+
+    def states(self, root: str) -> dict[str, tuple[int, int]]:
+        """Every file of a checkout indexed (parsed or not): path -> (size, mtime_ns)."""
+        rows = self._db.execute("SELECT path, size, mtime_ns FROM files WHERE root = ?", (root,))
+        return {path: (size, mtime) for path, size, mtime in rows}
+
+    def parsed_paths(self, root: str) -> frozenset[str]:
+        """The files of a checkout whose declarations are known."""
+        rows = self._db.execute("SELECT path FROM files WHERE root = ? AND parsed = 1", (root,))
+        return frozenset(path for (path,) in rows)
+
+    def lookup(self, root: str, paths: Sequence[str]) -> dict[str, Stored]:
+        """The indexed state of some files of one checkout (those it has), outlines decoded when used."""
+        out: dict[str, Stored] = {}
+        db = self._db
+        for i in range(0, len(paths), _CHUNK):
+            chunk = paths[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = db.execute(
+                f"SELECT path, size, mtime_ns, parsed, declarations FROM files WHERE root = ? AND path IN ({marks})",
+                (root, *chunk),
+            )
+            for path, size, mtime, parsed, blob in rows:
+                out[path] = Stored(path, size, mtime, (blob or _EMPTY) if parsed else None)
+        return out
+
+    def parsed_files(self) -> dict[int, tuple[str, str]]:
+        """Every parsed file: id -> (root, path)."""
+        rows = self._db.execute("SELECT id, root, path FROM files WHERE parsed = 1")
+        return {file_id: (root, path) for file_id, root, path in rows}
+
+    def defining(self, name: str, sensitive: bool) -> dict[int, bool]:
+        """File id -> whether it declares ``name`` in exactly that case (an ``impl`` declares nothing).
+
+        Case-sensitive: only exact declarations; otherwise also those in another case (False).
+        Read from the covering index alone.
+        """
+        rows = self._db.execute(
+            "SELECT file_id, max(name = ?1) FROM declarations WHERE name = ?1 COLLATE NOCASE AND kind != 'impl' "
+            "GROUP BY file_id",
+            (name,),
+        )
+        return {file_id: bool(exact) for file_id, exact in rows if exact or not sensitive}
+
+    def declared(self, root: str) -> Iterator[tuple[str, str, str, str]]:
+        """Every declaration of a checkout: (name, kind, path, language)."""
+        yield from self._db.execute(
+            "SELECT d.name, d.kind, f.path, f.language FROM declarations d JOIN files f ON f.id = d.file_id "
+            "WHERE f.root = ?",
+            (root,),
+        )
+
+    # --- writing --------------------------------------------------------------------
+
+    def put(self, root: str, records: Iterable[FileRecord]) -> int:
+        """Index files (each replacing what it had), in one transaction; how many."""
+        count = 0
+        with self._write() as db:
+            for record in records:
+                decls = record.declarations
+                (file_id,) = db.execute(
+                    "INSERT INTO files (root, path, size, mtime_ns, language, parsed, declarations) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (root, path) DO UPDATE SET size = excluded.size, "
+                    "mtime_ns = excluded.mtime_ns, language = excluded.language, parsed = excluded.parsed, "
+                    "declarations = excluded.declarations RETURNING id",
+                    (
+                        root,
+                        record.path,
+                        record.size,
+                        record.mtime_ns,
+                        record.language,
+                        int(decls is not None),
+                        None if decls is None else Outline.of(decls).encode(),
+                    ),
+                ).fetchone()
+                db.execute("DELETE FROM declarations WHERE file_id = ?", (file_id,))
+                if record.declarations:
+                    db.executemany(
+                        "INSERT INTO declarations (file_id, ordinal, parent, kind, name, qualified_name, "
+                        "start_line, end_line, intent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [
+                            (file_id, i, d.parent, d.kind, d.name, d.qualified_name, d.start_line, d.end_line, d.intent)
+                            for i, d in enumerate(record.declarations)
+                        ],
+                    )
+                count += 1
+        return count
+
+    def forget(self, root: str, paths: Sequence[str]) -> None:
+        """Drop files that are gone (their declarations go with them)."""
+        with self._write() as db:
+            for i in range(0, len(paths), _CHUNK):
+                chunk = paths[i : i + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                db.execute(
+                    f"DELETE FROM files WHERE root = ? AND path IN ({marks})",
+                    (root, *chunk),
+                )
+
+    def size_bytes(self) -> int:
+        """The database's size on disk (with its WAL), 0 in memory."""
+        if self.path is None:
+            return 0
+        total = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(self.path + suffix)
+        return total
