@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,8 +182,25 @@ def _forget(task: asyncio.Task[Outcome]) -> None:
         task.exception()  # retrieved: nobody waits for it any more
 
 
-async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int = 64) -> list[Outcome]:
-    """Search every route concurrently (at most ``concurrency`` at once) under the query's deadline."""
+def _report(on_outcome: Callable[[Outcome], None]) -> Callable[[asyncio.Task[Outcome]], None]:
+    def done(task: asyncio.Task[Outcome]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            on_outcome(task.result())
+
+    return done
+
+
+async def fan_out(
+    routes: Sequence[Route],
+    query: SearchQuery,
+    concurrency: int = 64,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Search every route concurrently (at most ``concurrency`` at once) under the query's deadline.
+
+    ``on_outcome`` is called with each namespace's outcome as it settles (a stream's
+    progress); one that had to be cancelled at the deadline is only in the result.
+    """
     if not routes:
         return []
     gate = asyncio.Semaphore(concurrency)
@@ -199,6 +216,9 @@ async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int 
         ]
     finally:
         CALL_GATE.reset(shared)
+    if on_outcome is not None:
+        for task in tasks:
+            task.add_done_callback(_report(on_outcome))
     try:
         limit = max(0.0, query.deadline + GRACE_S - time.monotonic())
         _, pending = await asyncio.wait(tasks, timeout=limit)

@@ -27,6 +27,7 @@ import re2
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.request import SearchRequest
 from gateway.signals import QueryMatcher, defines, demoted
+from gateway.syntax import with_pattern
 
 __all__ = [
     "Fused",
@@ -98,7 +99,7 @@ def fuse(request: SearchRequest, outcomes: Sequence[Outcome], limit: int | None 
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
-    semantic = request.mode == "semantic"
+    semantic = request.criteria.mode == "semantic"
     threshold = request.threshold
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
@@ -207,22 +208,29 @@ def _top_directory(outcome: Outcome) -> str | None:
 def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     """Actions that reach what one namespace could not give."""
     ns = outcome.namespace
-    alone = request.namespaces == [ns]
+    criteria = request.criteria
+    alone = request.namespaces == [ns] or (not request.namespaces and criteria.repos == (ns,))
     base = {"namespaces": [ns], "offset": 0}
     status = outcome.status
     why = outcome.error or status
     if status == "unsupported":
-        if request.mode != "exact":
+        if criteria.mode != "exact":
             return [
                 _action(
-                    f"{ns} cannot search in {request.mode} mode: search it as exact text",
-                    request.args(**base, mode="exact"),
+                    f"{ns} cannot search in {criteria.mode} mode: search it as exact text",
+                    request.args(
+                        **base, mode="exact", query=with_pattern(request.query, criteria.pattern, regex_mode=False)
+                    ),
                 )
             ]
         return [
             _action(
                 f"{ns} cannot search in exact mode: search it as a regex",
-                request.args(**base, mode="regex", query=re2.escape(request.query)),
+                request.args(
+                    **base,
+                    mode="regex",
+                    query=with_pattern(request.query, re2.escape(criteria.pattern), regex_mode=True),
+                ),
             )
         ]
     if status == "timeout" and request.timeout_ms < MAX_TIMEOUT_MS:
@@ -235,8 +243,8 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
         return [_action(f"{ns} was {status} ({why}): search it alone", request.args(**base))]
     actions: list[dict[str, Any]] = []
     top = _top_directory(outcome)
-    if top is not None and len(request.paths) < 31:
-        if not any(not p.startswith("!") for p in request.paths):
+    if top is not None and len(criteria.paths) + len(criteria.also_paths) < 31:
+        if not criteria.includes:
             actions.append(
                 _action(
                     f"{ns} was {status} ({why}): narrow to {top}/",
@@ -309,7 +317,8 @@ def _note(
                 f"everything matched was weak: {weak} hits scored under threshold "
                 f"{request.threshold}; lower threshold to see them"
             )
-        filtered = " with these path/language filters" if request.paths or request.languages else ""
+        criteria = request.criteria
+        filtered = " with these path/language filters" if criteria.paths or criteria.languages else ""
         partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
         return f"nothing matched {request.query!r} in {len(outcomes)} namespaces{filtered}{partial}"
     if failed:
