@@ -97,6 +97,12 @@ class SearchStream:
         self.settled.append(outcome)
         return outcome
 
+    def result(self) -> dict[str, Any]:
+        """The answer, once the iteration has ended."""
+        if self.answer is None:
+            raise RuntimeError("the stream has not ended")
+        return self.answer
+
     def provisional(self) -> dict[str, Any]:
         """The answer over the namespaces settled so far."""
         return self._service.provisional(self.plan, self.settled)

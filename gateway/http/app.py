@@ -20,6 +20,7 @@ from gateway.http.auth import TokenTable, auth_middleware, nobody, tokens_of, vi
 from gateway.http.metrics import Metrics
 from gateway.http.middleware import ACCESS, SERVICE, error_middleware, json_response, request_id_middleware
 from gateway.http.openapi import openapi
+from gateway.http.page import add_page_routes
 from gateway.http.params import get_params, parameter_names, read_json_body, search_data
 from gateway.http.reload import ServiceHolder, service_middleware, service_of
 from gateway.http.stream import stream_search
@@ -148,6 +149,7 @@ def create_app(
     router.add_get("/readyz", readyz)
     router.add_get("/metrics", get_metrics)
     router.add_get("/openapi.json", get_openapi)
+    add_page_routes(app)
     # last: it owns /afi/* (unknown AFI operations answer `unsupported`)
     add_afi_routes(app, auth_methods=("bearer",) if initial else ())
     return app

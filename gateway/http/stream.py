@@ -130,9 +130,7 @@ async def _pump(writer: _Writer, search: SearchStream) -> None:
                 ping_at = now + PING_S
     finally:
         upcoming.cancel()
-    answer = search.answer
-    if answer is None:  # pragma: no cover - the iteration ends only with the answer set
-        raise RuntimeError("the stream ended without an answer")
+    answer = search.result()
     await writer.statuses(answer["namespaces"])  # those cut off at the deadline, never heard of before
     await writer.write(event("done", answer))
 
