@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import orjson
@@ -66,7 +66,6 @@ __all__ = [
     "parse_endpoint",
     "run_mcp",
     "stdio_access",
-    "wants_progress",
 ]
 
 MCP_PATH = "/mcp"
@@ -261,10 +260,12 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
     (unless :class:`BearerAuth` gave the request its own access)."""
 
     async def search(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
-        if ctx is None or not wants_progress(ctx):
+        if ctx is None:
             return _answer(await service.search_json(arguments, access))
         async with service.stream(parse_request(arguments), access) as stream:
-            async for outcome in stream:  # notifications/progress as namespaces settle
+            # notifications/progress as namespaces settle; a no-op unless the client asked for
+            # progress (a progressToken, or a callback of its own on newer protocol versions)
+            async for outcome in stream:
                 message = f"{outcome.namespace}: {outcome.status}"
                 await ctx.report_progress(len(stream.settled), stream.total, message)
         return _answer(stream.result())
@@ -295,17 +296,6 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
 
 
 # --- access ------------------------------------------------------------------------------
-
-
-def wants_progress(ctx: Context) -> bool:
-    """Whether the client sent a ``progressToken`` with this call."""
-    try:
-        meta: Any = ctx.request_context.meta
-    except (ValueError, AttributeError):
-        return False
-    if isinstance(meta, Mapping):
-        return meta.get("progressToken", meta.get("progress_token")) is not None
-    return getattr(meta, "progress_token", None) is not None
 
 
 def caller_access(ctx: Context | None, default: Access) -> Access:
