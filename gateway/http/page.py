@@ -17,6 +17,7 @@ from importlib import resources
 
 import orjson
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gateway.http.middleware import json_response
 from gateway.http.params import parameter_names, search_data
@@ -62,7 +63,7 @@ def _load() -> dict[str, _Asset]:
     return assets
 
 
-def _serve(asset: _Asset) -> web.Response | web.StreamResponse:
+def _serve(asset: _Asset) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         if request.headers.get("If-None-Match") == asset.etag:
             return web.Response(status=304, headers={"ETag": asset.etag})
@@ -79,7 +80,7 @@ def _serve(asset: _Asset) -> web.Response | web.StreamResponse:
         )
         return response
 
-    return handler  # type: ignore[return-value]
+    return handler
 
 
 async def get_query(request: web.Request) -> web.Response:
@@ -102,6 +103,6 @@ async def get_query(request: web.Request) -> web.Response:
 def add_page_routes(app: web.Application) -> None:
     """``GET /``, the page's static files and ``/v1/query``."""
     for path, asset in _load().items():
-        app.router.add_get(path, _serve(asset))  # type: ignore[arg-type]
+        app.router.add_get(path, _serve(asset))
     app.router.add_get("/v1/query", get_query)
     app.router.add_post("/v1/query", get_query)

@@ -193,7 +193,7 @@ async function stream(req, run, isCurrent) {
     if (first && (name === "files" || name === "done")) { first = false; clearResults(); }
     if (name === "namespace") { state.statuses.set(data.name, data); renderFacets(); }
     else if (name === "files") { state.answer = data; renderFiles(data, false); renderFacets(); }
-    else if (name === "progress") { state.done = data.done; state.total = data.total; showProgress(data); }
+    else if (name === "progress") { state.done = data.done; state.total = data.total; showProgress(data); renderFacets(); }
     else if (name === "done") { finish(data); }
     else if (name === "error") { showProblem(data); setProgress(0); }
   }, isCurrent);
