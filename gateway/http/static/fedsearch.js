@@ -588,13 +588,21 @@ function fromLocation() {
   showViewer();
 }
 
+// The namespaces this caller may search (for the welcome line); false when a token is wanted.
 async function loadNamespaces() {
   const response = await fetch("/v1/namespaces", { headers: headers(false) });
-  if (response.status === 401) { askToken(() => { loadNamespaces(); fromLocation(); }); return false; }
-  if (!response.ok) return true;
-  state.namespaces = (await response.json()).namespaces || [];
-  $("intro-count").textContent = `${plural(state.namespaces.length, "namespace")} to search.`;
+  if (response.status === 401) return false;
+  if (response.ok) {
+    state.namespaces = (await response.json()).namespaces || [];
+    $("intro-count").textContent = `${plural(state.namespaces.length, "namespace")} to search.`;
+  }
   return true;
+}
+
+// With no search to run, learn at once whether this gateway wants a token.
+async function welcome() {
+  if (await loadNamespaces()) showViewer();
+  else askToken(welcome);
 }
 
 function start() {
@@ -671,7 +679,12 @@ function start() {
     }
   });
   window.addEventListener("popstate", () => { state.viewerPushed = false; fromLocation(); });
-  loadNamespaces().then((ok) => { if (ok) fromLocation(); });
+  if (requestFromParams(new URLSearchParams(location.search))) {
+    loadNamespaces().catch(() => {});  // beside the search, not before it
+    fromLocation();
+  } else {
+    welcome().catch(() => {});
+  }
   if (!location.hash.startsWith("#/files/")) input.focus();
 }
 
