@@ -80,7 +80,10 @@ class Gate:
 
     async def __call__(self, query: SearchQuery) -> BackendResult:
         await self.open.wait()
-        return BackendResult(files=(FileMatch(path="slow/late.py", hits=(Hit(line=1, text="late needle"),)),))
+        declaration = Hit(line=3, end_line=6, text="def late_needle():", kind="function", symbol="late_needle")
+        return BackendResult(
+            files=(FileMatch(path="slow/late.py", hits=(Hit(line=1, text="late needle"), declaration)),)
+        )
 
 
 Site = tuple[str, Gate]
@@ -170,7 +173,10 @@ class TestSearching:
         await shoot(page, tmp_path, "streaming-desktop")()
         gate.open.set()
         await finished(page)
-        await expect(page.locator(".file[data-namespace='slow']")).to_have_count(1)
+        late = page.locator(".file[data-namespace='slow']")
+        await expect(late).to_have_count(1)
+        await expect(late.locator(".decl-head .kind")).to_have_text("function")  # a declaration: kind and name
+        await expect(late.locator(".decl-head .qname")).to_contain_text("late_needle")
         await expect(page.locator(".file mark").first).to_have_text("needle")
         assert "q=needle" in page.url
         await shoot(page, tmp_path, "results-desktop")()
