@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py
 	$(BIN)/python bench/ranking.py
+	$(BIN)/python bench/stream.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

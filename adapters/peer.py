@@ -36,6 +36,7 @@ from gateway.models import (
     Status,
     cut_text,
 )
+from gateway.syntax import literal
 
 __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
 
@@ -78,7 +79,7 @@ def peer_timeout_ms(remaining_s: float) -> int:
 def build_request(query: SearchQuery, offset: int = 0, namespaces: Sequence[str] = ()) -> dict[str, Any]:
     """The peer's ``SearchRequest`` for one page of ``query`` from ``offset``."""
     body: dict[str, Any] = {
-        "query": query.text,
+        "query": literal(query.text, query.mode == "regex"),  # the peer reads the query syntax: none is meant
         "mode": query.mode,
         "case_sensitive": query.case_sensitive,
         "paths": list(query.paths),

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -179,8 +179,25 @@ async def _close(due: Sequence[asyncio.Task[Outcome]], deadline: float, scope: C
     await _settle([t for t in due if not t.done()])
 
 
-async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int = 64) -> list[Outcome]:
-    """Search every route concurrently (at most ``concurrency`` calls at once) under the query's deadline."""
+def _report(on_outcome: Callable[[Outcome], None]) -> Callable[[asyncio.Task[Outcome]], None]:
+    def done(task: asyncio.Task[Outcome]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            on_outcome(task.result())
+
+    return done
+
+
+async def fan_out(
+    routes: Sequence[Route],
+    query: SearchQuery,
+    concurrency: int = 64,
+    on_outcome: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Search every route concurrently (at most ``concurrency`` calls at once) under the query's deadline.
+
+    ``on_outcome`` is called with each namespace's outcome as it settles (a stream's
+    progress); one that had to be cancelled at the deadline is only in the result.
+    """
     if not routes:
         return []
     scope = CallScope(concurrency)
@@ -196,6 +213,9 @@ async def fan_out(routes: Sequence[Route], query: SearchQuery, concurrency: int 
             )
             for route, deadline in zip(routes, deadlines, strict=True)
         ]
+    if on_outcome is not None:
+        for task in tasks:
+            task.add_done_callback(_report(on_outcome))
     try:
         for deadline in sorted(set(deadlines)):
             await _close([t for t, d in zip(tasks, deadlines, strict=True) if d == deadline], deadline, scope)

@@ -48,7 +48,7 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
 from gateway.http.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.http.problems import problem_for
 from gateway.log import configure, get_logger
-from gateway.request import SearchRequest, problem_fields
+from gateway.request import SearchRequest, parse_request, problem_fields
 from gateway.service import MAX_READ_LINES, Access, SearchService
 from gateway.serving import settle_heap
 from gateway.wire import SearchResponse
@@ -162,7 +162,7 @@ class _RawArguments(FuncMetadata):
         return {"arguments": dict(arguments_to_validate)}
 
 
-Handler = Callable[[dict[str, Any], Access], Awaitable[CallToolResult]]
+Handler = Callable[[dict[str, Any], Access, Context | None], Awaitable[CallToolResult]]
 ToolFn = Callable[..., Awaitable[CallToolResult]]
 
 
@@ -186,7 +186,7 @@ def _guarded(name: str, handler: Handler, access: Access) -> ToolFn:
     async def call(arguments: dict[str, Any], ctx: Context | None = None) -> CallToolResult:
         started = time.monotonic()
         try:
-            result = await handler(arguments, caller_access(ctx, access))
+            result = await handler(arguments, caller_access(ctx, access), ctx)
         except GatewayError as exc:
             if not isinstance(exc, InvalidRequest | NotFound | Unsupported):
                 log.warning("mcp_tool_failed", tool=name, error=type(exc).__name__)
@@ -259,15 +259,23 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
     """The MCP server over ``service``, showing only what ``access`` lets the caller see
     (unless :class:`BearerAuth` gave the request its own access)."""
 
-    async def search(arguments: dict[str, Any], access: Access) -> CallToolResult:
-        return _answer(await service.search_json(arguments, access))
+    async def search(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
+        if ctx is None:
+            return _answer(await service.search_json(arguments, access))
+        async with service.stream(parse_request(arguments), access) as stream:
+            # notifications/progress as namespaces settle; a no-op unless the client asked for
+            # progress (a progressToken, or a callback of its own on newer protocol versions)
+            async for outcome in stream:
+                message = f"{outcome.namespace}: {outcome.status}"
+                await ctx.report_progress(len(stream.settled), stream.total, message)
+        return _answer(stream.result())
 
-    async def read_file(arguments: dict[str, Any], access: Access) -> CallToolResult:
+    async def read_file(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         req: ReadFileRequest = _validate(ReadFileRequest, arguments)
         result = await service.read_file(req.namespace, req.path, req.start_line, req.end_line, access)
         return _answer(result, text=numbered(result, req.end_line))
 
-    async def namespaces(arguments: dict[str, Any], access: Access) -> CallToolResult:
+    async def namespaces(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         _validate(NamespacesRequest, arguments)
         return _answer({"namespaces": service.namespaces(access)})
 

@@ -37,6 +37,7 @@ from gateway.signals import (
     query_name,
     secondary,
 )
+from gateway.syntax import with_pattern
 
 __all__ = [
     "EXACT",
@@ -140,10 +141,11 @@ def fuse(
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
-    name = query_name(request.query, request.mode)
+    criteria = request.criteria
+    name = query_name(criteria.pattern, criteria.mode)
     wanted = normal_name(name) if name else None
-    test = definition_test(request.query, request.mode, sensitive)
-    semantic = request.mode == "semantic"
+    test = definition_test(criteria.pattern, criteria.mode, sensitive)
+    semantic = criteria.mode == "semantic"
     threshold = request.threshold
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
@@ -312,22 +314,29 @@ def _top_directory(outcome: Outcome) -> str | None:
 def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     """Actions that reach what one namespace could not give."""
     ns = outcome.namespace
-    alone = request.namespaces == [ns]
+    criteria = request.criteria
+    alone = request.namespaces == [ns] or (not request.namespaces and criteria.repos == (ns,))
     base = {"namespaces": [ns], "offset": 0}
     status = outcome.status
     why = outcome.error or status
     if status == "unsupported":
-        if request.mode != "exact":
+        if criteria.mode != "exact":
             return [
                 _action(
-                    f"{ns} cannot search in {request.mode} mode: search it as exact text",
-                    request.args(**base, mode="exact"),
+                    f"{ns} cannot search in {criteria.mode} mode: search it as exact text",
+                    request.args(
+                        **base, mode="exact", query=with_pattern(request.query, criteria.pattern, regex_mode=False)
+                    ),
                 )
             ]
         return [
             _action(
                 f"{ns} cannot search in exact mode: search it as a regex",
-                request.args(**base, mode="regex", query=re2.escape(request.query)),
+                request.args(
+                    **base,
+                    mode="regex",
+                    query=with_pattern(request.query, re2.escape(criteria.pattern), regex_mode=True),
+                ),
             )
         ]
     if status == "timeout" and request.timeout_ms < MAX_TIMEOUT_MS:
@@ -340,8 +349,8 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
         return [_action(f"{ns} was {status} ({why}): search it alone", request.args(**base))]
     actions: list[dict[str, Any]] = []
     top = _top_directory(outcome)
-    if top is not None and len(request.paths) < 31:
-        if not any(not p.startswith("!") for p in request.paths):
+    if top is not None and len(criteria.paths) + len(criteria.also_paths) < 31:
+        if not criteria.includes:
             actions.append(
                 _action(
                     f"{ns} was {status} ({why}): narrow to {top}/",
@@ -414,7 +423,8 @@ def _note(
                 f"everything matched was weak: {weak} hits scored under threshold "
                 f"{request.threshold}; lower threshold to see them"
             )
-        filtered = " with these path/language filters" if request.paths or request.languages else ""
+        criteria = request.criteria
+        filtered = " with these path/language filters" if criteria.paths or criteria.languages else ""
         partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
         return f"nothing matched {request.query!r} in {asked} namespaces{filtered}{partial}"
     if failed:

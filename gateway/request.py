@@ -8,17 +8,19 @@ regex meets before anything is sent anywhere.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import re2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from gateway.errors import InvalidRequest
-from gateway.globs import MAX_GLOBS, check_globs
+from gateway.globs import MAX_GLOBS, check_globs, validate_glob
 from gateway.languages import normalise
 from gateway.models import Mode
+from gateway.syntax import ParsedQuery, parse_query
 
-__all__ = ["SearchRequest", "check_regex", "parse_request", "problem_fields"]
+__all__ = ["Criteria", "SearchRequest", "check_regex", "parse_request", "problem_fields"]
 
 MAX_QUERY = 1000
 MAX_NAMESPACE_PATTERNS = 64
@@ -26,6 +28,32 @@ MAX_LANGUAGES = 16
 RE2_MAX_MEM = 8 << 20
 MAX_CURSOR = 128
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
+
+
+@dataclass(frozen=True, slots=True)
+class Criteria:
+    """What a request searches for: its fields and its query's filters (SPEC §7) merged.
+
+    Where the query and a field both filter, both must hold: namespaces in both
+    ``repos`` and the request's ``namespaces``, languages in both, and a path that
+    passes ``paths`` (what every backend applies) and ``also_paths`` too (include
+    globs of the query when the request has its own: checked on what comes back).
+    """
+
+    pattern: str
+    mode: Mode
+    case_sensitive: bool | None
+    repos: tuple[str, ...] = ()
+    skip_repos: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    also_paths: tuple[str, ...] = ()
+    languages: tuple[str, ...] = ()
+    symbols: tuple[str, ...] = ()
+
+    @property
+    def includes(self) -> bool:
+        """Whether some include glob narrows the paths."""
+        return bool(self.also_paths) or any(not p.startswith("!") for p in self.paths)
 
 
 class SearchRequest(BaseModel):
@@ -115,26 +143,132 @@ class SearchRequest(BaseModel):
                 out.append(lang)
         return out
 
+    _criteria: tuple[tuple[Any, ...], Criteria] | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
-    def _regex(self) -> SearchRequest:
-        if self.mode == "regex":
+    def _syntax(self) -> SearchRequest:
+        criteria = self.criteria  # model-level errors have no location: each names its field
+        if criteria.mode == "regex":
             try:
-                check_regex(self.query)
-            except ValueError as exc:  # model-level errors have no location: name it
+                check_regex(criteria.pattern)
+            except ValueError as exc:
                 raise ValueError(f"query: {exc}") from None
         return self
 
+    @property
+    def criteria(self) -> Criteria:
+        """The query's filters and the fields merged (computed once; raises ValueError naming a field)."""
+        key = (self.query, self.mode, self.case_sensitive, self.paths, self.languages)
+        if self._criteria is None or self._criteria[0] != key:
+            self._criteria = (key, _criteria(self))
+        return self._criteria[1]
+
     def effective_case(self) -> bool:
-        """Whether matching is case-sensitive: explicit, or smart case."""
-        if self.case_sensitive is not None:
-            return self.case_sensitive
-        return any(ch.isupper() for ch in self.query)
+        """Whether matching is case-sensitive: explicit, or smart case on the pattern."""
+        case = self.criteria.case_sensitive
+        if case is not None:
+            return case
+        return any(ch.isupper() for ch in self.criteria.pattern)
 
     def args(self, **changes: Any) -> dict[str, Any]:
         """This request as complete JSON args, with ``changes`` applied (for next actions)."""
         data = self.model_dump(mode="json")
         data.update(changes)
         return data
+
+
+_CASES: dict[str, bool | None] = {"yes": True, "no": False, "auto": None}
+
+
+def _languages_of(parsed: ParsedQuery, request: SearchRequest) -> tuple[str, ...]:
+    typed: list[str] = []
+    for name in parsed.values("lang"):
+        lang = normalise(name)
+        if lang is None:
+            raise ValueError(f"query: unknown language {name!r} (lang:{name})")
+        if lang not in typed:
+            typed.append(lang)
+    if not typed or not request.languages:
+        return tuple(typed or request.languages)
+    both = tuple(lang for lang in request.languages if lang in typed)
+    if not both:
+        raise ValueError(f"languages: none of {request.languages} is among lang: {typed} in the query")
+    return both
+
+
+def _case_of(parsed: ParsedQuery, request: SearchRequest) -> bool | None:
+    case = request.case_sensitive
+    for value in parsed.values("case"):
+        if value not in _CASES:
+            raise ValueError(f"query: case:{value}: must be case:yes, case:no or case:auto")
+        wanted = _CASES[value]
+        if wanted is not None and case is not None and wanted != case:
+            raise ValueError(f"case_sensitive: {case} conflicts with case:{value} in the query")
+        case = case if wanted is None else wanted
+    return case
+
+
+def _paths_of(parsed: ParsedQuery, request: SearchRequest) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(globs every backend applies, include globs also checked on the answer)."""
+    includes = parsed.values("file")
+    excludes = tuple("!" + g for g in parsed.values("file", negated=True))
+    for glob in (*includes, *excludes):
+        try:
+            validate_glob(glob)
+        except ValueError as exc:
+            raise ValueError(f"query: {exc}: file:{glob.removeprefix('!')}") from None
+    if len(includes) + len(excludes) + len(request.paths) > MAX_GLOBS:
+        raise ValueError(f"query: at most {MAX_GLOBS} path globs with the request's paths")
+    own = any(not p.startswith("!") for p in request.paths)
+    if includes and own:  # both must hold: the request's go to the backends, the query's are checked after
+        return (*request.paths, *excludes), includes
+    return (*includes, *request.paths, *excludes), ()
+
+
+def _pattern_of(parsed: ParsedQuery, request: SearchRequest, symbols: tuple[str, ...]) -> tuple[str, Mode]:
+    mode: Mode = request.mode
+    if parsed.regex:
+        if mode == "semantic":
+            raise ValueError("query: /RE/ is a regex, which mode semantic does not search")
+        return parsed.pattern, "regex"
+    if parsed.pattern:
+        return parsed.pattern, mode
+    if not symbols:
+        raise ValueError("query: nothing to search for besides the filters")
+    if mode == "semantic":
+        return " ".join(symbols), mode
+    if len(symbols) == 1 and mode == "exact":
+        return symbols[0], mode
+    return "|".join(re2.escape(s) for s in symbols), "regex"
+
+
+def _criteria(request: SearchRequest) -> Criteria:
+    parsed = parse_query(request.query, request.mode == "regex")
+    if not parsed.filters and not parsed.regex and parsed.pattern:
+        return Criteria(
+            parsed.pattern,
+            request.mode,
+            request.case_sensitive,
+            paths=tuple(request.paths),
+            languages=tuple(request.languages),
+        )
+    symbols = parsed.values("sym")
+    pattern, mode = _pattern_of(parsed, request, symbols)
+    paths, also = _paths_of(parsed, request)
+    for pattern_glob in (*parsed.values("repo"), *parsed.values("repo", negated=True)):
+        if len(pattern_glob) > 256:
+            raise ValueError(f"query: namespace pattern longer than 256 characters: repo:{pattern_glob[:40]}…")
+    return Criteria(
+        pattern,
+        mode,
+        _case_of(parsed, request),
+        repos=parsed.values("repo"),
+        skip_repos=parsed.values("repo", negated=True),
+        paths=paths,
+        also_paths=also,
+        languages=_languages_of(parsed, request),
+        symbols=symbols,
+    )
 
 
 _RE2_HINTS = (

@@ -26,12 +26,15 @@ from gateway.globs import namespace_matcher
 from gateway.index import index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
-from gateway.rank import Resolve, Whole, settle
+from gateway.rank import Resolve, Whole, page_of, settle
+from gateway.refine import refine
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
 from gateway.resilience.wrapper import wrap
+from gateway.streaming import Plan, SearchStream
+from gateway.wire import build_response
 
-__all__ = ["Access", "SearchService", "open_backend"]
+__all__ = ["Access", "Plan", "SearchService", "SearchStream", "open_backend"]
 
 #: What a caller may see: a predicate on namespace names (None: everything).
 Access = Callable[[str], bool] | None
@@ -206,12 +209,13 @@ class SearchService:
 
     def query_for(self, request: SearchRequest, started: float) -> SearchQuery:
         """The backend-facing query of a request, with its absolute deadline."""
+        criteria = request.criteria
         return SearchQuery(
-            text=request.query,
-            mode=request.mode,
+            text=criteria.pattern,
+            mode=criteria.mode,
             case_sensitive=request.effective_case(),
-            paths=tuple(request.paths),
-            languages=tuple(request.languages),
+            paths=criteria.paths,
+            languages=criteria.languages,
             context_lines=request.context_lines,
             max_files=max(DEPTH_FLOOR, request.offset + request.files),
             threshold=request.threshold,
@@ -229,31 +233,79 @@ class SearchService:
         self._access_keys[id(access)] = (access, key)
         return key
 
-    async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
-        """Answer one validated request for a caller: from a snapshot or the cache, or by fanning out."""
+    def routes(self, request: SearchRequest, access: Access = None) -> list[Route]:
+        """The routes of a request: its ``namespaces`` and its query's ``repo:`` filters both hold."""
+        routes = self.resolve(request.namespaces, access)
+        criteria = request.criteria
+        if criteria.repos:
+            try:
+                named = {route.namespace: route for route in self.resolve(criteria.repos, access)}
+            except UnknownNamespace as exc:
+                raise InvalidRequest("query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern})") from None
+            routes = [r if r.sub_namespaces else named[r.namespace] for r in routes if r.namespace in named]
+            if not routes:
+                repos = " ".join(f"repo:{p}" for p in criteria.repos)
+                raise InvalidRequest("namespaces", f"no namespace matches both {request.namespaces} and {repos}")
+        for pattern in criteria.skip_repos:
+            skip = namespace_matcher(pattern)
+            routes = [r for r in routes if not skip(r.namespace)]
+        return routes
+
+    def plan(self, request: SearchRequest, access: Access = None) -> Plan:
+        """Everything a search needs before anything is sent; InvalidRequest if it cannot start."""
         started = time.monotonic()
         since_ns = time.time_ns()  # a file modified after this may not be what the backend read
         default_ms = self.config.defaults.timeout_ms
         if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:
             request = request.model_copy(update={"timeout_ms": default_ms})  # [defaults] timeout_ms
-        routes = self.resolve(request.namespaces, access)
+        return Plan(request, self.routes(request, access), started, since_ns, self.access_key(access))
+
+    async def run(self, plan: Plan, on_outcome: Callable[[Outcome], None] | None = None) -> dict[str, Any]:
+        """Answer a plan: from a snapshot or the cache, or by fanning out; ``on_outcome`` hears of
+        each namespace as it settles (when this request's own fan-out runs)."""
         index = self.index
 
-        async def run(request: SearchRequest, everything: bool) -> Whole:
-            outcomes = await fan_out(routes, self.query_for(request, started), self.config.server.concurrency)
+        async def fan(request: SearchRequest, everything: bool) -> Whole:
+            query = self.query_for(request, plan.started)
+            outcomes = await fan_out(plan.routes, query, self.config.server.concurrency, on_outcome)
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
-            definitions = index.definitions(request) if index is not None else None
-            whole = settle(request, outcomes, everything, definitions=definitions, since_ns=since_ns)
+            whole = settle(
+                request,
+                refine(request.criteria, outcomes),
+                everything,
+                definitions=index.definitions(request) if index is not None else None,
+                since_ns=plan.since_ns,
+            )
             if log.is_enabled_for(logging.INFO):
-                _log_search(outcomes, whole.file_count, round((time.monotonic() - started) * 1000))
+                _log_search(outcomes, whole.file_count, round((time.monotonic() - plan.started) * 1000))
             return whole
 
-        def resolver(since: int) -> Resolve | None:
-            return index.resolver(request, since) if index is not None else None
+        return await self.cache.search(plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request))
 
-        return await self.cache.search(request, self.access_key(access), started, run, resolver)
+    def _resolver(self, request: SearchRequest) -> Callable[[int], Resolve | None] | None:
+        """What makes a page's files final (declarations), for a ranking begun at a time (ns)."""
+        index = self.index
+        if index is None:
+            return None
+        return lambda since_ns: index.resolver(request, since_ns)
+
+    def provisional(self, plan: Plan, outcomes: Sequence[Outcome]) -> dict[str, Any]:
+        """The answer as it would be with only ``outcomes`` in (a stream's provisional page)."""
+        request, index = plan.request, self.index
+        definitions = index.definitions(request) if index is not None else None
+        whole = settle(request, refine(request.criteria, outcomes), definitions=definitions, since_ns=plan.since_ns)
+        resolve = index.resolver(request, plan.since_ns) if index is not None else None
+        return build_response(request, page_of(request, whole, resolve=resolve), 0)
+
+    async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
+        """Answer one validated request for a caller."""
+        return await self.run(self.plan(request, access))
+
+    def stream(self, request: SearchRequest, access: Access = None) -> SearchStream:
+        """A search whose namespaces are heard of as they settle (InvalidRequest at once if it cannot start)."""
+        return SearchStream(self, self.plan(request, access))
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""

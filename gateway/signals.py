@@ -84,13 +84,14 @@ class QueryMatcher:
         self.sensitive = request.effective_case()
         self.literal: str | None = None
         self.regex: Any = None
-        if request.mode == "regex":
+        criteria = request.criteria
+        if criteria.mode == "regex":
             options = re2.Options()
             options.case_sensitive = self.sensitive
             options.log_errors = False
-            self.regex = re2.compile(request.query, options)
+            self.regex = re2.compile(criteria.pattern, options)
         else:
-            text = request.query
+            text = criteria.pattern
             self.literal = text if self.sensitive else text.lower()
 
     def __call__(self, value: str) -> bool:

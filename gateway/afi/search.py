@@ -41,6 +41,7 @@ from gateway.http.middleware import json_response
 from gateway.models import Mode
 from gateway.request import SearchRequest, parse_request, problem_fields
 from gateway.service import Access, SearchService
+from gateway.syntax import literal
 
 # --- search ------------------------------------------------------------------------------
 
@@ -70,14 +71,14 @@ class _SearchBody(BaseModel):
 def _search_fields(query: str | _Regex | _Semantic) -> dict[str, Any]:
     """The SearchRequest fields an AFI query asks for."""
     if isinstance(query, str):
-        return {"query": query, "mode": "exact", "case_sensitive": True}
+        return {"query": literal(query), "mode": "exact", "case_sensitive": True}  # AFI's text has no syntax
     if isinstance(query, _Semantic):
-        return {"query": query.semantic, "mode": "semantic", "threshold": query.threshold}
+        return {"query": literal(query.semantic), "mode": "semantic", "threshold": query.threshold}
     if not set(query.flags) <= set("imsu"):
         raise AfiError("invalid_request", "query.flags: a subset of 'imsu'")
     inline = "".join(f for f in "ms" if f in query.flags)
     text = f"(?{inline}){query.regex}" if inline else query.regex
-    return {"query": text, "mode": "regex", "case_sensitive": "i" not in query.flags}
+    return {"query": literal(text, regex_mode=True), "mode": "regex", "case_sensitive": "i" not in query.flags}
 
 
 def _glob_literal(inner: str) -> str:

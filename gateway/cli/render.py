@@ -19,12 +19,13 @@ _BOLD_RED, _MAGENTA, _GREEN, _DIM, _RESET = "\x1b[1;31m", "\x1b[35m", "\x1b[32m"
 
 
 def _highlighter(request: SearchRequest) -> Any:
-    if request.mode == "semantic":
+    criteria = request.criteria  # the pattern, once the query's filters are taken out
+    if criteria.mode == "semantic":
         return None
     options = re2.Options()
     options.case_sensitive = request.effective_case()
     options.log_errors = False
-    pattern = request.query if request.mode == "regex" else re2.escape(request.query)
+    pattern = criteria.pattern if criteria.mode == "regex" else re2.escape(criteria.pattern)
     try:
         return re2.compile(pattern, options)
     except re2.error:  # pragma: no cover - validated before

@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
-from multidict import MultiMapping
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway.afi.routes import add_afi_routes
@@ -22,9 +20,11 @@ from gateway.http.auth import TokenTable, auth_middleware, nobody, tokens_of, vi
 from gateway.http.metrics import Metrics
 from gateway.http.middleware import ACCESS, SERVICE, error_middleware, json_response, request_id_middleware
 from gateway.http.openapi import openapi
+from gateway.http.page import add_page_routes
+from gateway.http.params import get_params, parameter_names, read_json_body, search_data
 from gateway.http.reload import ServiceHolder, service_middleware, service_of
+from gateway.http.stream import stream_search
 from gateway.log import get_logger
-from gateway.request import SearchRequest
 from gateway.service import SearchService
 
 __all__ = ["ACCESS", "SERVICE", "create_app", "get_params", "read_json_body"]
@@ -33,74 +33,17 @@ log = get_logger("fedsearch.web")
 
 METRICS = web.AppKey("metrics", Metrics)
 
-#: GET /v1/search query parameters -> SearchRequest fields (lists are repeatable).
-_SCALARS = {
-    "q": "query",
-    "mode": "mode",
-    "case": "case_sensitive",
-    "context": "context_lines",
-    "files": "files",
-    "offset": "offset",
-    "hit_budget": "hit_budget",
-    "timeout_ms": "timeout_ms",
-    "threshold": "threshold",
-    "cursor": "cursor",
-}
-_LISTS = {"ns": "namespaces", "path": "paths", "lang": "languages"}
-_PARAM_OF = {field: param for param, field in {**_SCALARS, **_LISTS}.items()}
-_CASE = {"true": True, "1": True, "false": False, "0": False, "smart": None, "": None}
-
-
-def get_params(query: MultiMapping[str]) -> dict[str, Any]:
-    """The SearchRequest data that GET /v1/search's query parameters describe."""
-    data: dict[str, Any] = {}
-    for key in query:
-        if key in _LISTS:
-            data[_LISTS[key]] = query.getall(key)
-        elif key in _SCALARS:
-            values = query.getall(key)
-            if len(values) > 1:
-                raise InvalidRequest(key, "given more than once")
-            data[_SCALARS[key]] = values[0]
-        else:
-            raise InvalidRequest(key, "unknown parameter")
-    if "case_sensitive" in data:
-        value = str(data["case_sensitive"]).lower()
-        if value not in _CASE:
-            raise InvalidRequest("case", "must be true, false or smart")
-        data["case_sensitive"] = _CASE[value]
-    return data
-
-
-async def read_json_body(request: web.Request) -> Any:
-    """The request body as JSON, or InvalidRequest naming ``body``."""
-    raw = await request.read()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest("body", f"invalid JSON: {exc}") from None
-
 
 def _access(request: web.Request) -> Any:
     return request.get(ACCESS)
 
 
-async def post_search(request: web.Request) -> web.Response:
+async def search(request: web.Request) -> web.Response:
+    """POST /v1/search (a JSON body) and GET /v1/search (query parameters)."""
     service = service_of(request)
-    data = await read_json_body(request)
-    return json_response(await service.search_json(data, _access(request)))
-
-
-async def get_search(request: web.Request) -> web.Response:
-    service = service_of(request)
-    try:
-        data = get_params(request.query)
+    with parameter_names(request):
+        data = await search_data(request)
         return json_response(await service.search_json(data, _access(request)))
-    except InvalidRequest as exc:
-        field = exc.field.split(".")[0]
-        if field in SearchRequest.model_fields and field in _PARAM_OF:
-            raise InvalidRequest(_PARAM_OF[field], exc.message) from None
-        raise
 
 
 async def get_namespaces(request: web.Request) -> web.Response:
@@ -202,14 +145,17 @@ def create_app(
 
     app.cleanup_ctx.append(service_ctx)
     router = app.router
-    router.add_post("/v1/search", post_search)
-    router.add_get("/v1/search", get_search)
+    router.add_post("/v1/search", search)
+    router.add_get("/v1/search", search)
+    router.add_post("/v1/search/stream", stream_search)
+    router.add_get("/v1/search/stream", stream_search)
     router.add_get("/v1/namespaces", get_namespaces)
     router.add_get("/v1/files/{rest:.+}", get_file)
     router.add_get("/healthz", healthz)
     router.add_get("/readyz", readyz)
     router.add_get("/metrics", get_metrics)
     router.add_get("/openapi.json", get_openapi)
+    add_page_routes(app)
     # last: it owns /afi/* (unknown AFI operations answer `unsupported`)
     add_afi_routes(app, auth_methods=("bearer",) if initial else ())
     return app

@@ -15,7 +15,8 @@
   and ``/.afi/manifest.json`` (a client reads it to learn that auth is required).
   A token there is optional: a valid one gives that token's view, anything else
   gives :func:`nobody`'s (the manifest lists only ``exact``; ``/readyz`` no count).
-  ``/openapi.json`` is a static schema with no namespace in it.
+  ``/openapi.json`` is a static schema with no namespace in it; so are the web page
+  and its files (:data:`~gateway.http.page.PAGE_ROUTES`), which ask for a token.
 * ``/metrics`` needs a token, and :func:`visible_metrics` leaves out every series
   whose ``namespace`` label the token may not see.
 * :class:`BearerAuth` does the same for an ASGI app (MCP over streamable HTTP), and
@@ -45,6 +46,7 @@ from gateway.config import Config, TokenConfig
 from gateway.errors import InvalidRequest
 from gateway.globs import namespace_matcher
 from gateway.http.middleware import ACCESS
+from gateway.http.page import PAGE_ROUTES
 from gateway.http.problems import PROBLEM_TYPE, problem
 from gateway.log import get_logger, redact_values
 from gateway.service import Access
@@ -70,8 +72,8 @@ __all__ = [
     "warn_if_open",
 ]
 
-#: Routes answered without a token (resource canonical paths).
-OPEN_ROUTES = frozenset({"/healthz", "/readyz", "/openapi.json", "/.afi/manifest.json"})
+#: Routes answered without a token (resource canonical paths); the web page holds no namespace.
+OPEN_ROUTES = frozenset({"/healthz", "/readyz", "/openapi.json", "/.afi/manifest.json", *PAGE_ROUTES})
 CHALLENGE = 'Bearer realm="fedsearch"'
 #: A presented token longer than this (bytes) is malformed (aiohttp caps a header at 8190).
 MAX_TOKEN_BYTES = 4096

@@ -40,6 +40,43 @@ _PROBLEM = {
 }
 
 
+_STREAM = (
+    "Events: `namespace` (a NamespaceStatus as each namespace settles), `files` (the provisional first "
+    "page: {files, file_count}), `progress` ({done, total, file_count}), `done` (the answer, exactly as "
+    "POST /v1/search returns it; always last) and `error` (problem JSON). A `: ping` comment every 15 s. "
+    "Bad input is a 400 before any event."
+)
+_QUERY = {
+    "description": "The query taken apart",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "pattern": {"type": "string"},
+                    "mode": {"type": "string", "enum": ["exact", "regex", "semantic"]},
+                    "case_sensitive": {"type": "boolean"},
+                    "filters": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "key": {"type": "string"},
+                                "value": {"type": "string"},
+                                "negated": {"type": "boolean"},
+                                "text": {"type": "string"},
+                            },
+                        },
+                    },
+                },
+                "required": ["query", "pattern", "mode", "case_sensitive", "filters"],
+            }
+        }
+    },
+}
+
+
 def _json(ref: str) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
 
@@ -83,6 +120,9 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
         "413": _problem("Body too large"),
     }
     answer = {"200": {"description": "The answer", "content": _json("SearchResponse")}}
+    stream = {
+        "200": {"description": "The event stream", "content": {"text/event-stream": {"schema": {"type": "string"}}}}
+    }
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {
@@ -105,6 +145,46 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                     "parameters": [_param(*p) for p in _GET_PARAMS],
                     "responses": {**answer, "400": errors["400"]},
                 },
+            },
+            "/v1/search/stream": {
+                "post": {
+                    "operationId": "searchStream",
+                    "summary": "Search, the answer streamed as Server-Sent Events",
+                    "description": _STREAM,
+                    "requestBody": {"required": True, "content": _json("SearchRequest")},
+                    "responses": {**stream, **errors},
+                },
+                "get": {
+                    "operationId": "searchStreamGet",
+                    "summary": "Search as Server-Sent Events, with the request as query parameters",
+                    "description": _STREAM,
+                    "parameters": [_param(*p) for p in _GET_PARAMS],
+                    "responses": {**stream, "400": errors["400"]},
+                },
+            },
+            "/v1/query": {
+                "post": {
+                    "operationId": "query",
+                    "summary": "A request's query taken apart: the pattern searched for, its mode, case and filters",
+                    "requestBody": {"required": True, "content": _json("SearchRequest")},
+                    "responses": {"200": _QUERY, "400": errors["400"]},
+                },
+                "get": {
+                    "operationId": "queryGet",
+                    "summary": "The same, with the request as query parameters",
+                    "parameters": [_param(*p) for p in _GET_PARAMS],
+                    "responses": {"200": _QUERY, "400": errors["400"]},
+                },
+            },
+            "/": {
+                "get": {
+                    "operationId": "page",
+                    "summary": "The web page",
+                    "security": [{}],
+                    "responses": {
+                        "200": {"description": "HTML", "content": {"text/html": {"schema": {"type": "string"}}}}
+                    },
+                }
             },
             "/v1/namespaces": {
                 "get": {

@@ -196,7 +196,8 @@ def _announce(config: Config, sock: socket.socket, workers: int, grace_s: float)
     if sys.stderr.isatty():
         sys.stderr.write(
             f"fedsearch: serving {len(config.namespaces)} namespaces ({config.source})\n"
-            f"fedsearch: search  POST {url}/v1/search\n"
+            f"fedsearch: page    {url}/\n"
+            f"fedsearch: search  POST {url}/v1/search   (streamed: {url}/v1/search/stream)\n"
             f'fedsearch: try     curl -s {url}/v1/search -d \'{{"query": "TODO"}}\'\n'
             f"fedsearch: health  GET  {url}/healthz   (also /readyz, /metrics, /openapi.json)\n"
             f"fedsearch: AFI     GET  {url}/.afi/manifest.json   (stat, list, read, POST /afi/search)\n"
@@ -206,6 +207,7 @@ def _announce(config: Config, sock: socket.socket, workers: int, grace_s: float)
     log.info(
         "serving",
         url=url,
+        page=f"{url}/",
         afi=f"{url}/.afi/manifest.json",
         mcp="run `fedsearch mcp` (stdio) or `fedsearch mcp --http HOST:PORT`",
         port=port,

@@ -152,9 +152,10 @@ class DeclarationIndex:
 
     def definitions(self, request: SearchRequest) -> Definitions | None:
         """Per local namespace, whether a file defines the name the query asks about (None: unknown)."""
-        if not self.sources or request.mode == "semantic":
+        criteria = request.criteria
+        if not self.sources or criteria.mode == "semantic":
             return None
-        name = query_name(request.query, request.mode)
+        name = query_name(criteria.pattern, criteria.mode)
         if name is None:
             return None
         sensitive = request.effective_case()
@@ -184,7 +185,7 @@ class DeclarationIndex:
 
     def resolver(self, request: SearchRequest, since_ns: int) -> Resolve | None:
         """The step that makes a page's files final; ``since_ns``: when the search began (wall clock)."""
-        if not self.sources or request.mode == "semantic":
+        if not self.sources or request.criteria.mode == "semantic":
             return None
 
         def resolve(ordered: list[RankedFile], offset: int, files: int, budget: int) -> list[RankedFile]:

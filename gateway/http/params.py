@@ -1,0 +1,88 @@
+"""A search request as HTTP carries it: a JSON body, or ``GET`` query parameters.
+
+``GET /v1/search`` and ``GET /v1/search/stream`` take the same parameters
+(:data:`PARAMS`); an error about a field is reported under the parameter's name
+(``ns``, not ``namespaces``) by :func:`parameter_names`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from aiohttp import web
+from multidict import MultiMapping
+
+from gateway.errors import InvalidRequest
+from gateway.request import SearchRequest
+
+__all__ = ["PARAMS", "get_params", "parameter_names", "read_json_body", "search_data"]
+
+#: GET query parameters -> SearchRequest fields (lists are repeatable).
+_SCALARS = {
+    "q": "query",
+    "mode": "mode",
+    "case": "case_sensitive",
+    "context": "context_lines",
+    "files": "files",
+    "offset": "offset",
+    "hit_budget": "hit_budget",
+    "timeout_ms": "timeout_ms",
+    "threshold": "threshold",
+    "cursor": "cursor",
+}
+_LISTS = {"ns": "namespaces", "path": "paths", "lang": "languages"}
+PARAMS = {**_SCALARS, **_LISTS}
+_PARAM_OF = {field: param for param, field in PARAMS.items()}
+_CASE = {"true": True, "1": True, "false": False, "0": False, "smart": None, "": None}
+
+
+def get_params(query: MultiMapping[str]) -> dict[str, Any]:
+    """The SearchRequest data that GET /v1/search's query parameters describe."""
+    data: dict[str, Any] = {}
+    for key in query:
+        if key in _LISTS:
+            data[_LISTS[key]] = query.getall(key)
+        elif key in _SCALARS:
+            values = query.getall(key)
+            if len(values) > 1:
+                raise InvalidRequest(key, "given more than once")
+            data[_SCALARS[key]] = values[0]
+        else:
+            raise InvalidRequest(key, "unknown parameter")
+    if "case_sensitive" in data:
+        value = str(data["case_sensitive"]).lower()
+        if value not in _CASE:
+            raise InvalidRequest("case", "must be true, false or smart")
+        data["case_sensitive"] = _CASE[value]
+    return data
+
+
+async def read_json_body(request: web.Request) -> Any:
+    """The request body as JSON, or InvalidRequest naming ``body``."""
+    raw = await request.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest("body", f"invalid JSON: {exc}") from None
+
+
+async def search_data(request: web.Request) -> Any:
+    """The raw search request: the JSON body of a POST, the query parameters of a GET."""
+    if request.method == "POST":
+        return await read_json_body(request)
+    return get_params(request.query)
+
+
+@contextlib.contextmanager
+def parameter_names(request: web.Request) -> Iterator[None]:
+    """For a GET, an InvalidRequest about a field names its query parameter instead."""
+    try:
+        yield
+    except InvalidRequest as exc:
+        field = exc.field.split(".")[0]
+        if request.method == "GET" and field in SearchRequest.model_fields and field in _PARAM_OF:
+            raise InvalidRequest(_PARAM_OF[field], exc.message) from None
+        raise

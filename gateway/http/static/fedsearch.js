@@ -1,0 +1,691 @@
+// fedsearch's page (SPEC §9): plain JavaScript, no build step, no request to any other host.
+//
+// The state is one SearchRequest (`state.req`). The URL carries it as GET /v1/search's
+// parameters, so a link reproduces the search and Back works; a search streams through
+// POST /v1/search/stream with that request as its body, so a next action's `args` are
+// posted verbatim. Everything shown is put in the page as text (textContent), never as
+// markup: a file or a line holding <script> is shown, not run.
+"use strict";
+
+const DEFAULTS = { mode: "exact", context_lines: 0, files: 20, offset: 0, hit_budget: 100, timeout_ms: 5000, threshold: 0.5 };
+// GET parameter -> SearchRequest field (lists repeat), as the gateway reads them.
+const SCALARS = { q: "query", mode: "mode", case: "case_sensitive", context: "context_lines", files: "files", offset: "offset",
+  hit_budget: "hit_budget", timeout_ms: "timeout_ms", threshold: "threshold" };
+const LISTS = { ns: "namespaces", path: "paths", lang: "languages" };
+const NUMBERS = new Set(["context_lines", "files", "offset", "hit_budget", "timeout_ms", "threshold"]);
+const TYPING_DELAY_MS = 180;
+const TOKEN_KEY = "fedsearch.token";
+const STATUS_CLASS = { ok: "ok", capped: "capped", timeout: "timeout", error: "error", unavailable: "unavailable", unsupported: "unsupported" };
+
+const $ = (id) => document.getElementById(id);
+const LANGUAGES = JSON.parse($("languages").textContent || "{}");
+
+const state = {
+  req: null,          // the SearchRequest shown
+  run: null,          // {id, controller} of the search in flight
+  runs: 0,
+  answer: null,       // the last answer or provisional page: {files, file_count, namespaces, ...}
+  statuses: new Map(),  // namespace -> NamespaceStatus, as they settle
+  total: 0, done: 0, final: false,
+  parsed: null,       // /v1/query's account of state.req (pattern, mode, case, filters)
+  matcher: null,      // a RegExp finding the pattern in a line, or null
+  namespaces: [],     // /v1/namespaces
+  retry: null,        // what to do again once a token is given
+  viewerPushed: false,
+};
+
+// --- small DOM helpers: text only -------------------------------------------------------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function plural(n, one, many) { return `${n.toLocaleString()} ${n === 1 ? one : (many || one + "s")}`; }
+
+// --- the request <-> the URL ---------------------------------------------------------------
+
+function requestFromParams(params) {
+  const req = {};
+  for (const [param, field] of Object.entries(SCALARS)) {
+    if (!params.has(param)) continue;
+    let value = params.get(param);
+    if (field === "case_sensitive") value = value === "true" ? true : value === "false" ? false : null;
+    else if (NUMBERS.has(field)) value = Number(value);
+    req[field] = value;
+  }
+  for (const [param, field] of Object.entries(LISTS)) {
+    const values = params.getAll(param);
+    if (values.length) req[field] = values;
+  }
+  return req.query ? req : null;
+}
+
+function paramsFromRequest(req) {
+  const params = new URLSearchParams();
+  for (const [param, field] of Object.entries(SCALARS)) {
+    const value = req[field];
+    if (value === undefined || value === null || value === DEFAULTS[field]) continue;
+    params.set(param, String(value));
+  }
+  for (const [param, field] of Object.entries(LISTS)) {
+    for (const value of req[field] || []) params.append(param, value);
+  }
+  return params;
+}
+
+function searchUrl(req) {
+  const params = req ? paramsFromRequest(req).toString() : "";
+  return "/" + (params ? "?" + params : "");
+}
+
+// --- talking to the gateway -------------------------------------------------------------
+
+function headers(json) {
+  const out = {};
+  if (json) out["Content-Type"] = "application/json";
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) out.Authorization = "Bearer " + token;
+  return out;
+}
+
+async function problemOf(response) {
+  try {
+    const body = await response.json();
+    return body && typeof body === "object" ? body : { detail: response.statusText };
+  } catch {
+    return { detail: `${response.status} ${response.statusText}` };
+  }
+}
+
+function askToken(retry, problem) {
+  state.retry = retry;
+  const dialog = $("token-dialog");
+  $("token-problem").hidden = !problem;
+  $("token-problem").textContent = problem || "";
+  if (!dialog.open) dialog.showModal();
+  $("token").focus();
+}
+
+// Reads a text/event-stream body, calling onEvent(name, data) for each event.
+async function readEvents(response, onEvent, isCurrent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (!isCurrent()) { reader.cancel().catch(() => {}); return; }
+    buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
+    let at;
+    while ((at = buffer.search(/\r?\n\r?\n/)) >= 0) {
+      const block = buffer.slice(0, at);
+      buffer = buffer.slice(at).replace(/^\r?\n\r?\n/, "");
+      let name = "message";
+      const data = [];
+      for (const line of block.split(/\r?\n/)) {
+        if (!line || line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") name = text;
+        else if (field === "data") data.push(text);
+      }
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+    if (done) return;
+  }
+}
+
+// --- searching ---------------------------------------------------------------------------
+
+function search(req, how) {
+  // how: "push" (a new history entry), "replace" (typing), "none" (from the URL itself)
+  if (state.run) state.run.controller.abort();
+  state.run = null;
+  state.req = req;
+  showRequest(req);
+  const url = searchUrl(req) + (location.hash.startsWith("#/files/") && how === "none" ? location.hash : "");
+  if (how === "push" && url !== location.pathname + location.search) history.pushState(null, "", url);
+  else if (how !== "none") history.replaceState(null, "", url);
+  if (!req) { clearResults(); $("intro").hidden = false; setStatus(""); return; }
+  $("intro").hidden = true;
+  const run = { id: ++state.runs, controller: new AbortController() };
+  state.run = run;
+  state.statuses = new Map();
+  state.done = 0; state.total = 0; state.final = false;
+  setProgress(0.04);
+  setStatus("Searching…");
+  hideProblem();
+  const isCurrent = () => state.run === run;
+  describe(req, run, isCurrent);
+  stream(req, run, isCurrent).catch((error) => {
+    if (!isCurrent() || error.name === "AbortError") return;
+    showProblem({ detail: "The search failed: " + error.message });
+    setStatus(""); setProgress(0);
+  });
+}
+
+async function stream(req, run, isCurrent) {
+  const response = await fetch("/v1/search/stream", {
+    method: "POST", headers: headers(true), body: JSON.stringify(req), signal: run.controller.signal,
+  });
+  if (!isCurrent()) return;
+  if (response.status === 401) { setStatus(""); setProgress(0); askToken(() => search(state.req, "none")); return; }
+  if (!response.ok) {
+    const problem = await problemOf(response);
+    if (!isCurrent()) return;
+    clearResults(); showProblem(problem); setStatus(""); setProgress(0);
+    return;
+  }
+  let first = true;
+  await readEvents(response, (name, data) => {
+    if (first && (name === "files" || name === "done")) { first = false; clearResults(); }
+    if (name === "namespace") { state.statuses.set(data.name, data); renderFacets(); }
+    else if (name === "files") { state.answer = data; renderFiles(data, false); renderFacets(); }
+    else if (name === "progress") { state.done = data.done; state.total = data.total; showProgress(data); renderFacets(); }
+    else if (name === "done") { finish(data); }
+    else if (name === "error") { showProblem(data); setProgress(0); }
+  }, isCurrent);
+  if (isCurrent()) state.run = null;
+}
+
+async function describe(req, run, isCurrent) {
+  // the one parser's account of the query: what to highlight
+  try {
+    const response = await fetch("/v1/query", {
+      method: "POST", headers: headers(true), body: JSON.stringify(req), signal: run.controller.signal,
+    });
+    if (!isCurrent() || !response.ok) return;
+    state.parsed = await response.json();
+    state.matcher = matcherOf(state.parsed);
+    if (state.answer) renderFiles(state.answer, state.final);
+    renderFacets();
+  } catch { /* highlighting is a nicety: the search goes on without it */ }
+}
+
+function finish(answer) {
+  state.final = true;
+  state.answer = answer;
+  for (const status of answer.namespaces) state.statuses.set(status.name, status);
+  state.done = state.total = answer.namespaces.length;
+  renderFiles(answer, true);
+  renderFacets();
+  renderNext(answer);
+  const note = $("note");
+  note.hidden = !answer.note;
+  note.textContent = answer.note || "";
+  const failed = answer.namespaces.filter((s) => s.status !== "ok").length;
+  const parts = [el("b", { text: plural(answer.file_count, "file") }), ` in ${plural(answer.namespaces.length, "namespace")}`];
+  if (answer.files.length < answer.file_count) {
+    const from = answer.limits.offset + 1;
+    parts.push(` · showing ${from.toLocaleString()}–${(answer.limits.offset + answer.files.length).toLocaleString()}`);
+  }
+  if (failed) parts.push(` · ${failed} did not answer fully`);
+  parts.push(` · ${answer.took_ms} ms`);
+  setStatus(...parts);
+  setProgress(0);
+}
+
+function showProgress(progress) {
+  setProgress(progress.total ? Math.max(0.04, progress.done / progress.total) : 0.04);
+  setStatus("Searching… ", el("b", { text: `${progress.done} of ${progress.total}` }), " namespaces answered · ",
+    plural(progress.file_count, "file") + " so far");
+}
+
+// --- highlighting --------------------------------------------------------------------------
+
+function escapeRegExp(text) { return text.replace(/[.*+?^${}()|[\]\\\/]/g, "\\$&"); }
+
+function matcherOf(parsed) {
+  if (!parsed || parsed.mode === "semantic" || !parsed.pattern) return null;
+  let flags = "gu" + (parsed.case_sensitive ? "" : "i");
+  let source = parsed.mode === "regex" ? parsed.pattern : escapeRegExp(parsed.pattern);
+  if (parsed.mode === "regex") {  // RE2 -> JavaScript, where they differ and it matters
+    source = source.replace(/\(\?P</g, "(?<").replace(/\\z/g, "$").replace(/\\A/g, "^");
+    const lead = /^\(\?([imsU]+)\)/.exec(source);
+    if (lead) {
+      source = source.slice(lead[0].length);
+      if (lead[1].includes("i") && !flags.includes("i")) flags += "i";
+      if (lead[1].includes("s")) flags += "s";
+    }
+  }
+  for (const f of [flags, flags.replace("u", "")]) {
+    try { return new RegExp(source, f); } catch { /* try without unicode */ }
+  }
+  return null;
+}
+
+function highlighted(text, matcher) {
+  const fragment = document.createDocumentFragment();
+  if (!matcher || !text) { fragment.append(text || ""); return fragment; }
+  let at = 0, marks = 0;
+  matcher.lastIndex = 0;
+  for (const match of text.matchAll(matcher)) {
+    if (!match[0].length) continue;
+    if (match.index > at) fragment.append(text.slice(at, match.index));
+    fragment.append(el("mark", { text: match[0] }));
+    at = match.index + match[0].length;
+    if (++marks >= 64) break;
+  }
+  if (at < text.length) fragment.append(text.slice(at));
+  return fragment;
+}
+
+// --- rendering results ---------------------------------------------------------------------
+
+function clearResults() {
+  state.answer = null;
+  $("files").replaceChildren();
+  $("next").hidden = true;
+  $("next-actions").replaceChildren();
+  $("note").hidden = true;
+  renderFacets();
+}
+
+function fileHref(namespace, path, line) {
+  const parts = path.split("/").map(encodeURIComponent).join("/");
+  return `#/files/${encodeURIComponent(namespace)}/${parts}${line ? "?line=" + line : ""}`;
+}
+
+function pathNode(path) {
+  const cut = path.lastIndexOf("/");
+  return [el("span", { class: "dir", text: cut >= 0 ? path.slice(0, cut + 1) : "" }), el("b", { text: path.slice(cut + 1) })];
+}
+
+function lineRow(namespace, path, number, text, cls) {  // cls: "" a matched line, "ctx" context
+  return el("div", { class: "line" + (cls ? " " + cls : "") },
+    el("a", { class: "ln", href: fileHref(namespace, path, number), "aria-label": `line ${number}`, text: String(number) }),
+    el("code", {}, cls === "ctx" ? text : highlighted(text, state.matcher)));
+}
+
+// A run of matched lines with their context, merged as rg merges them: a line shown once,
+// a gap marked where the run skips lines.
+function linesNode(group, entries) {
+  const rows = new Map();  // line number -> [text, is context]
+  for (const { line, text, context } of entries) {
+    const before = (context && context.before) || [];
+    const after = (context && context.after) || [];
+    before.forEach((t, i) => { const n = line - before.length + i; if (!rows.has(n)) rows.set(n, [t, true]); });
+    rows.set(line, [text, false]);
+    after.forEach((t, i) => { const n = line + 1 + i; if (!rows.has(n)) rows.set(n, [t, true]); });
+  }
+  const out = [];
+  let previous = 0;
+  for (const n of [...rows.keys()].sort((a, b) => a - b)) {
+    const [text, ctx] = rows.get(n);
+    const row = lineRow(group.namespace, group.file_path, n, text, ctx ? "ctx" : "");
+    if (previous && n > previous + 1) row.classList.add("after-gap");
+    out.push(row);
+    previous = n;
+  }
+  return out;
+}
+
+function hitNode(group, hit) {
+  if (hit.kind === "file") return el("li", { class: "hit pathhit" }, el("span", { class: "kind file", text: "path" }), " the path matches");
+  const lines = hit.lines && hit.lines.length ? hit.lines : [{ line: hit.start_line, text: hit.text, context: hit.context }];
+  const span = hit.end_line > hit.start_line ? `lines ${hit.start_line}–${hit.end_line}` : `line ${hit.start_line}`;
+  return el("li", { class: "hit decl" },
+    el("div", { class: "decl-head" }, el("span", { class: "kind " + hit.kind, text: hit.kind }),
+      el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span })),
+    ...linesNode(group, lines));
+}
+
+// A file's hits in order: each declaration on its own, the line hits between them merged.
+function hitsNode(group) {
+  const items = [];
+  let run = [];
+  const flush = () => { if (run.length) items.push(el("li", { class: "hit" }, ...linesNode(group, run))); run = []; };
+  for (const hit of group.hits) {
+    if (hit.kind === "line") { run.push({ line: hit.start_line, text: hit.text, context: hit.context }); continue; }
+    flush();
+    items.push(hitNode(group, hit));
+  }
+  flush();
+  return el("ol", { class: "hits" }, ...items);
+}
+
+function fileNode(group) {
+  const count = group.hit_count === 1 ? "1 hit" : `${group.hit_count} hits`;
+  return el("article", { class: "file", "data-namespace": group.namespace, "data-path": group.file_path },
+    el("header", {},
+      el("span", { class: "ns", title: "namespace " + group.namespace, text: group.namespace }),
+      el("a", { class: "path", href: fileHref(group.namespace, group.file_path), title: "Open " + group.file_path }, ...pathNode(group.file_path)),
+      el("span", { class: "count", text: count })),
+    hitsNode(group));
+}
+
+function renderFiles(answer, final) {
+  $("files").replaceChildren(...answer.files.map(fileNode));
+  $("files").setAttribute("aria-busy", final ? "false" : "true");
+}
+
+function renderNext(answer) {
+  const actions = answer.next || [];
+  $("next").hidden = !actions.length;
+  $("next-actions").replaceChildren(...actions.map((action, i) => el("button", {
+    type: "button", class: "action" + (i === 0 && action.args.offset > answer.limits.offset ? " primary" : ""),
+    text: action.reason, onclick: () => search(action.args, "push"),
+  })));
+}
+
+// --- facets: namespaces (with status), languages, folders -----------------------------------
+
+function languageOf(path) {
+  const name = path.slice(path.lastIndexOf("/") + 1);
+  for (const [lang, globs] of Object.entries(LANGUAGES)) {
+    for (const glob of globs) {
+      if (glob.startsWith("*.") ? name.endsWith(glob.slice(1)) : name === glob) return lang;
+    }
+  }
+  return null;
+}
+
+function tokens() { return ((state.req && state.req.query) || "").split(/\s+/).filter(Boolean); }
+
+function quoteValue(value) { return /[\s"\\]/.test(value) ? `"${value.replace(/[\\"]/g, "\\$&")}"` : value; }
+
+function toggleFilter(token) {
+  const words = tokens();
+  const next = words.includes(token) ? words.filter((w) => w !== token) : [token, ...words];
+  const query = next.join(" ");
+  $("q").value = query;
+  const req = { ...state.req, query, offset: 0 };
+  delete req.cursor;
+  search(query.trim() ? req : null, "push");
+}
+
+function facetRow(token, label, count, extra) {
+  const on = tokens().includes(token);
+  return el("li", {},
+    el("button", { type: "button", class: "facet" + (count === 0 ? " none" : ""), "aria-pressed": on ? "true" : "false", title: (on ? "Remove " : "Only ") + token,
+      onclick: () => toggleFilter(token) }, ...(extra && extra.dot ? [extra.dot] : []),
+      el("span", { class: "name", text: label }), el("span", { class: "count", text: count === null ? "" : count.toLocaleString() })),
+    extra && extra.reason ? el("div", { class: "reason " + extra.tone, text: extra.reason }) : null);
+}
+
+function renderFacets() {
+  const statuses = [...state.statuses.values()].sort((a, b) => a.name.localeCompare(b.name));
+  const rows = statuses.map((s) => facetRow("repo:" + s.name, s.name, s.files, {
+    dot: el("span", { class: "dot " + (STATUS_CLASS[s.status] || ""), title: s.status }),
+    reason: s.status === "ok" ? "" : `${s.status}${s.error ? ": " + s.error : ""}`,
+    tone: s.status === "capped" || s.status === "timeout" ? "warn" : "bad",
+  }));
+  if (state.run && state.total > statuses.length) {
+    rows.push(el("li", {}, el("div", { class: "facet", "aria-disabled": "true" }, el("span", { class: "dot pending" }),
+      el("span", { class: "name", text: `${state.total - statuses.length} still searching…` }))));
+  }
+  $("facet-ns").replaceChildren(...rows);
+  const files = (state.answer && state.answer.files) || [];
+  const langs = new Map(), dirs = new Map();
+  for (const group of files) {
+    const lang = languageOf(group.file_path);
+    if (lang) langs.set(lang, (langs.get(lang) || 0) + 1);
+    const cut = group.file_path.indexOf("/");
+    if (cut > 0) { const dir = group.file_path.slice(0, cut + 1); dirs.set(dir, (dirs.get(dir) || 0) + 1); }
+  }
+  const ordered = (map) => [...map.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, 12);
+  $("facet-lang").replaceChildren(...ordered(langs).map(([lang, n]) => facetRow("lang:" + lang, lang, n)));
+  $("facet-dir").replaceChildren(...ordered(dirs).map(([dir, n]) => facetRow("file:" + quoteValue(dir), dir, n)));
+}
+
+// --- the request's own settings, as chips --------------------------------------------------
+
+function showRequest(req) {
+  const input = $("q");
+  if (document.activeElement !== input || !req || input.value.trim() !== (req.query || "").trim()) input.value = req ? req.query : "";
+  $("case").setAttribute("aria-pressed", req && req.case_sensitive === true ? "true" : "false");
+  $("regex").setAttribute("aria-pressed", req && req.mode === "regex" ? "true" : "false");
+  $("context").value = String((req && req.context_lines) || 0);
+  const chips = [];
+  const chip = (label, drop) => chips.push(el("span", { class: "chip" }, label,
+    el("button", { type: "button", "aria-label": "Remove " + label, title: "Remove", text: "×", onclick: () => {
+      const next = { ...state.req, offset: 0 }; delete next.cursor; drop(next); search(next, "push");
+    } })));
+  if (req) {
+    for (const ns of req.namespaces || []) chip("namespace " + ns, (r) => { r.namespaces = r.namespaces.filter((x) => x !== ns); });
+    for (const path of req.paths || []) chip((path.startsWith("!") ? "not path " + path.slice(1) : "path " + path), (r) => { r.paths = r.paths.filter((x) => x !== path); });
+    for (const lang of req.languages || []) chip("language " + lang, (r) => { r.languages = r.languages.filter((x) => x !== lang); });
+    if (req.offset) chip(`from file ${req.offset + 1}`, () => {});
+    if (req.timeout_ms && req.timeout_ms !== DEFAULTS.timeout_ms) chip(`timeout ${req.timeout_ms} ms`, (r) => { delete r.timeout_ms; });
+    if (req.mode === "semantic") chip("by meaning", (r) => { r.mode = "exact"; });
+    if (req.case_sensitive === false) chip("ignore case", (r) => { r.case_sensitive = null; });
+  }
+  $("chips").replaceChildren(...chips);
+}
+
+// --- status, problems -----------------------------------------------------------------------
+
+function setStatus(...parts) { $("status").replaceChildren(...parts); }
+function setProgress(fraction) { $("progress-bar").style.width = fraction ? `${Math.round(fraction * 100)}%` : "0"; }
+function hideProblem() { $("problem").hidden = true; }
+function showProblem(problem) {
+  const box = $("problem");
+  box.replaceChildren(problem.field ? el("code", { text: problem.field }) : "", problem.field ? ": " : "", problem.detail || problem.title || "error");
+  box.hidden = false;
+}
+
+// --- the file viewer ------------------------------------------------------------------------
+
+function viewerRoute() {
+  const hash = location.hash;
+  if (!hash.startsWith("#/files/")) return null;
+  const [route, query] = hash.slice("#/files/".length).split("?");
+  const slash = route.indexOf("/");
+  if (slash < 0) return null;
+  try {
+    const namespace = decodeURIComponent(route.slice(0, slash));
+    const path = route.slice(slash + 1).split("/").map(decodeURIComponent).join("/");
+    const line = Number(new URLSearchParams(query || "").get("line")) || 0;
+    return { namespace, path, line };
+  } catch { return null; }
+}
+
+async function openViewer(route, start) {
+  const viewer = $("viewer");
+  const body = $("viewer-body");
+  const first = start || 1;
+  $("viewer-title").replaceChildren(el("span", { class: "ns", text: route.namespace }), " ", ...pathNode(route.path));
+  if (first === 1) body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
+  viewer.hidden = false;
+  document.body.style.overflow = "hidden";
+  const url = `/v1/files/${route.namespace.split("/").map(encodeURIComponent).join("/")}/${route.path.split("/").map(encodeURIComponent).join("/")}?start_line=${first}`;
+  const response = await fetch(url, { headers: headers(false) });
+  if (response.status === 401) { askToken(() => openViewer(route, start)); return; }
+  if (!response.ok) {
+    const problem = await problemOf(response);
+    body.replaceChildren(el("p", { class: "problem", text: problem.detail || "The file could not be read." }));
+    return;
+  }
+  const text = await response.text();
+  const lines = text.endsWith("\n") ? text.slice(0, -1).split("\n") : (text ? text.split("\n") : []);
+  const last = Number(response.headers.get("X-End-Line")) || first + lines.length - 1;
+  const total = Number(response.headers.get("X-Total-Lines")) || last;
+  const hitLines = hitLinesOf(route);
+  if (first === 1) body.replaceChildren();
+  const rows = lines.map((line, i) => {
+    const n = first + i;
+    const row = el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
+      el("a", { class: "ln", href: fileHref(route.namespace, route.path, n), "aria-label": `line ${n}`, text: String(n) }),
+      el("code", {}, highlighted(line, state.matcher)));
+    return row;
+  });
+  body.append(...rows);
+  $("viewer-meta").textContent = `${plural(total, "line")}${last < total ? ` · showing 1–${last.toLocaleString()}` : ""}`;
+  const more = $("viewer-more");
+  more.hidden = last >= total;
+  more.onclick = () => openViewer(route, last + 1);
+  if (first === 1) {
+    const target = route.line ? document.getElementById("L" + route.line) : body.querySelector(".line.hit");
+    if (target) target.scrollIntoView({ block: "center" });
+    body.focus({ preventScroll: true });
+  }
+}
+
+function hitLinesOf(route) {
+  const lines = new Set();
+  const group = state.answer && state.answer.files.find((g) => g.namespace === route.namespace && g.file_path === route.path);
+  for (const hit of (group && group.hits) || []) {
+    if (hit.kind === "file") continue;
+    if (hit.lines && hit.lines.length) for (const l of hit.lines) lines.add(l.line);
+    else lines.add(hit.start_line);
+  }
+  return lines;
+}
+
+function closeViewer() {
+  if (state.viewerPushed) { state.viewerPushed = false; history.back(); return; }
+  history.replaceState(null, "", location.pathname + location.search);
+  showViewer();
+}
+
+function showViewer() {
+  const route = viewerRoute();
+  if (!route) {
+    const wasOpen = !$("viewer").hidden;
+    $("viewer").hidden = true;
+    document.body.style.overflow = "";
+    if (wasOpen) $("q").focus({ preventScroll: true });
+    return;
+  }
+  const shown = $("viewer").dataset.route;
+  const key = route.namespace + "\u0000" + route.path;
+  if (shown === key && !$("viewer").hidden) {  // the same file: only the chosen line moved
+    for (const row of $("viewer-body").querySelectorAll(".line.chosen")) row.classList.remove("chosen");
+    const target = document.getElementById("L" + route.line);
+    if (target) { target.classList.add("chosen"); target.scrollIntoView({ block: "center" }); }
+    return;
+  }
+  $("viewer").dataset.route = key;
+  openViewer(route, 1);
+}
+
+// --- wiring ---------------------------------------------------------------------------------
+
+function typed() {
+  const query = $("q").value;
+  if (!query.trim()) return null;
+  const base = state.req ? { ...state.req } : {};
+  delete base.cursor;
+  return { ...base, query, offset: 0 };
+}
+
+function fromLocation() {
+  const req = requestFromParams(new URLSearchParams(location.search));
+  const same = JSON.stringify(req) === JSON.stringify(state.req);
+  if (!same || !state.answer) search(req, "none");
+  showViewer();
+}
+
+// The namespaces this caller may search (for the welcome line); false when a token is wanted.
+async function loadNamespaces() {
+  const response = await fetch("/v1/namespaces", { headers: headers(false) });
+  if (response.status === 401) return false;
+  if (response.ok) {
+    state.namespaces = (await response.json()).namespaces || [];
+    $("intro-count").textContent = `${plural(state.namespaces.length, "namespace")} to search.`;
+  }
+  return true;
+}
+
+// With no search to run, learn at once whether this gateway wants a token.
+async function welcome() {
+  if (await loadNamespaces()) showViewer();
+  else askToken(welcome);
+}
+
+function start() {
+  let timer = 0;
+  const input = $("q");
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => search(typed(), "replace"), TYPING_DELAY_MS);
+  });
+  $("search").addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearTimeout(timer);
+    search(typed(), "push");
+  });
+  $("case").addEventListener("click", () => {
+    const req = typed() || { ...(state.req || {}), query: input.value };
+    req.case_sensitive = req.case_sensitive === true ? null : true;
+    if (req.query.trim()) search(req, "push"); else showRequest(req);
+  });
+  $("regex").addEventListener("click", () => {
+    const req = typed() || { ...(state.req || {}), query: input.value };
+    req.mode = req.mode === "regex" ? "exact" : "regex";
+    if (req.query.trim()) search(req, "push"); else showRequest(req);
+  });
+  $("context").addEventListener("change", () => {
+    const req = typed();
+    if (req) { req.context_lines = Number($("context").value); search(req, "push"); }
+  });
+  $("help-toggle").addEventListener("click", () => {
+    const help = $("help");
+    help.hidden = !help.hidden;
+    $("help-toggle").setAttribute("aria-expanded", help.hidden ? "false" : "true");
+  });
+  for (const example of document.querySelectorAll(".example")) {
+    example.addEventListener("click", () => { input.value = example.textContent; search(typed(), "push"); });
+  }
+  $("home").addEventListener("click", (event) => { event.preventDefault(); input.value = ""; search(null, "push"); input.focus(); });
+  $("viewer-close").addEventListener("click", closeViewer);
+  $("files").addEventListener("click", (event) => {
+    const link = event.target.closest("a[href^='#/files/']");
+    if (!link || event.ctrlKey || event.metaKey || event.shiftKey || event.button) return;
+    event.preventDefault();
+    history.pushState(null, "", location.pathname + location.search + link.getAttribute("href"));
+    state.viewerPushed = true;
+    showViewer();
+  });
+  $("viewer-body").addEventListener("click", (event) => {
+    const link = event.target.closest("a.ln");
+    if (!link) return;
+    event.preventDefault();
+    history.replaceState(null, "", location.pathname + location.search + link.getAttribute("href"));
+    showViewer();
+  });
+  $("token-form").addEventListener("submit", (event) => {
+    const token = $("token").value.trim();
+    if (!token) { event.preventDefault(); return; }
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("token").value = "";
+    const retry = state.retry;
+    state.retry = null;
+    if (retry) setTimeout(retry, 0);
+  });
+  document.addEventListener("keydown", (event) => {
+    const inField = event.target instanceof HTMLInputElement || event.target instanceof HTMLSelectElement || event.target instanceof HTMLTextAreaElement;
+    if (event.key === "/" && !inField && !event.ctrlKey && !event.metaKey && !event.altKey) {
+      event.preventDefault();
+      if (!$("viewer").hidden) closeViewer();
+      input.focus(); input.select();
+    } else if (event.key === "Escape") {
+      if ($("token-dialog").open) return;
+      if (!$("viewer").hidden) { event.preventDefault(); closeViewer(); }
+      else if (!$("help").hidden) { $("help").hidden = true; $("help-toggle").setAttribute("aria-expanded", "false"); }
+      else if (event.target === input && state.run) { state.run.controller.abort(); state.run = null; setStatus("Stopped."); setProgress(0); }
+    }
+  });
+  window.addEventListener("popstate", () => { state.viewerPushed = false; fromLocation(); });
+  if (requestFromParams(new URLSearchParams(location.search))) {
+    loadNamespaces().catch(() => {});  // beside the search, not before it
+    fromLocation();
+  } else {
+    welcome().catch(() => {});
+  }
+  if (!location.hash.startsWith("#/files/")) input.focus();
+}
+
+start();
