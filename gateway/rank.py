@@ -204,52 +204,73 @@ def _top_directory(outcome: Outcome) -> str | None:
     return min(tally, key=lambda d: (-tally[d], d))
 
 
+def _fallback(request: SearchRequest, unsupported: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """ONE action for every namespace that cannot search in the request's mode: all of them, in a mode they can."""
+    if not unsupported:
+        return []
+    names = [o.namespace for o in unsupported]
+    which = names[0] if len(names) == 1 else f"{_plural(len(names), 'namespace')} ({_names(names)})"
+    base = {"namespaces": names, "offset": 0}
+    if request.mode != "exact":
+        return [
+            _action(
+                f"{which} cannot search in {request.mode} mode: search as exact text",
+                request.args(**base, mode="exact"),
+            )
+        ]
+    return [
+        _action(
+            f"{which} cannot search in exact mode: search as a regex",
+            request.args(**base, mode="regex", query=re2.escape(request.query)),
+        )
+    ]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _names(names: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _quoted(query: str) -> str:
+    """The query between quotes as typed (``repr`` would double its backslashes)."""
+    return f'"{query}"' if "'" in query else f"'{query}'"
+
+
 def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
-    """Actions that reach what one namespace could not give."""
+    """Actions that reach what one namespace could not give (one that cannot do the mode: :func:`_fallback`)."""
     ns = outcome.namespace
     alone = request.namespaces == [ns]
     base = {"namespaces": [ns], "offset": 0}
     status = outcome.status
     why = outcome.error or status
-    if status == "unsupported":
-        if request.mode != "exact":
-            return [
-                _action(
-                    f"{ns} cannot search in {request.mode} mode: search it as exact text",
-                    request.args(**base, mode="exact"),
-                )
-            ]
-        return [
-            _action(
-                f"{ns} cannot search in exact mode: search it as a regex",
-                request.args(**base, mode="regex", query=re2.escape(request.query)),
-            )
-        ]
+    said = "" if why in (status, "timed out") else f" ({why})"  # never "timed out (timed out)"
     if status == "timeout" and request.timeout_ms < MAX_TIMEOUT_MS:
         more = min(MAX_TIMEOUT_MS, request.timeout_ms * 4)
-        return [_action(f"{ns} timed out ({why}): give it {more} ms alone", request.args(**base, timeout_ms=more))]
+        return [_action(f"{ns} timed out{said}: give it {more} ms alone", request.args(**base, timeout_ms=more))]
     if status in ("error", "unavailable"):
         when = f" after {outcome.retry_after:.0f} s" if outcome.retry_after else ""
-        return [_action(f"{ns} failed ({why}): retry it alone{when}", request.args(**base))]
+        return [_action(f"{ns} failed{said}: retry it alone{when}", request.args(**base))]
     if not alone:
-        return [_action(f"{ns} was {status} ({why}): search it alone", request.args(**base))]
+        return [_action(f"{ns} was {status}{said}: search it alone", request.args(**base))]
     actions: list[dict[str, Any]] = []
     top = _top_directory(outcome)
     if top is not None and len(request.paths) < 31:
         if not any(not p.startswith("!") for p in request.paths):
             actions.append(
                 _action(
-                    f"{ns} was {status} ({why}): narrow to {top}/",
+                    f"{ns} was {status}{said}: narrow to {top}/",
                     request.args(**base, paths=[*request.paths, f"{top}/**"]),
                 )
             )
         actions.append(
-            _action(
-                f"{ns} was {status} ({why}): skip {top}/", request.args(**base, paths=[*request.paths, f"!{top}/**"])
-            )
+            _action(f"{ns} was {status}{said}: skip {top}/", request.args(**base, paths=[*request.paths, f"!{top}/**"]))
         )
     if not actions:
-        actions.append(_action(f"{ns} was {status} ({why}): search it again", request.args(**base)))
+        actions.append(_action(f"{ns} was {status}{said}: search it again", request.args(**base)))
     return actions
 
 
@@ -295,13 +316,21 @@ def _note(
     outcomes: Sequence[Outcome],
     failed: Sequence[Outcome],
 ) -> str | None:
+    """Why an answer is empty or partial, in words. A namespace that cannot search in the
+    request's mode did not fail: it is said apart."""
     if not outcomes:
         return "no namespace to search: none is configured or visible to this caller"
+    unable = [o.namespace for o in failed if o.status == "unsupported"]
+    broken = [o for o in failed if o.status != "unsupported"]
+    cannot = f"{_names(unable)} cannot search in {request.mode} mode" if unable else ""
     if shown == 0:
-        if failed and len(failed) == len(outcomes):
-            what = ", ".join(f"{o.namespace} ({o.status})" for o in failed[:5])
-            more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-            return f"every namespace failed: {what}{more}; see namespaces and next"
+        if broken and len(broken) + len(unable) == len(outcomes):
+            what = ", ".join(f"{o.namespace} ({o.status})" for o in broken[:5])
+            more = f" and {len(broken) - 5} more" if len(broken) > 5 else ""
+            also = f"; {cannot}" if cannot else ""
+            return f"every namespace failed: {what}{more}{also}; see namespaces and next"
+        if unable and len(unable) == len(outcomes):
+            return f"no namespace asked can search in {request.mode} mode ({_names(unable)}); see next"
         if total and request.offset >= total:
             return f"offset {request.offset} is past the last of {total} matching files"
         if weak:
@@ -310,10 +339,16 @@ def _note(
                 f"{request.threshold}; lower threshold to see them"
             )
         filtered = " with these path/language filters" if request.paths or request.languages else ""
-        partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
-        return f"nothing matched {request.query!r} in {len(outcomes)} namespaces{filtered}{partial}"
-    if failed:
-        return f"{len(failed)} of {len(outcomes)} namespaces did not answer fully; see namespaces and next"
+        searched = len(outcomes) - len(unable)
+        partial = f"; {_plural(len(broken), 'namespace')} did not answer fully" if broken else ""
+        partial += f"; {cannot}" if cannot else ""
+        return f"nothing matched {_quoted(request.query)} in {_plural(searched, 'namespace')}{filtered}{partial}"
+    if broken:
+        also = f"; {cannot}" if cannot else ""
+        of = _plural(len(outcomes), "namespace")
+        return f"{len(broken)} of {of} did not answer fully{also}; see namespaces and next"
+    if unable:
+        return f"{cannot}; see next"
     return None
 
 
@@ -341,19 +376,19 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
 
 def rank(request: SearchRequest, outcomes: Sequence[Outcome]) -> Ranked:
     """Fuse, page and explain: the whole ranked answer for one request."""
-    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + request.files)
+    # two pages' worth of files: the next page's range is said as it will be (budget included)
+    ordered, total, weak, counts = fuse(request, outcomes, limit=request.offset + 2 * request.files)
     shown = page(ordered, request.offset, request.files, request.hit_budget)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
     if end < total and shown and end <= MAX_OFFSET:
-        actions.append(
-            _action(
-                f"next page: files {end + 1}-{min(total, end + request.files)} of {total}", request.args(offset=end)
-            )
-        )
+        following = len(page(ordered, end, request.files, request.hit_budget))
+        span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
+        actions.append(_action(f"next page: {span} of {total}", request.args(offset=end)))
     failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
-    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
-        actions.extend(_widen(request, outcome))
+    everywhere = sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace)
+    actions.extend(_fallback(request, [o for o in everywhere if o.status == "unsupported"]))
+    actions.extend(a for o in everywhere if o.status != "unsupported" for a in _widen(request, o))
     return Ranked(
         page=shown,
         file_count=total + _unreturned(outcomes),

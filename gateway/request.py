@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.errors import InvalidRequest
 from gateway.globs import MAX_GLOBS, check_globs
-from gateway.languages import normalise
+from gateway.languages import LANGUAGES, normalise
 from gateway.models import Mode
 
 __all__ = ["SearchRequest", "check_regex", "parse_request", "problem_fields"]
@@ -101,7 +101,7 @@ class SearchRequest(BaseModel):
         for name in value:
             lang = normalise(name)
             if lang is None:
-                raise ValueError(f"unknown language {name!r}")
+                raise ValueError(f"unknown language {name!r} (one of {', '.join(LANGUAGES)})")
             if lang not in out:
                 out.append(lang)
         return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
@@ -27,7 +28,7 @@ from gateway.log import get_logger
 from gateway.request import SearchRequest
 from gateway.service import SearchService
 
-__all__ = ["ACCESS", "SERVICE", "create_app", "get_params", "read_json_body"]
+__all__ = ["ACCESS", "SERVICE", "check_utf8", "create_app", "get_params", "read_json_body"]
 
 log = get_logger("fedsearch.web")
 
@@ -50,8 +51,32 @@ _PARAM_OF = {field: param for param, field in {**_SCALARS, **_LISTS}.items()}
 _CASE = {"true": True, "1": True, "false": False, "0": False, "smart": None, "": None}
 
 
-def get_params(query: MultiMapping[str]) -> dict[str, Any]:
-    """The SearchRequest data that GET /v1/search's query parameters describe."""
+def _utf8(part: str) -> str | None:
+    """A percent-encoded query-string part, decoded; None if its bytes are not UTF-8."""
+    try:
+        return unquote_to_bytes(part.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def check_utf8(raw_query: str) -> None:
+    """InvalidRequest naming the first parameter of a raw query string that is not UTF-8 once
+    percent-decoded (aiohttp decodes it with U+FFFD in place of the bytes: a search for
+    something nobody asked for)."""
+    for pair in raw_query.split("&"):
+        key, _, value = pair.partition("=")
+        name = _utf8(key)
+        if name is None:
+            raise InvalidRequest("query string", "a parameter name is not valid UTF-8")
+        if _utf8(value) is None:
+            raise InvalidRequest(name, "is not valid UTF-8")
+
+
+def get_params(query: MultiMapping[str], raw: str | None = None) -> dict[str, Any]:
+    """The SearchRequest data that GET /v1/search's query parameters describe (``raw``: the
+    query string as sent, checked to be UTF-8)."""
+    if raw:
+        check_utf8(raw)
     data: dict[str, Any] = {}
     for key in query:
         if key in _LISTS:
@@ -93,7 +118,7 @@ async def post_search(request: web.Request) -> web.Response:
 async def get_search(request: web.Request) -> web.Response:
     service = service_of(request)
     try:
-        data = get_params(request.query)
+        data = get_params(request.query, request.rel_url.raw_query_string)
         return json_response(await service.search_json(data, _access(request)))
     except InvalidRequest as exc:
         field = exc.field.split(".")[0]

@@ -38,10 +38,9 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from msgspec.structs import replace
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from gateway.backend import AsyncBackend, FileTree
 from gateway.errors import BackendError, RateLimited
@@ -50,6 +49,9 @@ from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
 from gateway.resilience.retry import MIN_ATTEMPT_S, RetryBudget, backoff, retryable
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = [
     "LOCAL",
@@ -234,6 +236,8 @@ class ResilientBackend(AsyncBackend[Any]):
 
     async def _retry(self, query: SearchQuery, call: _Call, failed: BackendError) -> BackendResult:
         """Retry after a first ``failed`` attempt (tenacity only then: it leaves garbage cycles behind)."""
+        from tenacity import AsyncRetrying, retry_if_exception  # imported by the first retry, not at start-up
+
         replay = [failed]
 
         async def attempt() -> BackendResult:
