@@ -215,7 +215,7 @@ def discover(root: str | os.PathLike[str] = ".") -> tuple[NamespaceConfig, ...]:
         NamespaceConfig(
             name=_namespace_name(rel, taken),
             backend="ripgrep",
-            settings=settings_cls.model_construct(root=str(path)),  # valid as found: an existing folder
+            settings=settings_cls.model_construct(None, **{"root": str(path)}),  # valid as found: an existing folder
         )
         for rel, path in sorted(found)
     )

@@ -148,7 +148,8 @@ class TestCheckConfig:
         monkeypatch.delenv("FEDSEARCH_TEST_NO_TOKEN", raising=False)
         config = tmp_path / "c.toml"
         config.write_text(
-            '[[namespaces]]\nname = "gh"\nbackend = "github"\nscope = "org:acme"\ntoken_env = "FEDSEARCH_TEST_NO_TOKEN"\n'
+            '[[namespaces]]\nname = "gh"\nbackend = "github"\nscope = "org:acme"\n'
+            'token_env = "FEDSEARCH_TEST_NO_TOKEN"\n'
         )
         code, out, err = run(capsys, "check-config", "--config", str(config))
         assert code == 0 and "namespaces[0].token_env: $FEDSEARCH_TEST_NO_TOKEN is not set" in err

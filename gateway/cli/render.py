@@ -32,6 +32,7 @@ __all__ = [
     "next_command",
     "plural",
     "summary",
+    "unanswered",
     "vimgrep",
 ]
 
@@ -165,19 +166,17 @@ def human(answer: dict[str, Any], style: Style, locate: Locate, suffix: str = ""
     return "\n".join(lines) + "\n"
 
 
-def _unanswered(statuses: list[dict[str, Any]]) -> list[str]:
-    """What the namespaces that did not answer fully said, those that cannot do the mode together."""
-    out: list[str] = []
-    unsupported: dict[str, list[str]] = {}
+def unanswered(statuses: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(namespaces that did not answer fully, with why; namespaces that cannot do this search, together)."""
+    failed: list[str] = []
+    unable: dict[str, list[str]] = {}
     for s in statuses:
+        why = s.get("error", "")
         if s["status"] == "unsupported":
-            unsupported.setdefault(s.get("error") or "cannot do this search", []).append(s["name"])
-    out += [f"{join_names(names)} ({why})" for why, names in unsupported.items()]
-    for s in statuses:
-        if s["status"] not in ("ok", "unsupported"):
-            why = s.get("error", "")
-            out.append(f"{s['name']} ({s['status']}{': ' + why if why and why != s['status'] else ''})")
-    return out
+            unable.setdefault(why or "cannot do this search", []).append(s["name"])
+        elif s["status"] != "ok":
+            failed.append(f"{s['name']} ({s['status']}{': ' + why if why and why != s['status'] else ''})")
+    return failed, [f"{join_names(names)}: {why}" for why, names in unable.items()]
 
 
 def summary(answer: dict[str, Any], color: bool = False, suffix: str = "") -> list[str]:
@@ -187,9 +186,11 @@ def summary(answer: dict[str, Any], color: bool = False, suffix: str = "") -> li
     text = f"{plural(answer['file_count'], 'file')} matched"
     if shown:
         text += f"; showing {offset + 1}-{offset + shown}"
-    missing = _unanswered(answer["namespaces"])
-    if missing:
-        text += "; not complete: " + "; ".join(missing)
+    failed, unable = unanswered(answer["namespaces"])
+    if failed:
+        text += "; not complete: " + "; ".join(failed)
+    if unable:
+        text += "; " + "; ".join(unable)
     lines = [f"{DIM}{text}{RESET}" if color else text]
     if answer.get("note"):
         lines.append(answer["note"])

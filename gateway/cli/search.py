@@ -169,9 +169,9 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
         if following is None:
             break
         data, answer = following, ask(following)
-    missing = render.summary(first)[0].partition("; not complete: ")[2]
-    if missing:
-        warn(f"not complete: {missing}")
+    failed, unable = render.unanswered(first["namespaces"])
+    for text in ([f"not complete: {'; '.join(failed)}"] if failed else []) + unable:
+        warn(text)
     return EXIT_OK if printed else exit_code(first)
 
 
