@@ -45,6 +45,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/overhead.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/resilience.py
+	$(BIN)/python bench/cli.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

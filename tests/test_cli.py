@@ -13,9 +13,9 @@ import pytest
 
 from gateway.cli import search as search_cmd
 from gateway.cli.main import main
+from tests.cli_support import Capture, run, stand_in_corpus
 from tests.corpus import make_corpus
 
-Capture = pytest.CaptureFixture[str]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: Lines of a file for context tests: matches on 3, 4 and 12.
 CONTEXT_FILE = "".join(f"line {n}{' needle' if n in (3, 4, 12) else ''}\n" for n in range(1, 17))
@@ -24,17 +24,9 @@ CONTEXT_FILE = "".join(f"line {n}{' needle' if n in (3, 4, 12) else ''}\n" for n
 @pytest.fixture
 def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The test corpus, the current directory (paths print relative to it)."""
-    root = make_corpus(tmp_path / "src")
+    root = stand_in_corpus(tmp_path, monkeypatch)
     (root / "alpha" / "notes.txt").write_text(CONTEXT_FILE)
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("FEDSEARCH_CONFIG", raising=False)
     return root
-
-
-def run(capsys: Capture, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def search_json(capsys: Capture, *argv: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -16,9 +17,8 @@ import pytest
 from gateway.cli.main import main
 from gateway.config import config_from_env
 from gateway.http.app import create_app
+from tests.cli_support import Capture, run, stand_in_corpus
 from tests.corpus import make_corpus
-
-Capture = pytest.CaptureFixture[str]
 
 #: What a one-shot local search must not import: servers, MCP, remote adapters, metrics, logging's chain.
 HEAVY = (
@@ -46,16 +46,8 @@ HEAVY = (
 
 @pytest.fixture
 def corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = make_corpus(tmp_path / "src")
-    monkeypatch.chdir(root)
-    monkeypatch.delenv("FEDSEARCH_CONFIG", raising=False)
+    root = stand_in_corpus(tmp_path, monkeypatch)
     return root
-
-
-def run(capsys: Capture, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def closed_port() -> int:
@@ -117,9 +109,6 @@ class TestRead:
 
     def test_a_path_as_search_printed_it(self, corpus: Path, capsys: Capture) -> None:
         """A path relative to the current directory (as `search` prints it) reads too."""
-        (corpus / "alpha" / "src").mkdir(exist_ok=True)
-        import os
-
         os.chdir(corpus / "alpha" / "src")
         code, out, _ = run(capsys, "read", "widgets.py:4-4")
         assert code == 0 and out == "4\tdef register_widget(name):\n"
