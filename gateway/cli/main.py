@@ -43,10 +43,12 @@ def _runner(command: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     from gateway.cli.messages import report
-    from gateway.log import configure
 
-    # serve and mcp log at info; a one-shot command only what goes wrong, structlog imported then
-    configure(level=None if args.command in ("serve", "mcp") else "warning", lazy=True)
+    if not getattr(args, "server", None):  # a client of --server logs nothing of its own
+        from gateway.log import configure
+
+        # serve and mcp log at info; a one-shot command only what goes wrong, structlog imported then
+        configure(level=None if args.command in ("serve", "mcp") else "warning", lazy=True)
     try:
         code: int = _runner(args.command)(args)
     except KeyboardInterrupt:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -70,8 +69,7 @@ def highlighter(query: str, mode: str, case_sensitive: bool) -> Any:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class Style:
+class Style(NamedTuple):
     """How a page is printed: colours, what to highlight, and the context rg's flags asked for."""
 
     color: bool = False

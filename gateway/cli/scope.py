@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gateway.cli.messages import warn
@@ -24,12 +23,14 @@ if TYPE_CHECKING:
 __all__ = ["Scope", "load", "local_roots", "scope_of"]
 
 
-@dataclass(frozen=True, slots=True)
 class Scope:
     """The local folder of each local namespace, and where the command runs from."""
 
-    roots: dict[str, str] = field(default_factory=dict)  # namespace -> absolute root
-    cwd: str = field(default_factory=os.getcwd)
+    __slots__ = ("cwd", "roots")
+
+    def __init__(self, roots: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self.roots = roots or {}  # namespace -> absolute root
+        self.cwd = cwd or os.getcwd()
 
     def locate(self, namespace: str, path: str) -> str:
         """How to print a file: relative to the current directory when it is local, else ``ns/path``."""
