@@ -17,6 +17,7 @@ import pytest
 from gateway.cli.main import main
 from gateway.config import config_from_env
 from gateway.http.app import create_app
+from gateway.log import configure
 from tests.cli_support import Capture, run, stand_in_corpus
 from tests.corpus import make_corpus
 
@@ -170,6 +171,7 @@ class TestCheckConfig:
 class TestServer:
     @pytest.fixture
     async def server(self, corpus: Path, aiohttp_server: Callable[..., Any]) -> str:
+        configure(level="warning")  # the server shares this process (and its stdout) with the client
         served = await aiohttp_server(create_app(config_from_env(None, str(corpus), env={})))
         return f"127.0.0.1:{served.port}"  # no scheme: http:// is assumed
 
