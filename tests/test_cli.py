@@ -178,6 +178,11 @@ class TestRgFlags:
         answer = search_json(capsys, "register_widget", "alpha", "-i", "--files", "5")
         assert {g["namespace"] for g in answer["files"]} == {"alpha"}
 
+    def test_a_query_after_double_dash_may_start_with_a_dash(self, corpus: Path, capsys: Capture) -> None:
+        """After --, a query such as -x is the query, as in rg; options before it still count."""
+        code, out, err = run(capsys, "search", "-i", "--", "-x", "alpha")
+        assert (code, err) == (1, "") and "nothing matched '-x' in 1 namespace" in out
+
     def test_ignore_case_and_case_sensitive(self, corpus: Path, capsys: Capture) -> None:
         """-i matches any case; -s only the case given."""
         insensitive = search_json(capsys, "registerwidget", "-i")

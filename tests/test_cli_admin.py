@@ -114,6 +114,15 @@ class TestRead:
         code, out, _ = run(capsys, "read", "widgets.py:4-4")
         assert code == 0 and out == "4\tdef register_widget(name):\n"
 
+    def test_past_the_read_limit_says_how_to_read_on(self, corpus: Path, capsys: Capture) -> None:
+        """A file longer than the read limit (2,000 lines) stops there with the command that reads on;
+        a range asked for does not."""
+        (corpus / "gamma" / "long.txt").write_text("".join(f"{n}\n" for n in range(1, 2102)))
+        code, out, err = run(capsys, "read", "gamma/long.txt")
+        assert code == 0 and out.splitlines()[-1] == "2000\t2000"
+        assert err == "fedsearch: hint: lines 1-2000 of 2101; more: fedsearch read gamma/long.txt:2001-\n"
+        assert run(capsys, "read", "gamma/long.txt:5-6")[1:] == ("5\t5\n6\t6\n", "")
+
     def test_a_missing_file_exits_2(self, corpus: Path, capsys: Capture) -> None:
         """A file that is not there is one line on stderr and exit 2."""
         code, out, err = run(capsys, "read", "alpha/nope.py")

@@ -163,6 +163,9 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
         raise AssertionError("unreachable")  # pragma: no cover - parse_args exited
     name = argv[0]
     parser = command_parser(name, json_errors)
-    args = parser.parse_intermixed_args(argv[1:])
+    rest = argv[1:]
+    # options anywhere, as rg reads them; after `--` everything is positional (a query such as -x),
+    # which argparse's intermixed parsing does not keep
+    args = parser.parse_args(rest) if "--" in rest else parser.parse_intermixed_args(rest)
     args.command = name
     return args

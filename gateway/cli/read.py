@@ -37,7 +37,7 @@ def parse_target(target: str) -> tuple[str, int | None, int | None]:
     return path, start, end
 
 
-def _print(result: dict[str, Any], as_json: bool) -> None:
+def _print(result: dict[str, Any], as_json: bool, asked_end: int | None) -> None:
     if as_json:
         import orjson
 
@@ -47,7 +47,7 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
     width = len(str(max(end, 1)))
     sys.stdout.write("".join(f"{start + i:>{width}}\t{line}\n" for i, line in enumerate(result["lines"])))
     total = result.get("total_lines")
-    if total and end < total:
+    if total and end < total and (asked_end is None or asked_end > end):  # the read limit stopped it
         hint(f"lines {start}-{end} of {total}; more: fedsearch read {result['namespace']}/{result['path']}:{end + 1}-")
 
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
         with Client(args.server) as client:
             namespace, path = _split(target, [item["name"] for item in client.namespaces()])
-            _print(client.read(namespace, path, start, end), args.json)
+            _print(client.read(namespace, path, start, end), args.json, end)
         return 0
     return _local(args, target, start, end)
 
@@ -83,7 +83,7 @@ def _local(args: argparse.Namespace, target: str, start: int | None, end: int | 
         finally:
             await service.aclose()
 
-    _print(asyncio.run(read()), args.json)
+    _print(asyncio.run(read()), args.json, end)
     return 0
 
 
