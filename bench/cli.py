@@ -10,6 +10,9 @@ common one, plus `fedsearch --help` and `python -c pass` (the interpreter's own 
 with this venv's site-packages). Prints mean, median and min per command, and the
 ratios fedsearch/rg of the means and medians.
 
+And the same search asked of a warm `fedsearch serve` over the same checkouts
+(`--server`): the one-shot client's start-up plus the server's search.
+
 Then the import time (`python -X importtime`, the sum of the top-level imports, the
 least of 5 runs) of `--help` and of the one-shot search.
 
@@ -29,9 +32,11 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -55,6 +60,24 @@ def export(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(REPO), "archive", rev], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
+
+
+def serve(base: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """`fedsearch serve` over the corpus (this tree), once it answers; and its address."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        entry(REPO, "serve", "--root", str(base), "--port", str(port)), stderr=subprocess.DEVNULL, cwd=base
+    )
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                return proc, f"127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("fedsearch serve did not come up")
 
 
 def compiled(tree: Path) -> Path:
@@ -126,6 +149,9 @@ def main() -> None:
             commands[f"fedsearch search {query!r} [{label}]"] = entry(tree, "search", query)
     for label, tree in trees.items():
         commands[f"fedsearch --help [{label}]"] = entry(tree, "--help")
+    server, address = serve(base)
+    for query in queries:
+        commands[f"fedsearch search {query!r} --server [after]"] = entry(REPO, "search", query, "--server", address)
     try:
         figures = hyperfine(commands, base, args.runs)
         width = max(map(len, figures))
@@ -141,12 +167,19 @@ def main() -> None:
                     f"fedsearch/rg {query!r} [{label}]: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
                     f"median {fed['median'] / ripgrep['median']:.2f}x"
                 )
+            fed = figures[f"fedsearch search {query!r} --server [after]"]
+            print(
+                f"fedsearch --server/rg {query!r}: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
+                f"median {fed['median'] / ripgrep['median']:.2f}x"
+            )
         print("\nimport time (least of 5, ms):")
         for label, tree in trees.items():
             helped = import_ms(entry(tree, "--help"), base)
             searched = import_ms(entry(tree, "search", queries[0]), base)
             print(f"  [{label}] --help {helped:.1f}; search {searched:.1f}")
     finally:
+        server.terminate()
+        server.wait(timeout=30)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
