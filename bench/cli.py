@@ -1,6 +1,7 @@
 """cli: the one-shot `fedsearch search` (start-up included) against `rg -n`, with hyperfine.
 
     .venv/bin/python bench/cli.py [--runs 20] [--dir DIR] [--copies K] [--before REV] [--queries NOMATCH,COMMON]
+    .venv/bin/python bench/cli.py --checkouts DIR ...   # a folder of real checkouts instead (e.g. fetched repos)
 
 Over the 8 package checkouts of bench/corpus.py (copied from .venv, each `git init`ed),
 in one hyperfine run (`-N`, warm-up, output discarded), from the corpus folder as a user
@@ -122,14 +123,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--dir", help="corpus folder (default: a temporary folder)")
     parser.add_argument("--copies", type=int, default=1, help="the 8 package checkouts, that many times over")
+    parser.add_argument("--checkouts", metavar="DIR", help="search the git checkouts in DIR, as they are")
     parser.add_argument("--before", metavar="REV", help="also run the tree of this git revision")
     parser.add_argument("--queries", default=",".join(QUERIES), help="NOMATCH,COMMON")
     args = parser.parse_args()
     if shutil.which("hyperfine") is None:
         print("cli: skipped, hyperfine is not installed (Debian: apt-get install hyperfine)")
         return
-    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-cli-"))
-    dirs = build(base, copies=args.copies)
+    if args.checkouts:
+        base = Path(args.checkouts).resolve()
+        dirs = sorted(p for p in base.iterdir() if (p / ".git").exists())
+    else:
+        base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-cli-"))
+        dirs = build(base, copies=args.copies)
     nfiles, nbytes = size(dirs)
     rg = find_rg()
     assert rg is not None, "rg not found (the ripgrep wheel installs it)"
