@@ -110,12 +110,13 @@ def looks_like_regex(query: str) -> bool:
 
 
 def exit_code(answer: dict[str, Any]) -> int:
-    """0 answered, 1 nothing matched, 3 every namespace failed (one that cannot do the mode did not fail)."""
+    """0 answered, 1 nothing matched, 3 every namespace failed: none answered and one at least
+    failed (a namespace that cannot search in the mode asked did not fail: alone, they make 1)."""
     if answer["files"]:
         return EXIT_OK
-    statuses = answer["namespaces"]
-    failed = [s for s in statuses if s["status"] not in ("ok", "unsupported")]
-    return EXIT_ALL_FAILED if statuses and len(failed) == len(statuses) else EXIT_NOTHING
+    statuses = [s["status"] for s in answer["namespaces"]]
+    failed = any(s not in ("ok", "unsupported") for s in statuses)
+    return EXIT_ALL_FAILED if failed and "ok" not in statuses else EXIT_NOTHING
 
 
 def _suffix(args: argparse.Namespace) -> str:
