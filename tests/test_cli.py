@@ -315,3 +315,34 @@ class TestBadInput:
         assert code == 1
         assert err == "fedsearch: hint: def \\w+_widget\\( looks like a regex: add --regex (-e) to search it as one\n"
         assert run(capsys, "search", r"def \w+_widget\(", "--regex")[0] == 0
+
+
+class TestDeclarations:
+    def test_a_declaration_prints_its_header_above_its_lines(self) -> None:
+        """A hit with `lines` (a declaration) is printed as a header line, then each of its matched lines."""
+        from gateway.cli.render import Style, human
+
+        hit = {
+            "kind": "method",
+            "qualified_name": "Flask.url_for",
+            "start_line": 10,
+            "end_line": 20,
+            "text": "    def url_for(self):",
+            "lines": [
+                {"line": 10, "column": 9, "text": "    def url_for(self):"},
+                {"line": 14, "column": 5, "text": "    url_for = 1"},
+            ],
+        }
+        answer = {
+            "files": [{"namespace": "flask", "file_path": "app.py", "hit_count": 1, "hits": [hit]}],
+            "file_count": 1,
+            "limits": {"offset": 0},
+            "namespaces": [{"name": "flask", "status": "ok"}],
+        }
+        out = human(answer, Style(), lambda ns, path: f"{ns}/{path}")
+        assert out.splitlines()[:4] == [
+            "flask/app.py",
+            "Flask.url_for  method  10-20",
+            "10:    def url_for(self):",
+            "14:    url_for = 1",
+        ]

@@ -79,13 +79,22 @@ class Style(NamedTuple):
 
 
 class Row(NamedTuple):
-    """One printed line of a file: matched (with its column and semantic score) or context."""
+    """One printed line of a file: matched (with its column and semantic score), context, or the
+    header of a declaration (printed above its lines, ordered at its first line)."""
 
     number: int
     text: str
     matched: bool
     column: int | None = None
     score: float | None = None
+    header: bool = False
+
+
+def _header(hit: dict[str, Any]) -> Row:
+    """A declaration's header: its qualified name, kind and span (and score, in semantic mode)."""
+    score = f" ({hit['score']:.2f})" if hit.get("score") is not None else ""
+    text = f"{hit['qualified_name']}  {hit['kind']}  {hit['start_line']}-{hit['end_line']}{score}"
+    return Row(hit["start_line"], text, False, header=True)
 
 
 def _context(first: int, last: int, context: Any, style: Style) -> Iterator[Row]:
@@ -100,23 +109,27 @@ def _context(first: int, last: int, context: Any, style: Style) -> Iterator[Row]
 
 
 def rows(group: dict[str, Any], style: Style) -> list[Row]:
-    """A file's lines to print, in order, each once: a matched line wins over the same line as context."""
+    """A file's lines to print, in order, each once: a matched line wins over the same line as
+    context; a declaration (a hit with ``lines``) has its header above its first line."""
     by_number: dict[int, Row] = {}
+    headers: list[Row] = []
     for hit in group["hits"]:
         if hit.get("kind") == "file":
             continue  # the path matched: the heading says it
-        score = hit.get("score")
-        for line in hit.get("lines") or [hit]:
+        lines = hit.get("lines")
+        if lines:
+            headers.append(_header(hit))
+            contexts = [(ln["line"], ln["line"], ln.get("context")) for ln in lines]
+        else:
+            contexts = [(hit["start_line"], hit["end_line"], hit.get("context"))]
+        score = None if lines else hit.get("score")  # a declaration's score is in its header
+        for line in lines or [hit]:
             number = line.get("line", line.get("start_line"))
             by_number[number] = Row(number, line["text"], True, line.get("column"), score)
-        lines = hit.get("lines")
-        contexts = [(ln["line"], ln["line"], ln.get("context")) for ln in lines] if lines else []
-        if not lines:
-            contexts.append((hit["start_line"], hit["end_line"], hit.get("context")))
         for first, last, context in contexts:
             for row in _context(first, last, context, style):
                 by_number.setdefault(row.number, row)
-    return [by_number[n] for n in sorted(by_number)]
+    return sorted([*by_number.values(), *headers], key=lambda row: (row.number, not row.header))
 
 
 def _highlight(text: str, regex: Any) -> str:
@@ -149,6 +162,10 @@ def _file(group: dict[str, Any], style: Style, locate: Locate) -> list[str]:
     for row in rows(group, style):
         if previous is not None and row.number > previous + 1 and (style.before or style.after):
             out.append(SEPARATOR)
+        if row.header:
+            out.append(f"{DIM}{row.text}{RESET}" if style.color else row.text)
+            previous = None  # a declaration's lines follow its header with no separator
+            continue
         out.append(_row(row, style))
         previous = row.number
     return out
