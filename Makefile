@@ -49,6 +49,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/index.py
 	$(BIN)/python bench/ranking.py
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/cli.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -64,9 +64,10 @@ Health = Literal["ok", "degraded", "unavailable"]
 
 
 class BackendSettings(BaseModel):
-    """Base of every adapter's settings model: frozen, unknown keys rejected."""
+    """Base of every adapter's settings model: frozen, unknown keys rejected; built when first
+    validated (a configured namespace), not when its adapter is imported."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class FileTree(Protocol):

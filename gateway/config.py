@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ __all__ = [
     "TokenConfig",
     "config_from_env",
     "discover",
+    "enclosing_checkout",
     "load_config",
     "parse_config",
 ]
@@ -45,7 +45,9 @@ DEFAULT_CACHE_BYTES = 256 << 20
 DISCOVERY_MAX_DEPTH = 6
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+#: Models are built (pydantic's schema) when first validated: a search over discovered
+#: checkouts validates none of them, and pays nothing for them at start-up.
+_FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ServerConfig(BaseModel):
@@ -217,6 +219,8 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
 
 def load_config(path: str | os.PathLike[str]) -> Config:
     """Read and validate a TOML config file."""
+    import tomllib  # only a config file needs it
+
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -269,22 +273,38 @@ def discover(root: str | os.PathLike[str] = ".") -> tuple[NamespaceConfig, ...]:
         NamespaceConfig(
             name=_namespace_name(rel, taken),
             backend="ripgrep",
-            settings=settings_cls.model_validate({"root": str(path)}),
+            settings=settings_cls.model_construct(None, **{"root": str(path)}),  # valid as found: an existing folder
         )
         for rel, path in sorted(found)
     )
 
 
+def enclosing_checkout(path: str | os.PathLike[str] = ".") -> Path | None:
+    """The git checkout ``path`` lies in (``path`` itself or the nearest folder above it holding ``.git``)."""
+    here = Path(path).resolve()
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
 def config_from_env(config: str | None = None, root: str | None = None, env: Mapping[str, str] | None = None) -> Config:
-    """The config a command runs with: ``--config``, else FEDSEARCH_CONFIG, else discovery."""
+    """The config a command runs with: ``--config``, else FEDSEARCH_CONFIG, else discovery.
+
+    Discovery serves the checkouts under ``root``; with no ``root``, those under the
+    current directory, else (run inside one, even in a subfolder) the checkout it is in.
+    """
     env = os.environ if env is None else env
     path = config or env.get("FEDSEARCH_CONFIG")
     if path:
-        return load_config(path)
-    namespaces = discover(root or ".")
+        return load_config(os.path.expanduser(path))
+    top = Path(os.path.expanduser(root)) if root else Path(".")
+    namespaces = discover(top)
+    if not namespaces and not root and (inside := enclosing_checkout(top)) is not None:
+        top, namespaces = inside, discover(inside)
     return Config(
-        server=ServerConfig(),
-        defaults=DefaultsConfig(),
+        server=ServerConfig.model_construct(),  # the defaults: valid as they are
+        defaults=DefaultsConfig.model_construct(),
         namespaces=namespaces,
-        source=f"discovery:{Path(root or '.').resolve()}",
+        source=f"discovery:{top.resolve()}",
     )

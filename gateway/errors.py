@@ -25,7 +25,10 @@ at their edge; nothing above an adapter sees a library's exception.
 
 from __future__ import annotations
 
-from gateway.models import Status
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a type only: the error tree imports nothing (the CLI reports errors before any model is loaded)
+    from gateway.models import Status
 
 __all__ = [
     "BackendCapped",

@@ -34,6 +34,7 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
     "protobuf": ("*.proto",),
     "python": ("*.py", "*.pyi"),
     "r": ("*.r", "*.R"),
+    "rst": ("*.rst",),
     "ruby": ("*.rb",),
     "rust": ("*.rs",),
     "scala": ("*.scala", "*.sc"),

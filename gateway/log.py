@@ -32,9 +32,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import Any
 from urllib.parse import quote
 
-import orjson
 import re2
-import structlog
 
 __all__ = ["REDACTED", "configure", "get_logger", "redact", "redact_values", "scrub"]
 
@@ -174,6 +172,8 @@ def _stdlib_handler(level: int) -> None:
 
 def _json(event: Any, **_: Any) -> str:
     """One log line as JSON: orjson, anything it cannot encode as its ``str``."""
+    import orjson
+
     return orjson.dumps(event, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
@@ -195,11 +195,32 @@ def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMappi
     return event
 
 
-def configure(level: str | None = None, json: bool | None = None) -> None:
-    """Configure structlog and stdlib logging to stderr (idempotent)."""
+#: A configuration not applied yet, (level, json): structlog is imported when a line is
+#: first logged (a one-shot CLI command that logs nothing never imports it).
+_pending: tuple[int, bool] | None = None
+
+
+def configure(level: str | None = None, json: bool | None = None, *, lazy: bool = False) -> None:
+    """Configure structlog and stdlib logging to stderr (idempotent).
+
+    ``lazy``: apply it when a line is first logged, so that a command that logs nothing
+    never imports structlog (about a third of a one-shot search's start-up, with rich).
+    """
+    global _pending
     level_name = (level or os.environ.get("FEDSEARCH_LOG_LEVEL", "info")).upper()
     numeric = getattr(logging, level_name, logging.INFO)
     as_json = json if json is not None else not sys.stderr.isatty()
+    _stdlib_handler(max(numeric, logging.WARNING))
+    if lazy and "structlog" not in sys.modules:
+        _pending = (numeric, as_json)
+    else:
+        _pending = None
+        _apply(numeric, as_json)
+
+
+def _apply(numeric: int, as_json: bool) -> None:
+    import structlog
+
     renderer: Any = (
         structlog.processors.JSONRenderer(serializer=_json)
         if as_json
@@ -218,8 +239,44 @@ def configure(level: str | None = None, json: bool | None = None) -> None:
         logger_factory=structlog.WriteLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    _stdlib_handler(max(numeric, logging.WARNING))
+
+
+def _apply_pending() -> None:
+    global _pending
+    if _pending is not None:
+        numeric, as_json = _pending
+        _pending = None
+        _apply(numeric, as_json)
+
+
+class _Logger:
+    """structlog's logger of one name, imported (and a lazy configuration applied) on first use."""
+
+    __slots__ = ("_logger", "_name")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def is_enabled_for(self, level: int) -> bool:
+        pending = _pending
+        if pending is not None:
+            return level >= pending[0]
+        return bool(self._real().is_enabled_for(level))
+
+    def _real(self) -> Any:
+        if _pending is not None:
+            _apply_pending()
+        if self._logger is None:
+            import structlog
+
+            self._logger = structlog.get_logger(self._name)
+        return self._logger
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._real(), attr)
 
 
 def get_logger(name: str = "fedsearch") -> Any:
-    return structlog.get_logger(name)
+    """The logger of ``name`` (structlog's, bound on each call to the configuration of the time)."""
+    return _Logger(name)

@@ -311,59 +311,79 @@ def _top_directory(outcome: Outcome) -> str | None:
     return min(tally, key=lambda d: (-tally[d], d))
 
 
+def _fallback(request: SearchRequest, unsupported: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """ONE action for every namespace that cannot search in the request's mode: all of them, in a mode they can."""
+    if not unsupported:
+        return []
+    names = [o.namespace for o in unsupported]
+    which = names[0] if len(names) == 1 else f"{_plural(len(names), 'namespace')} ({_names(names)})"
+    base = {"namespaces": names, "offset": 0}
+    criteria = request.criteria
+    if criteria.mode != "exact":
+        return [
+            _action(
+                f"{which} cannot search in {criteria.mode} mode: search as exact text",
+                request.args(
+                    **base, mode="exact", query=with_pattern(request.query, criteria.pattern, regex_mode=False)
+                ),
+            )
+        ]
+    return [
+        _action(
+            f"{which} cannot search in exact mode: search as a regex",
+            request.args(
+                **base, mode="regex", query=with_pattern(request.query, re2.escape(criteria.pattern), regex_mode=True)
+            ),
+        )
+    ]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _names(names: Sequence[str], most: int = 5) -> str:
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _quoted(query: str) -> str:
+    """The query between quotes as typed (``repr`` would double its backslashes)."""
+    return f'"{query}"' if "'" in query else f"'{query}'"
+
+
 def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
-    """Actions that reach what one namespace could not give."""
+    """Actions that reach what one namespace could not give (one that cannot do the mode: :func:`_fallback`)."""
     ns = outcome.namespace
     criteria = request.criteria
     alone = request.namespaces == [ns] or (not request.namespaces and criteria.repos == (ns,))
     base = {"namespaces": [ns], "offset": 0}
     status = outcome.status
     why = outcome.error or status
-    if status == "unsupported":
-        if criteria.mode != "exact":
-            return [
-                _action(
-                    f"{ns} cannot search in {criteria.mode} mode: search it as exact text",
-                    request.args(
-                        **base, mode="exact", query=with_pattern(request.query, criteria.pattern, regex_mode=False)
-                    ),
-                )
-            ]
-        return [
-            _action(
-                f"{ns} cannot search in exact mode: search it as a regex",
-                request.args(
-                    **base,
-                    mode="regex",
-                    query=with_pattern(request.query, re2.escape(criteria.pattern), regex_mode=True),
-                ),
-            )
-        ]
+    said = "" if why in (status, "timed out") else f" ({why})"  # never "timed out (timed out)"
     if status == "timeout" and request.timeout_ms < MAX_TIMEOUT_MS:
         more = min(MAX_TIMEOUT_MS, request.timeout_ms * 4)
-        return [_action(f"{ns} timed out ({why}): give it {more} ms alone", request.args(**base, timeout_ms=more))]
+        return [_action(f"{ns} timed out{said}: give it {more} ms alone", request.args(**base, timeout_ms=more))]
     if status in ("error", "unavailable"):
         when = f" after {outcome.retry_after:.0f} s" if outcome.retry_after else ""
-        return [_action(f"{ns} failed ({why}): retry it alone{when}", request.args(**base))]
+        return [_action(f"{ns} failed{said}: retry it alone{when}", request.args(**base))]
     if not alone:
-        return [_action(f"{ns} was {status} ({why}): search it alone", request.args(**base))]
+        return [_action(f"{ns} was {status}{said}: search it alone", request.args(**base))]
     actions: list[dict[str, Any]] = []
     top = _top_directory(outcome)
     if top is not None and len(criteria.paths) + len(criteria.also_paths) < 31:
         if not criteria.includes:
             actions.append(
                 _action(
-                    f"{ns} was {status} ({why}): narrow to {top}/",
+                    f"{ns} was {status}{said}: narrow to {top}/",
                     request.args(**base, paths=[*request.paths, f"{top}/**"]),
                 )
             )
         actions.append(
-            _action(
-                f"{ns} was {status} ({why}): skip {top}/", request.args(**base, paths=[*request.paths, f"!{top}/**"])
-            )
+            _action(f"{ns} was {status}{said}: skip {top}/", request.args(**base, paths=[*request.paths, f"!{top}/**"]))
         )
     if not actions:
-        actions.append(_action(f"{ns} was {status} ({why}): search it again", request.args(**base)))
+        actions.append(_action(f"{ns} was {status}{said}: search it again", request.args(**base)))
     return actions
 
 
@@ -409,13 +429,21 @@ def _note(
     asked: int,
     failed: Sequence[Outcome],
 ) -> str | None:
+    """Why an answer is empty or partial, in words. A namespace that cannot search in the
+    request's mode did not fail: it is said apart."""
     if not asked:
         return "no namespace to search: none is configured or visible to this caller"
+    unable = [o.namespace for o in failed if o.status == "unsupported"]
+    broken = [o for o in failed if o.status != "unsupported"]
+    cannot = f"{_names(unable)} cannot search in {request.criteria.mode} mode" if unable else ""
     if shown == 0:
-        if failed and len(failed) == asked:
-            what = ", ".join(f"{o.namespace} ({o.status})" for o in failed[:5])
-            more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-            return f"every namespace failed: {what}{more}; see namespaces and next"
+        if broken and len(broken) + len(unable) == asked:
+            what = ", ".join(f"{o.namespace} ({o.status})" for o in broken[:5])
+            more = f" and {len(broken) - 5} more" if len(broken) > 5 else ""
+            also = f"; {cannot}" if cannot else ""
+            return f"every namespace failed: {what}{more}{also}; see namespaces and next"
+        if unable and len(unable) == asked:
+            return f"no namespace asked can search in {request.criteria.mode} mode ({_names(unable)}); see next"
         if total and request.offset >= total:
             return f"offset {request.offset} is past the last of {total} matching files"
         if weak:
@@ -425,10 +453,16 @@ def _note(
             )
         criteria = request.criteria
         filtered = " with these path/language filters" if criteria.paths or criteria.languages else ""
-        partial = f"; {len(failed)} namespaces did not answer fully" if failed else ""
-        return f"nothing matched {request.query!r} in {asked} namespaces{filtered}{partial}"
-    if failed:
-        return f"{len(failed)} of {asked} namespaces did not answer fully; see namespaces and next"
+        searched = asked - len(unable)
+        partial = f"; {_plural(len(broken), 'namespace')} did not answer fully" if broken else ""
+        partial += f"; {cannot}" if cannot else ""
+        return f"nothing matched {_quoted(request.query)} in {_plural(searched, 'namespace')}{filtered}{partial}"
+    if broken:
+        also = f"; {cannot}" if cannot else ""
+        of = _plural(asked, "namespace")
+        return f"{len(broken)} of {of} did not answer fully{also}; see namespaces and next"
+    if unable:
+        return f"{cannot}; see next"
     return None
 
 
@@ -493,13 +527,14 @@ def settle(
     """Fuse and explain, for every page: the files up to this request's page in order (with ``everything``,
     the others behind them, in order when read). ``definitions`` tells fusion which files define the
     name asked about (the declaration index)."""
+    # two pages' worth of files: the next page's range is said as it will be (budget included)
     ordered, total, weak, counts = fuse(
-        request, outcomes, request.offset + request.files, lazy=everything, definitions=definitions
+        request, outcomes, request.offset + 2 * request.files, lazy=everything, definitions=definitions
     )
     failed = sorted((o for o in outcomes if o.status != "ok"), key=lambda o: o.namespace)
-    widen: list[dict[str, Any]] = []
-    for outcome in sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace):
-        widen.extend(_widen(request, outcome))
+    everywhere = sorted([*failed, *_failed_children(outcomes)], key=lambda o: o.namespace)
+    widen = _fallback(request, [o for o in everywhere if o.status == "unsupported"])
+    widen.extend(a for o in everywhere if o.status != "unsupported" for a in _widen(request, o))
     return Whole(
         ordered=ordered,
         total=total,
@@ -530,9 +565,14 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
     more = end < whole.total and bool(shown) and end <= MAX_OFFSET
     if more:
         args = request.args(offset=end, cursor=cursor)
-        actions.append(
-            _action(f"next page: files {end + 1}-{min(whole.total, end + request.files)} of {whole.total}", args)
-        )
+        span = f"from file {end + 1}"  # where it starts, when its files are not all at hand
+        nxt = whole.ordered[end - whole.first : end - whole.first + request.files]
+        if resolve is None and len(nxt) >= min(request.files, whole.total - end):
+            # the next page as it will be, its budget included (with declarations, its files'
+            # hits are only known once it is shown)
+            following = len(page(nxt, 0, request.files, request.hit_budget))
+            span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
+        actions.append(_action(f"next page: {span} of {whole.total}", args))
     actions.extend(whole.widen)
     return Ranked(
         page=shown,

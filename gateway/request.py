@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from gateway.errors import InvalidRequest
 from gateway.globs import MAX_GLOBS, check_globs, validate_glob
-from gateway.languages import normalise
+from gateway.languages import LANGUAGES, normalise
 from gateway.models import Mode
 from gateway.syntax import ParsedQuery, parse_query
 
@@ -138,7 +138,7 @@ class SearchRequest(BaseModel):
         for name in value:
             lang = normalise(name)
             if lang is None:
-                raise ValueError(f"unknown language {name!r}")
+                raise ValueError(f"unknown language {name!r} (one of {', '.join(LANGUAGES)})")
             if lang not in out:
                 out.append(lang)
         return out

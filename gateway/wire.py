@@ -30,7 +30,9 @@ __all__ = [
     "build_response",
 ]
 
-_STRICT = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+_STRICT = ConfigDict(
+    frozen=True, extra="forbid", str_strip_whitespace=False, defer_build=True
+)  # built for a schema, never on a search
 
 
 _ID_MASK = (1 << 53) - 1

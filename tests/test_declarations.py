@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from adapters.peer import parse_page
 from gateway.afi.search import afi_matches
-from gateway.cli.render import human
+from gateway.cli.render import Style, human
 from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index.builder import Builder
 from gateway.index.files import Source
@@ -208,7 +208,7 @@ class TestHitsAsDeclarations:
     async def test_human_output_prints_a_declaration_header_above_its_lines(self, service: SearchService) -> None:
         """`Holder.two  method  11-12`, then its matched lines as rg prints them."""
         request = parse_request({"query": "needle", "namespaces": ["repo"], "paths": ["src/mod.py"]})
-        text = human(await service.search(request), request)
+        text = human(await service.search(request), Style(), lambda namespace, path: f"{namespace}:{path}")
         assert "Holder.two  method  11-12\n12:        return needle + needle\n" in text
         assert "2:print(needle)\n" in text
 

@@ -121,6 +121,18 @@ class TestProblems:
         resp = await client.get("/v1/search", params=params)
         assert (await _problem(resp, 400))["field"] == field
 
+    @pytest.mark.parametrize(
+        ("query_string", "field"),
+        [("q=%ff", "q"), ("q=x&path=src%2F%c3%28", "path"), ("q=x&%ff=1", "query string")],
+    )
+    async def test_get_non_utf8_is_a_400_naming_the_parameter(
+        self, client: Client, query_string: str, field: str
+    ) -> None:
+        """A parameter that is not UTF-8 once percent-decoded is a 400 naming it, not a search for U+FFFD."""
+        resp = await client.get(URL.build(path="/v1/search", query_string=query_string, encoded=True))
+        problem = await _problem(resp, 400)
+        assert problem["field"] == field and "UTF-8" in problem["detail"]
+
     async def test_large_body_is_413(self, client: Client) -> None:
         """A body over the configured limit is a problem+json 413."""
         resp = await client.post("/v1/search", data=b'{"query": "' + b"x" * 8000 + b'"}')

@@ -340,6 +340,40 @@ class TestDuplicates:
         assert counts == {"p": (1, 1), "p/s": (1, 2)}
 
 
+class TestWording:
+    def test_the_next_page_range_is_the_next_page(self) -> None:
+        """When the budget cut a page short, the next-page reason names the files the next page holds."""
+        request = parse_request({"query": "foo", "files": 20, "hit_budget": 3})
+        answer = _answer(request, [_outcome("a", [f"f{i:02d}.py" for i in range(30)])])
+        assert len(answer["files"]) == 3
+        (action,) = answer["next"]
+        assert action["reason"] == "next page: files 4-6 of 30"
+        following = _answer(parse_request(action["args"]), [_outcome("a", [f"f{i:02d}.py" for i in range(30)])])
+        assert len(following["files"]) == 3 and following["limits"]["offset"] == 3
+
+    def test_the_last_file_alone_is_one_file(self) -> None:
+        """A next page holding one file says so in the singular."""
+        request = parse_request({"query": "foo", "files": 2})
+        answer = _answer(request, [_outcome("a", ["a.py", "b.py", "c.py"])])
+        assert answer["next"][0]["reason"] == "next page: file 3 of 3"
+
+    def test_one_namespace_is_singular(self) -> None:
+        """'in 1 namespace', never '1 namespaces'."""
+        answer = _answer(parse_request({"query": "zzz"}), [_outcome("a", [])])
+        assert answer["note"] == "nothing matched 'zzz' in 1 namespace"
+
+    def test_the_query_is_quoted_as_typed(self) -> None:
+        """A query's backslashes are not doubled in the note."""
+        answer = _answer(parse_request({"query": r"def \w+_x\("}), [_outcome("a", [])])
+        assert answer["note"] == r"nothing matched 'def \w+_x\(' in 1 namespace"
+
+    def test_a_timeout_says_timed_out_once(self) -> None:
+        """A backend whose error is 'timed out' is not described as 'timed out (timed out)'."""
+        request = parse_request({"query": "foo", "timeout_ms": 1000})
+        answer = _answer(request, [_outcome("a", [], "timeout", error="timed out")])
+        assert answer["next"][0]["reason"] == "a timed out: give it 4000 ms alone"
+
+
 class TestNextActions:
     def test_capped_namespace_gets_search_alone(self) -> None:
         """A capped namespace makes the answer truncated with a next action searching it alone."""
@@ -362,13 +396,36 @@ class TestNextActions:
         answer = _answer(request, [_outcome("a", [], "timeout")])
         assert answer["next"][0]["args"]["timeout_ms"] == 4000
 
-    def test_unsupported_semantic_falls_back_to_exact(self) -> None:
-        """A namespace that cannot search by meaning gets an exact-mode action."""
+    def test_unsupported_namespaces_get_one_combined_fallback(self) -> None:
+        """Namespaces that cannot search by meaning get ONE exact-mode action naming them all."""
+        request = parse_request({"query": "parse config", "mode": "semantic"})
+        outs = [
+            Outcome(
+                namespace=n, backend="rg", status="unsupported", took_ms=0, error="rg cannot search in semantic mode"
+            )
+            for n in ("a", "b", "c")
+        ]
+        answer = _answer(request, outs)
+        (action,) = answer["next"]
+        assert action["args"]["mode"] == "exact" and action["args"]["namespaces"] == ["a", "b", "c"]
+        assert action["reason"].startswith("3 namespaces (a, b, c) cannot search in semantic mode")
+
+    def test_unsupported_is_not_a_failure(self) -> None:
+        """An answer where no namespace can do the mode says so; it does not say every namespace failed."""
         request = parse_request({"query": "parse config", "mode": "semantic"})
         outs = [Outcome(namespace="a", backend="rg", status="unsupported", took_ms=0, error="no")]
-        answer = _answer(request, outs)
-        assert answer["next"][0]["args"]["mode"] == "exact"
-        assert answer["note"].startswith("every namespace failed")
+        note = _answer(request, outs)["note"]
+        assert not note.startswith("every namespace failed")
+        assert note.startswith("no namespace asked can search in semantic mode (a)")
+
+    def test_failures_beside_unsupported_are_every_namespace_failed(self) -> None:
+        """When the namespaces that could do the mode all failed, the note says every namespace failed."""
+        request = parse_request({"query": "x", "mode": "semantic"})
+        outs = [
+            Outcome(namespace="a", backend="rg", status="unsupported", took_ms=0, error="no"),
+            _outcome("b", [], "error", error="boom"),
+        ]
+        assert _answer(request, outs)["note"].startswith("every namespace failed: b (error)")
 
     def test_offset_past_the_end_says_so(self) -> None:
         """An offset beyond the last file gives an empty page with a note saying why."""

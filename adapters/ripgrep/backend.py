@@ -61,8 +61,12 @@ class RipgrepSettings(BackendSettings):
     @field_validator("root")
     @classmethod
     def _root_is_a_directory(cls, value: str) -> str:
-        if not value or "\x00" in value or not os.path.isdir(value):
+        if value.startswith("~"):
+            value = os.path.expanduser(value)  # as a shell would: root = "~/src"
+        if not value or "\x00" in value:
             raise ValueError("root must be an existing directory")
+        if not os.path.isdir(value):
+            raise ValueError(f"root must be an existing directory; {value!r} is not one")
         return value
 
     @field_validator("exclude")

@@ -27,7 +27,6 @@ import contextlib
 import functools
 import os
 import re
-import shutil
 import sysconfig
 from collections.abc import Callable, Iterable, Sequence
 
@@ -460,6 +459,8 @@ def find_rg() -> str | None:
     candidate = os.path.join(sysconfig.get_path("scripts"), name)
     if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
         return candidate
+    import shutil  # with bz2 and lzma: not at start-up, for the rare rg found on PATH
+
     return shutil.which("rg")
 
 

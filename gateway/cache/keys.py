@@ -18,7 +18,7 @@ import hashlib
 import secrets
 from collections.abc import Callable, Sequence
 
-import orjson
+import msgspec
 
 from gateway.request import SearchRequest
 
@@ -39,7 +39,7 @@ def access_key(visible: Sequence[str], access: Callable[[str], bool] | None) -> 
 
 
 def _fields(request: SearchRequest, exclude: set[str]) -> bytes:
-    return orjson.dumps(request.model_dump(mode="json", exclude=exclude), option=orjson.OPT_SORT_KEYS)
+    return msgspec.json.encode(request.model_dump(mode="json", exclude=exclude), order="sorted")
 
 
 def answer_key(prefix: str, request: SearchRequest, access: bytes) -> str:

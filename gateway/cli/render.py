@@ -1,35 +1,135 @@
-"""Human output for the CLI: files grouped by ``namespace:path``, matches highlighted.
+"""Human output for the CLI, as rg prints it: a file's path, then its numbered lines.
 
-Ends with each next action as a runnable ``fedsearch search --args-json …`` command.
+A page prints each file under its path (relative to the current directory, see
+:mod:`gateway.cli.scope`), its matched lines as ``line:text`` and context lines as
+``line-text``; context blocks that touch or overlap are merged and separated by
+``--``, as ``rg -C`` prints them. Colours are rg's (paths magenta, line numbers green,
+matches bold red). The page ends with a summary, the answer's note, and each next
+action as a runnable ``fedsearch search --args-json …`` command.
+
+``-l``, ``-c`` and ``--vimgrep`` print rg's formats: one path, ``path:count``, or
+``path:line:column:text`` a line.
+
+A file's rows come from its hits (:func:`rows`): a hit with ``lines`` (a declaration)
+contributes each of them, any other hit its own line. A declaration header printed
+above its lines belongs in :func:`rows` too, as a row of its own.
 """
 
 from __future__ import annotations
 
-import shlex
-from typing import Any
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
-import orjson
-import re2
+__all__ = [
+    "Style",
+    "counts",
+    "files_with_matches",
+    "highlighter",
+    "human",
+    "join_names",
+    "next_command",
+    "plural",
+    "summary",
+    "unanswered",
+    "vimgrep",
+]
 
-from gateway.request import SearchRequest
+PATH, NUMBER, MATCH, DIM, RESET = "\x1b[35m", "\x1b[32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
+SEPARATOR = "--"
 
-__all__ = ["human", "next_command"]
+#: (namespace, file path) -> how the path is printed
+Locate = Callable[[str, str], str]
 
-_BOLD_RED, _MAGENTA, _GREEN, _DIM, _RESET = "\x1b[1;31m", "\x1b[35m", "\x1b[32m", "\x1b[2m", "\x1b[0m"
+
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def _highlighter(request: SearchRequest) -> Any:
-    criteria = request.criteria  # the pattern, once the query's filters are taken out
-    if criteria.mode == "semantic":
+def join_names(names: Iterable[str], most: int = 5) -> str:
+    """``a, b, c and 4 more``."""
+    names = list(names)
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def highlighter(query: str, mode: str, case_sensitive: bool) -> Any:
+    """The RE2 regex that finds what to highlight in a matched line (None for semantic mode)."""
+    if mode == "semantic":
         return None
+    import re2
+
     options = re2.Options()
-    options.case_sensitive = request.effective_case()
+    options.case_sensitive = case_sensitive
     options.log_errors = False
-    pattern = criteria.pattern if criteria.mode == "regex" else re2.escape(criteria.pattern)
     try:
-        return re2.compile(pattern, options)
-    except re2.error:  # pragma: no cover - validated before
+        return re2.compile(query if mode == "regex" else re2.escape(query), options)
+    except re2.error:  # validated before: nothing to highlight rather than no output
         return None
+
+
+class Style(NamedTuple):
+    """How a page is printed: colours, what to highlight, and the context rg's flags asked for."""
+
+    color: bool = False
+    highlight: Any = None
+    before: int = 0  # context lines shown before a match (-B, -C)
+    after: int = 0  # and after it (-A, -C)
+
+
+class Row(NamedTuple):
+    """One printed line of a file: matched (with its column and semantic score), context, or the
+    header of a declaration (printed above its lines, ordered at its first line)."""
+
+    number: int
+    text: str
+    matched: bool
+    column: int | None = None
+    score: float | None = None
+    header: bool = False
+
+
+def _header(hit: dict[str, Any]) -> Row:
+    """A declaration's header: its qualified name, kind and span (and score, in semantic mode)."""
+    score = f" ({hit['score']:.2f})" if hit.get("score") is not None else ""
+    text = f"{hit['qualified_name']}  {hit['kind']}  {hit['start_line']}-{hit['end_line']}{score}"
+    return Row(hit["start_line"], text, False, header=True)
+
+
+def _context(first: int, last: int, context: Any, style: Style) -> Iterator[Row]:
+    """The context rows around matched lines ``first``..``last``, as many as -B/-A/-C asked for."""
+    if not context:
+        return
+    before = context.get("before", [])[-style.before :] if style.before else []
+    for i, text in enumerate(before):
+        yield Row(first - len(before) + i, text, False)
+    for i, text in enumerate(context.get("after", [])[: style.after]):
+        yield Row(last + 1 + i, text, False)
+
+
+def rows(group: dict[str, Any], style: Style) -> list[Row]:
+    """A file's lines to print, in order, each once: a matched line wins over the same line as
+    context; a declaration (a hit with ``lines``) has its header above its first line."""
+    by_number: dict[int, Row] = {}
+    headers: list[Row] = []
+    for hit in group["hits"]:
+        if hit.get("kind") == "file":
+            continue  # the path matched: the heading says it
+        lines = hit.get("lines")
+        if lines:
+            headers.append(_header(hit))
+            contexts = [(ln["line"], ln["line"], ln.get("context")) for ln in lines]
+        else:
+            contexts = [(hit["start_line"], hit["end_line"], hit.get("context"))]
+        score = None if lines else hit.get("score")  # a declaration's score is in its header
+        for line in lines or [hit]:
+            number = line.get("line", line.get("start_line"))
+            by_number[number] = Row(number, line["text"], True, line.get("column"), score)
+        for first, last, context in contexts:
+            for row in _context(first, last, context, style):
+                by_number.setdefault(row.number, row)
+    return sorted([*by_number.values(), *headers], key=lambda row: (row.number, not row.header))
 
 
 def _highlight(text: str, regex: Any) -> str:
@@ -40,70 +140,113 @@ def _highlight(text: str, regex: Any) -> str:
         if m.end() == m.start():
             continue
         out.append(text[last : m.start()])
-        out.append(_BOLD_RED + m.group(0) + _RESET)
+        out.append(MATCH + m.group(0) + RESET)
         last = m.end()
     out.append(text[last:])
     return "".join(out)
 
 
-def _line(
-    out: list[str],
-    start: int,
-    end: int,
-    text: str,
-    context: dict[str, list[str]] | None,
-    regex: Any,
-    color: bool,
-    score: str,
-) -> None:
-    """One matched line as rg prints it (``n:text``), its context lines as ``n-text``."""
-    before = context["before"] if context else []
-    for i, line in enumerate(before):
-        out.append(f"{start - len(before) + i}-{line}")
-    number = str(start)
-    if color:
-        number = _GREEN + number + _RESET
-    out.append(f"{number}:{_highlight(text, regex)}{score}")
-    for i, line in enumerate(context["after"] if context else []):
-        out.append(f"{end + 1 + i}-{line}")
+def _row(row: Row, style: Style) -> str:
+    number = f"{NUMBER}{row.number}{RESET}" if style.color else str(row.number)
+    if not row.matched:
+        return f"{number}-{row.text}"
+    text = _highlight(row.text, style.highlight) if style.color else row.text
+    score = f" ({row.score:.2f})" if row.score is not None else ""
+    return f"{number}:{text}{score}"
 
 
-def next_command(action: dict[str, Any], suffix: str = "") -> str:
-    """A next action as a shell command that makes the call verbatim."""
-    args = orjson.dumps(action["args"]).decode()
-    return f"fedsearch search --args-json {shlex.quote(args)}{suffix}"
+def _file(group: dict[str, Any], style: Style, locate: Locate) -> list[str]:
+    head = locate(group["namespace"], group["file_path"])
+    out = [f"{PATH}{head}{RESET}" if style.color else head]
+    previous: int | None = None
+    for row in rows(group, style):
+        if previous is not None and row.number > previous + 1 and (style.before or style.after):
+            out.append(SEPARATOR)
+        if row.header:
+            out.append(f"{DIM}{row.text}{RESET}" if style.color else row.text)
+            previous = None  # a declaration's lines follow its header with no separator
+            continue
+        out.append(_row(row, style))
+        previous = row.number
+    return out
 
 
-def human(answer: dict[str, Any], request: SearchRequest, color: bool = False, suffix: str = "") -> str:
-    regex = _highlighter(request) if color else None
+def human(answer: dict[str, Any], style: Style, locate: Locate, suffix: str = "") -> str:
+    """A page as rg prints matches (``--heading``), then the summary, the note and the next commands."""
     lines: list[str] = []
     for group in answer["files"]:
-        head = f"{group['namespace']}:{group['file_path']}"
-        lines.append((_MAGENTA + head + _RESET) if color else head)
-        for hit in group["hits"]:
-            score = f" ({hit['score']:.2f})" if "score" in hit else ""
-            if "lines" in hit:  # a declaration: its header, then its matched lines
-                head = f"{hit['qualified_name']}  {hit['kind']}  {hit['start_line']}-{hit['end_line']}{score}"
-                lines.append((_DIM + head + _RESET) if color else head)
-                for line in hit["lines"]:
-                    _line(lines, line["line"], line["line"], line["text"], line.get("context"), regex, color, "")
-                continue
-            _line(lines, hit["start_line"], hit["end_line"], hit["text"], hit.get("context"), regex, color, score)
+        lines += _file(group, style, locate)
         lines.append("")
+    lines += summary(answer, style.color, suffix)
+    return "\n".join(lines) + "\n"
+
+
+def unanswered(statuses: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """(namespaces that did not answer fully, with why; namespaces that cannot do this search, together)."""
+    failed: list[str] = []
+    unable: dict[str, list[str]] = {}
+    for s in statuses:
+        why = s.get("error", "")
+        if s["status"] == "unsupported":
+            unable.setdefault(why or "cannot do this search", []).append(s["name"])
+        elif s["status"] != "ok":
+            failed.append(f"{s['name']} ({s['status']}{': ' + why if why and why != s['status'] else ''})")
+    return failed, [f"{join_names(names)}: {why}" for why, names in unable.items()]
+
+
+def summary(answer: dict[str, Any], color: bool = False, suffix: str = "") -> list[str]:
+    """How many files matched and which are shown, what did not answer, the note, the next commands."""
     shown = len(answer["files"])
     offset = answer["limits"]["offset"]
-    summary = f"{answer['file_count']} files matched"
+    text = f"{plural(answer['file_count'], 'file')} matched"
     if shown:
-        summary += f"; showing {offset + 1}-{offset + shown}"
-    failed = [s for s in answer["namespaces"] if s["status"] != "ok"]
+        text += f"; showing {offset + 1}-{offset + shown}"
+    failed, unable = unanswered(answer["namespaces"])
     if failed:
-        summary += "; not complete: " + ", ".join(
-            f"{s['name']} ({s['status']}{': ' + s['error'] if s.get('error') else ''})" for s in failed
-        )
-    lines.append((_DIM + summary + _RESET) if color else summary)
-    if "note" in answer:
+        text += "; not complete: " + "; ".join(failed)
+    if unable:
+        text += "; " + "; ".join(unable)
+    lines = [f"{DIM}{text}{RESET}" if color else text]
+    if answer.get("note"):
         lines.append(answer["note"])
     for action in answer.get("next", []):
         lines.append(f"next ({action['reason']}):")
         lines.append("  " + next_command(action, suffix))
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def next_command(action: dict[str, Any], suffix: str = "") -> str:
+    """A next action as a shell command that makes the call verbatim."""
+    import shlex
+
+    args = json.dumps(action["args"], separators=(",", ":"), ensure_ascii=False)
+    return f"fedsearch search --args-json {shlex.quote(args)}{suffix}"
+
+
+# --- rg's listing formats: every matching file, one line each (or one per match) ------------
+
+
+def files_with_matches(answer: dict[str, Any], locate: Locate) -> str:
+    """``-l``: each file's path."""
+    return "".join(locate(g["namespace"], g["file_path"]) + "\n" for g in answer["files"])
+
+
+def _matched_lines(group: dict[str, Any]) -> list[Row]:
+    return [row for row in rows(group, Style()) if row.matched]
+
+
+def counts(answer: dict[str, Any], locate: Locate) -> str:
+    """``-c``: ``path:count`` of matched lines, as rg counts them."""
+    return "".join(
+        f"{locate(g['namespace'], g['file_path'])}:{len(_matched_lines(g)) or g['hit_count']}\n"
+        for g in answer["files"]
+    )
+
+
+def vimgrep(answer: dict[str, Any], locate: Locate) -> str:
+    """``--vimgrep``: ``path:line:column:text`` for each matched line."""
+    out: list[str] = []
+    for group in answer["files"]:
+        path = locate(group["namespace"], group["file_path"])
+        out += [f"{path}:{row.number}:{row.column or 1}:{row.text}\n" for row in _matched_lines(group)]
+    return "".join(out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import orjson
 from aiohttp import web
@@ -18,7 +19,7 @@ from multidict import MultiMapping
 from gateway.errors import InvalidRequest
 from gateway.request import SearchRequest
 
-__all__ = ["PARAMS", "get_params", "parameter_names", "read_json_body", "search_data"]
+__all__ = ["PARAMS", "check_utf8", "get_params", "parameter_names", "read_json_body", "search_data"]
 
 #: GET query parameters -> SearchRequest fields (lists are repeatable).
 _SCALARS = {
@@ -39,8 +40,32 @@ _PARAM_OF = {field: param for param, field in PARAMS.items()}
 _CASE = {"true": True, "1": True, "false": False, "0": False, "smart": None, "": None}
 
 
-def get_params(query: MultiMapping[str]) -> dict[str, Any]:
-    """The SearchRequest data that GET /v1/search's query parameters describe."""
+def _utf8(part: str) -> str | None:
+    """A percent-encoded query-string part, decoded; None if its bytes are not UTF-8."""
+    try:
+        return unquote_to_bytes(part.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def check_utf8(raw_query: str) -> None:
+    """InvalidRequest naming the first parameter of a raw query string that is not UTF-8 once
+    percent-decoded (aiohttp decodes it with U+FFFD in place of the bytes: a search for
+    something nobody asked for)."""
+    for pair in raw_query.split("&"):
+        key, _, value = pair.partition("=")
+        name = _utf8(key)
+        if name is None:
+            raise InvalidRequest("query string", "a parameter name is not valid UTF-8")
+        if _utf8(value) is None:
+            raise InvalidRequest(name, "is not valid UTF-8")
+
+
+def get_params(query: MultiMapping[str], raw: str | None = None) -> dict[str, Any]:
+    """The SearchRequest data that GET /v1/search's query parameters describe (``raw``: the
+    query string as sent, checked to be UTF-8)."""
+    if raw:
+        check_utf8(raw)
     data: dict[str, Any] = {}
     for key in query:
         if key in _LISTS:
@@ -73,7 +98,7 @@ async def search_data(request: web.Request) -> Any:
     """The raw search request: the JSON body of a POST, the query parameters of a GET."""
     if request.method == "POST":
         return await read_json_body(request)
-    return get_params(request.query)
+    return get_params(request.query, request.rel_url.raw_query_string)
 
 
 @contextlib.contextmanager

@@ -36,10 +36,9 @@ import asyncio
 import itertools
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec.structs import replace
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.errors import BackendError, RateLimited
@@ -49,6 +48,9 @@ from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
 from gateway.resilience.policy import LOCAL, Policy
 from gateway.resilience.retry import MIN_ATTEMPT_S, RetryBudget, backoff, retryable
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = ["LOCAL", "Policy", "ResilientBackend", "Stats", "wrap"]
 
@@ -161,6 +163,8 @@ class ResilientBackend(AsyncBackend[Any]):
 
     async def _retry(self, query: SearchQuery, call: _Call, failed: BackendError) -> BackendResult:
         """Retry after a first ``failed`` attempt (tenacity only then: it leaves garbage cycles behind)."""
+        from tenacity import AsyncRetrying, retry_if_exception  # imported by the first retry, not at start-up
+
         replay = [failed]
 
         async def attempt() -> BackendResult:

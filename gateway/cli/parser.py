@@ -1,0 +1,171 @@
+"""The command line's grammar: one argparse parser per command, and nothing else imported.
+
+``fedsearch --help`` and a mistyped flag cost argparse alone. Each command has a parser
+of its own, so a bad flag prints *that* command's usage (``fedsearch search``'s, not the
+top level's), and ``search`` reads its arguments intermixed, as rg does: options may
+follow the query and the trailing PATHs (``fedsearch search Blueprint src/ -w -C 2``).
+
+With ``--json`` on the command line, a usage error is problem JSON on stdout instead
+(exit 2), like every other error of a ``--json`` run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+__all__ = ["COMMANDS", "CommandParser", "parse", "top_parser"]
+
+PROG = "fedsearch"
+
+
+class CommandParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are problem JSON on stdout when ``json_errors`` is set."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            problem = {"type": "about:blank", "title": "Invalid request", "status": 400, "detail": message}
+            sys.stdout.write(json.dumps(problem) + "\n")
+            raise SystemExit(2)
+        super().error(message)
+
+
+def _config_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="TOML config (default $FEDSEARCH_CONFIG, else discovery)")
+    p.add_argument(
+        "--root",
+        metavar="DIR",
+        help="serve every git checkout under DIR (default: the checkouts under the current directory, "
+        "else the checkout it is in)",
+    )
+
+
+def _server_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", metavar="URL", help="ask a running gateway (http:// assumed) instead of searching here")
+
+
+def _search(p: argparse.ArgumentParser) -> None:
+    p.add_argument("query", nargs="?", metavar="QUERY", help="what to look for (literal text unless --regex)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="search only these checkouts or folders (as rg)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--regex", "-e", action="store_true", help="QUERY is an RE2 regex")
+    mode.add_argument("-F", "--fixed-strings", action="store_true", help="QUERY is literal text (the default)")
+    mode.add_argument("--semantic", action="store_true", help="search by meaning")
+    p.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
+    case = p.add_mutually_exclusive_group()
+    case.add_argument("-s", "--case-sensitive", dest="case", action="store_true", default=None, help="match case")
+    case.add_argument("-i", "--ignore-case", dest="case", action="store_false", help="ignore case")
+    case.add_argument(
+        "-S", "--smart-case", dest="case", action="store_const", const=None, help="match case iff QUERY has a capital"
+    )
+    p.add_argument("-n", "--namespace", action="append", default=[], metavar="NS", help="namespace glob (repeatable)")
+    p.add_argument("-g", "--glob", action="append", default=[], metavar="GLOB", help="path glob, !GLOB excludes")
+    p.add_argument("-t", "--lang", action="append", default=[], metavar="LANG", help="language (python, go, ...)")
+    p.add_argument("-A", "--after-context", type=int, metavar="N", help="show N lines after each match")
+    p.add_argument("-B", "--before-context", type=int, metavar="N", help="show N lines before each match")
+    p.add_argument("-C", "--context", type=int, metavar="N", help="show N lines around each match")
+    listing = p.add_mutually_exclusive_group()
+    listing.add_argument("-l", "--files-with-matches", action="store_true", help="print every matching file's path")
+    listing.add_argument("-c", "--count", action="store_true", help="print every matching file with its count")
+    listing.add_argument("--vimgrep", action="store_true", help="print every match as path:line:column:text")
+    listing.add_argument("--json", action="store_true", help="print the answer as JSON (as over HTTP)")
+    p.add_argument("--files", type=int, metavar="N", help="files per page (default 20)")
+    p.add_argument("--offset", type=int, metavar="N", help="files to skip")
+    p.add_argument("--hit-budget", type=int, metavar="N", help="hits per page (default 100)")
+    p.add_argument("--timeout-ms", type=int, metavar="N", help="deadline in ms (default 5000)")
+    p.add_argument("--threshold", type=float, metavar="F", help="semantic hits scoring under F are weak")
+    p.add_argument("--args-json", metavar="JSON", help="a whole request (a printed next action), verbatim")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colours (as rg)")
+    _server_flag(p)
+    _config_flags(p)
+
+
+def _read(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", metavar="NS/PATH[:START[-END]]", help="a file of a namespace, optionally lines of it")
+    p.add_argument("--json", action="store_true", help="print the lines as JSON")
+    _server_flag(p)
+    _config_flags(p)
+
+
+def _serve(p: argparse.ArgumentParser) -> None:
+    _config_flags(p)
+    p.add_argument("--host", help="bind address (default from config, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default from config, 8080)")
+    p.add_argument("--workers", type=int, default=1, metavar="N", help="worker processes sharing the port (default 1)")
+
+
+def _mcp(p: argparse.ArgumentParser) -> None:
+    _config_flags(p)
+    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
+    p.add_argument(
+        "--token",
+        metavar="TOKEN|env:VAR",
+        help="stdio only: see what this configured token sees (env:VAR reads it from $VAR)",
+    )
+
+
+def _namespaces(p: argparse.ArgumentParser) -> None:
+    _config_flags(p)
+    p.add_argument("--json", action="store_true", help="print them as JSON")
+    _server_flag(p)
+
+
+def _check_config(p: argparse.ArgumentParser) -> None:
+    _config_flags(p)
+
+
+#: command -> (one-line help, the function adding its arguments)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "search": ("search every namespace and print the answer (rg's flags work)", _search),
+    "read": ("print lines of a file of any namespace", _read),
+    "namespaces": ("list the namespaces", _namespaces),
+    "serve": ("serve HTTP (and AFI) on HOST:PORT", _serve),
+    "mcp": ("serve MCP over stdio, or streamable HTTP with --http", _mcp),
+    "check-config": ("validate the config and say what looks wrong", _check_config),
+}
+
+
+def command_parser(name: str, json_errors: bool = False) -> CommandParser:
+    """The parser of one command (``fedsearch NAME …``)."""
+    summary, add = COMMANDS[name]
+    parser = CommandParser(prog=f"{PROG} {name}", description=summary[0].upper() + summary[1:] + ".")
+    parser.json_errors = json_errors
+    add(parser)
+    return parser
+
+
+def top_parser() -> CommandParser:
+    """``fedsearch`` itself: the commands, each with its one-line help."""
+    parser = CommandParser(
+        prog=PROG,
+        description="Federated code search: one query, every repo, ranked.",
+        epilog=f"Run '{PROG} COMMAND --help' for a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (summary, _) in COMMANDS.items():
+        sub.add_parser(name, help=summary, add_help=False)
+    return parser
+
+
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command and its arguments; argparse's usage error (exit 2) if they are wrong."""
+    argv = list(argv)
+    json_errors = "--json" in argv
+    if not argv or argv[0] not in COMMANDS:
+        top = top_parser()
+        top.json_errors = json_errors
+        top.parse_args(argv[:1])  # --help, no command, or an unknown one: the top level's usage
+        raise AssertionError("unreachable")  # pragma: no cover - parse_args exited
+    name = argv[0]
+    parser = command_parser(name, json_errors)
+    rest = argv[1:]
+    # options anywhere, as rg reads them; after `--` everything is positional (a query such as -x),
+    # which argparse's intermixed parsing does not keep
+    args = parser.parse_args(rest) if "--" in rest else parser.parse_intermixed_args(rest)
+    args.command = name
+    return args

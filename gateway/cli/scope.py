@@ -1,0 +1,127 @@
+"""Where a command runs: its config, the local folders of its namespaces, and PATH arguments.
+
+The CLI prints paths as rg does, relative to the current directory, so that a terminal
+or an editor can open ``path:line:col``; a file of a namespace with no local folder
+(a remote backend, or an answer from ``--server``) is printed as ``namespace/path``,
+what ``fedsearch read`` takes. Trailing PATH arguments (``fedsearch search X src/
+../click``) become the namespaces and path globs of the request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from gateway.cli.messages import warn
+from gateway.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from gateway.config import Config
+
+__all__ = ["Scope", "load", "local_roots", "scope_of"]
+
+
+class Scope:
+    """The local folder of each local namespace, and where the command runs from."""
+
+    __slots__ = ("cwd", "roots")
+
+    def __init__(self, roots: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self.roots = roots or {}  # namespace -> absolute root
+        self.cwd = cwd or os.getcwd()
+
+    def locate(self, namespace: str, path: str) -> str:
+        """How to print a file: relative to the current directory when it is local, else ``ns/path``."""
+        root = self.roots.get(namespace)
+        if root is None:
+            return f"{namespace}/{path}"
+        return os.path.relpath(os.path.join(root, path), self.cwd)
+
+    def narrow(self, paths: Sequence[str], patterns: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The namespaces and path globs that PATH arguments name (within the ``-n`` patterns given).
+
+        A PATH is a checkout (its namespace), a folder holding checkouts (theirs), or a
+        folder or file inside one (its namespace, and a glob of that place). Globs apply
+        to every namespace of a request: PATHs inside different checkouts search each of
+        them under every place named (said on stderr).
+        """
+        from gateway.globs import namespace_matcher
+
+        allowed = [namespace_matcher(p) for p in patterns]
+        names: list[str] = []
+        globs: list[str] = []
+        for given in paths:
+            target = os.path.realpath(os.path.expanduser(given))
+            if not os.path.exists(target):
+                raise InvalidRequest("PATH", f"{given}: no such file or folder")
+            found = self._under(target) or self._holding(target)
+            found = [(ns, rel) for ns, rel in found if not allowed or any(m(ns) for m in allowed)]
+            if not found:
+                raise InvalidRequest("PATH", f"{given} is not in any namespace searched here ({self._names()})")
+            for ns, rel in found:
+                if ns not in names:
+                    names.append(ns)
+                if rel:
+                    glob = rel if os.path.isfile(target) else f"{rel}/**"
+                    if glob not in globs:
+                        globs.append(glob)
+        if globs and len(names) > 1:  # one request's globs narrow all of its namespaces alike
+            warn(f"{', '.join(names)} are each searched under {', '.join(globs)} only")
+        return names, globs
+
+    def _under(self, target: str) -> list[tuple[str, str]]:
+        """The namespace whose root holds ``target``, and the path inside it ("" for the root)."""
+        best: tuple[str, str] | None = None
+        for ns, root in self.roots.items():
+            inside = target == root or target.startswith(root.rstrip("/") + "/")
+            if inside and (best is None or len(root) > len(self.roots[best[0]])):
+                best = (ns, os.path.relpath(target, root) if target != root else "")
+        return [best] if best is not None else []
+
+    def _holding(self, target: str) -> list[tuple[str, str]]:
+        """The namespaces whose roots lie inside the folder ``target``."""
+        prefix = target.rstrip("/") + "/"
+        return [(ns, "") for ns, root in self.roots.items() if root.startswith(prefix)]
+
+    def _names(self) -> str:
+        names = sorted(self.roots)
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        return f"namespaces: {shown}" if names else "no local namespace"
+
+
+def local_roots(config: Config) -> dict[str, str]:
+    """The absolute local folder of each namespace that has one (a ``root`` setting)."""
+    roots: dict[str, str] = {}
+    for ns in config.namespaces:
+        root = getattr(ns.settings, "root", None)
+        if isinstance(root, str):
+            roots[ns.name] = os.path.realpath(root)
+    return roots
+
+
+def load(args: argparse.Namespace) -> Config:
+    """The config of a command (``--config``, $FEDSEARCH_CONFIG, else discovery), warning when
+    discovery found nothing to search."""
+    from gateway.config import config_from_env
+
+    config = config_from_env(args.config, args.root)
+    if not config.namespaces:
+        warn(_empty(config.source))
+    return config
+
+
+def _empty(source: str) -> str:
+    if source.startswith("discovery:"):
+        where = source.removeprefix("discovery:")
+        return (
+            f"no git checkout under {where} (discovery serves folders holding .git): nothing to search; "
+            "give --root DIR or --config FILE"
+        )
+    return f"{source} configures no namespace: nothing to search"
+
+
+def scope_of(config: Config) -> Scope:
+    """The scope of a local search over ``config``'s namespaces."""
+    return Scope(local_roots(config))
