@@ -96,7 +96,11 @@ class TestOutput:
         assert code == 0
         lines = out.splitlines()
         assert lines[0] == "alpha/src/widgets.py"
-        assert lines[1:4] == ["register_widget  function  4-5", "4:def register_widget(name):", "8:register_widget('x')"]
+        assert lines[1:4] == [
+            "register_widget  function  4-5",
+            "4:def register_widget(name):",
+            "8:register_widget('x')",
+        ]
 
     def test_paths_from_inside_a_checkout_open_from_there(self, corpus: Path, capsys: Capture) -> None:
         """Run in a subfolder, a file of another folder is printed with ../ so an editor can open it."""
