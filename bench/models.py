@@ -118,7 +118,7 @@ class MiniLM:
             context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, length, -1)
             x = self._norm(x + self._dense(context, p + "attention.output.dense"), p + "attention.output.LayerNorm")
             h = self._dense(x, p + "intermediate.dense")
-            h = 0.5 * h * (1.0 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))  # gelu
+            h = (0.5 * h * (1.0 + np.tanh(0.7978845608 * (h + 0.044715 * h**3)))).astype(np.float32)  # gelu
             x = self._norm(x + self._dense(h, p + "output.dense"), p + "output.LayerNorm")
         pooled = (x * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1.0)
         return _unit(pooled.astype(np.float32))

@@ -16,15 +16,14 @@ of its time), so it never runs inside a serving process. It rescans every
 each start one; an exclusive lock on ``<dir>/index.lock`` lets exactly one work, the
 others wait for it. A builder ends when its parent closes its stdin, or dies.
 
-A *one-pass* builder (``once``: what a process without a background builder, the CLI,
-starts to catch a namespace up before a semantic search) makes one pass and ends,
-whether or not its parent is still there; when another builder holds the lock it ends
-at once (that one is doing the work).
+A *one-pass* builder (:func:`start_once`: what a process without a background builder,
+the CLI, starts to catch its namespaces up before a semantic search) takes the lock,
+forks into the background and makes one pass, whether or not its parent is still
+there; when another builder holds the lock it ends at once (that one is doing the work).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import itertools
 import json
@@ -35,18 +34,21 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.index.files import Source, changed, find_rg, index_file, list_files, stat_of
 from gateway.index.intents import embed_pending
 from gateway.index.store import FileRecord, Store
 from gateway.log import get_logger
 
-__all__ = ["BATCH_FILES", "BuildStats", "Builder", "BuilderProcess", "main"]
+__all__ = ["BATCH_FILES", "BuildStats", "Builder", "BuilderProcess", "lock_held", "main", "start_once"]
 
 #: Files per transaction, and the longest a transaction gathers (seconds).
 BATCH_FILES = 64
 BATCH_S = 0.25
 LOCK_NAME = "index.lock"
+#: The exit code of a one-pass builder that found another at work.
+BUSY = 3
 
 log = get_logger("fedsearch.index")
 
@@ -257,7 +259,11 @@ def main() -> int:
         log.warning("index_builder_off", error=exc.strerror or str(exc))
         return 0
     if lock is None:
-        return 0
+        return BUSY if once else 0
+    if once and os.fork():  # the parent ends now; the child keeps the lock (the same open file)
+        os._exit(0)
+    if once:
+        os.setsid()
     store = Store.open(directory, busy_s=10.0)
     if store.path is None:  # in memory: nobody could read what it built
         return 0
@@ -279,24 +285,62 @@ def main() -> int:
     return 0
 
 
-#: One-pass builders left to finish alone (held so that they are reaped, not collected running).
-_DETACHED: list[subprocess.Popen[bytes]] = []
+def _spec(
+    directory: str, sources: Sequence[Source], refresh_s: float, workers: int, once: bool = False
+) -> dict[str, Any]:
+    return {
+        "dir": directory,
+        "sources": [{"namespace": s.namespace, "root": s.root, "exclude": list(s.exclude)} for s in sources],
+        "refresh_s": refresh_s,
+        "workers": workers,
+        "once": once,
+    }
+
+
+def start_once(directory: str, sources: Sequence[Source], workers: int = 1) -> bool:
+    """Start a one-pass builder in the background; False if another builder holds the index (or it failed).
+
+    The process started takes the lock, forks the builder into a session of its own and
+    ends at once (reaped here): the builder outlives this process if it must, holding the
+    lock until its pass is done (:func:`lock_held`).
+    """
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.index"],
+            input=json.dumps(_spec(directory, sources, 60.0, workers, once=True)).encode() + b"\n",
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("index_builder_failed", error=str(exc)[:200])
+        return False
+    return done.returncode == 0
+
+
+def lock_held(directory: str) -> bool:
+    """Whether a builder is at work on the index under ``directory``."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(os.path.expanduser(directory), LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the file releases a lock taken here
+    return False
 
 
 class BuilderProcess:
     """The parent's handle on a builder process."""
 
-    def __init__(
-        self, directory: str, sources: Sequence[Source], refresh_s: float, workers: int = 1, *, once: bool = False
-    ) -> None:
-        self.spec = {
-            "dir": directory,
-            "sources": [{"namespace": s.namespace, "root": s.root, "exclude": list(s.exclude)} for s in sources],
-            "refresh_s": refresh_s,
-            "workers": workers,
-            "once": once,
-        }
-        self.once = once
+    def __init__(self, directory: str, sources: Sequence[Source], refresh_s: float, workers: int = 1) -> None:
+        self.spec = _spec(directory, sources, refresh_s, workers)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -306,7 +350,6 @@ class BuilderProcess:
                 [sys.executable, "-m", "gateway.index"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL if self.once else None,  # it may outlive the terminal's command
             )
             assert self.proc.stdin is not None
             self.proc.stdin.write(json.dumps(self.spec).encode() + b"\n")
@@ -325,30 +368,6 @@ class BuilderProcess:
         with contextlib.suppress(OSError):
             proc.stdin.write(data)
             proc.stdin.flush()
-
-    async def wait(self, seconds: float) -> bool:
-        """Wait up to ``seconds`` for the process to end (a one-pass builder); whether it has."""
-        proc = self.proc
-        if proc is None:
-            return True
-        try:
-            await asyncio.to_thread(proc.wait, max(0.0, seconds))
-        except subprocess.TimeoutExpired:
-            return False
-        self.proc = None
-        return True
-
-    def detach(self) -> None:
-        """Let a one-pass builder finish alone: its stdin closed, never killed (and reaped when it ends)."""
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-        _DETACHED[:] = [p for p in _DETACHED if p.poll() is None]
-        if proc.poll() is None:
-            _DETACHED.append(proc)
 
     def stop(self, timeout: float = 2.0) -> None:
         """End the process: its stdin closed, then killed if it lingers."""

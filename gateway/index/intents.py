@@ -23,7 +23,7 @@ __all__ = ["EMBED_FILES", "RECIPE", "embed_pending", "intents_id", "vectors_of"]
 #: Files embedded per transaction.
 EMBED_FILES = 64
 #: How a declaration becomes text (:func:`document`): a change makes every vector again.
-RECIPE = "kind+names+signature+intent/1"
+RECIPE = "kind+names+signature+intent/2"
 
 
 class _Counts(Protocol):

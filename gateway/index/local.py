@@ -10,8 +10,9 @@ Until a checkout's intent index is built, a search says so: with some of it embe
 the answer is what that part holds, ``capped``, its reason "the intent index is still
 building: N of M files"; with none, the namespace is ``unavailable`` with the same words
 and a retry delay. A process with no background builder (the CLI) first catches up:
-it starts a one-pass builder process for the namespace (:class:`BuilderProcess` with
-``once``) and waits for it until shortly before the deadline; a builder not done by
+it starts a one-pass builder for its local namespaces in the background
+(:func:`~gateway.index.builder.start_once`) and waits until the namespace is built, no
+builder is at work any more, or shortly before the deadline; a builder not done by
 then goes on alone, at low priority, and the next search finds more.
 """
 
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.errors import BackendError, BackendUnavailable
 from gateway.globs import PathFilter
-from gateway.index.builder import Builder, BuilderProcess, BuildStats
+from gateway.index.builder import Builder, BuildStats, lock_held, start_once
 from gateway.index.intents import intents_id
 from gateway.index.semantic import SYNC_S, Intents
 from gateway.index.store import Progress, Store
@@ -42,6 +43,8 @@ RETRY_AFTER_S = 5.0
 #: Time kept back from the deadline for the search itself when catching up: this share, at least the floor.
 KEEP_SHARE = 0.15
 KEEP_FLOOR_S = 0.2
+#: How often a search waiting for the index looks again (seconds).
+WAIT_STEP_S = 0.05
 
 
 def building(progress: Progress) -> str:
@@ -60,7 +63,7 @@ class IntentSearch:
         self._progress: dict[str, tuple[float, int, Progress]] = {}  # root -> (when, data_version, progress)
         self._lock = threading.Lock()
         self._store: Store | None = None
-        self._once: dict[str, BuilderProcess] = {}
+        self._started: asyncio.Future[bool] | None = None  # a one-pass builder started by catch_up
 
     def store(self) -> Store:
         """A connection of its own (the index's, when that one is in memory)."""
@@ -73,9 +76,6 @@ class IntentSearch:
         store, self._store = self._store, None
         if store is not None and store is not self.index._store:
             store.close()
-        for proc in self._once.values():  # a one-pass builder finishes on its own
-            proc.detach()
-        self._once.clear()
 
     def progress(self, namespace: str) -> Progress:
         """How far the namespace's intent index is (read again when the database changed, at most every SYNC_S)."""
@@ -93,6 +93,16 @@ class IntentSearch:
         self._progress[root] = (now, version, progress)
         return progress
 
+    def _built(self, namespace: str, fresh: bool = False) -> bool:
+        """Whether the namespace's intent index is built (``fresh``: read now, not remembered)."""
+        with self._lock:
+            if fresh:
+                self._progress.pop(self.index.sources[namespace].root, None)
+            try:
+                return self.progress(namespace).built
+            except sqlite3.Error:
+                return False
+
     def answer(self, namespace: str, query: SearchQuery) -> BackendResult:
         """The namespace's semantic answer (raises BackendUnavailable while nothing of it is embedded)."""
         from gateway.index.model import model
@@ -100,7 +110,7 @@ class IntentSearch:
         with self._lock:
             try:
                 return self._answer(namespace, query, model())
-            except sqlite3.OperationalError as exc:
+            except (sqlite3.OperationalError, sqlite3.ProgrammingError) as exc:  # busy, or closed under it
                 raise BackendError(f"the index database is busy: {exc}"[:200]) from None
             except sqlite3.DatabaseError as exc:
                 self._store = None
@@ -128,9 +138,8 @@ class IntentSearch:
     async def catch_up(self, namespace: str, deadline: float) -> None:
         """Bring the namespace's intent index up to date before searching, where no builder does (the CLI)."""
         index = self.index
-        with self._lock:
-            if index.building() or self.progress(namespace).built:
-                return
+        if index.building() or await asyncio.to_thread(self._built, namespace):
+            return
         left = deadline - time.monotonic()
         until = deadline - max(KEEP_FLOOR_S, KEEP_SHARE * left)
         if until <= time.monotonic():
@@ -142,12 +151,19 @@ class IntentSearch:
             builder.should_stop = lambda: time.monotonic() >= until
             await asyncio.to_thread(builder.refresh_one, source, BuildStats())
         else:
-            proc = self._once.get(namespace)
-            if proc is None or proc.proc is None:
-                proc = BuilderProcess(index.directory, [source], index.refresh_s, index.build_workers, once=True)
-                proc.start()
-                self._once[namespace] = proc
-            await proc.wait(until - time.monotonic())
+            directory = index.directory
+            if self._started is None:  # one builder for every local namespace, started by the first to ask
+                sources = list(index.sources.values())
+                self._started = asyncio.ensure_future(
+                    asyncio.to_thread(start_once, directory, sources, index.build_workers)
+                )
+            await asyncio.shield(self._started)
+            while time.monotonic() < until:
+                if await asyncio.to_thread(self._built, namespace, True):
+                    break
+                if not await asyncio.to_thread(lock_held, directory):
+                    break  # no builder at work (it is done, or could not start)
+                await asyncio.sleep(WAIT_STEP_S)
         self._progress.pop(source.root, None)
         intents = self._intents.get(source.root)
         if intents is not None:

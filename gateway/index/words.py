@@ -108,11 +108,17 @@ def split_words(text: str) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
-    """A word's light stem: plurals, ``-ing``, ``-ed``, ``-er`` and ``-ly`` endings off."""
-    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("er", ""), ("ly", ""), ("s", "")):
+    """A word's light stem: an inflection (plural, ``-ing``, ``-ed``), then ``-er``/``-ly``, then a
+    final ``e`` off (``registered``, ``registers``, ``register`` -> regist; ``parse``, ``parser`` -> pars)."""
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
         if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: len(word) - len(suffix)] + keep
-    return word
+            word = word[: len(word) - len(suffix)] + keep
+            break
+    for suffix in ("er", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
 def name_words(qualified_name: str) -> str:
@@ -124,7 +130,7 @@ def document(kind: str, qualified_name: str, signature: str, intent: str) -> str
     """The text the intent index embeds for one declaration: its kind, its names as words, the other
     words of its signature, and its intent (``method flask url for endpoint values Generate a URL...``)."""
     own = set(split_words(qualified_name))
-    header = [w for w in split_words(signature) if w not in STOPWORDS and w not in own]
+    header = dict.fromkeys(w for w in split_words(signature) if w not in STOPWORDS and w not in own)
     parts = [kind, name_words(qualified_name), " ".join(header), intent]
     return " ".join(p for p in parts if p)
 
