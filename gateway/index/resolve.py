@@ -122,6 +122,9 @@ class DeclarationIndex:
 
         if self._semantic is None:
             self._semantic = IntentSearch(self)
+        if isinstance(backend, SemanticBackend):  # kept across a reload: it searches this index now
+            backend.intents = self._semantic
+            return backend
         return SemanticBackend(backend, self._semantic)
 
     def close(self) -> None:

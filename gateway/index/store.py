@@ -515,17 +515,21 @@ class Store:
         return out
 
     def candidates(self, pairs: Sequence[tuple[int, int]]) -> list[Candidate]:
-        """The declarations at (file id, ordinal) pairs (those that still exist)."""
+        """The declarations at (file id, ordinal) pairs (those that still exist), read file by file
+        through the (file_id, ordinal) index."""
+        by_file: dict[int, list[int]] = {}
+        for file_id, ordinal in pairs:
+            by_file.setdefault(file_id, []).append(ordinal)
         out: list[Candidate] = []
-        for i in range(0, len(pairs), _CHUNK // 2):
-            chunk = pairs[i : i + _CHUNK // 2]
-            values = ",".join("(?, ?)" * 1 for _ in chunk)
-            rows = self._db.execute(
-                "SELECT file_id, ordinal, kind, name, qualified_name, start_line, end_line, intent, signature "
-                f"FROM declarations WHERE (file_id, ordinal) IN (VALUES {values})",
-                tuple(v for pair in chunk for v in pair),
-            )
-            out.extend(Candidate(*row) for row in rows)
+        for file_id, ordinals in by_file.items():
+            for i in range(0, len(ordinals), _CHUNK):
+                chunk = ordinals[i : i + _CHUNK]
+                rows = self._db.execute(
+                    "SELECT file_id, ordinal, kind, name, qualified_name, start_line, end_line, intent, signature "
+                    f"FROM declarations WHERE file_id = ? AND ordinal IN ({','.join('?' * len(chunk))})",
+                    (file_id, *chunk),
+                )
+                out.extend(Candidate(*row) for row in rows)
         return out
 
     def named(self, names: Sequence[str]) -> list[tuple[int, int, str]]:
