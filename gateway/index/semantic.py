@@ -54,14 +54,15 @@ TEXT_WEIGHT = 0.5
 PER_FILE = 3
 #: How long a matrix is trusted while the database changes (seconds).
 SYNC_S = 1.0
-#: Declarations scored in full per search: at least this many, else two per file wanted.
-MIN_DEPTH = 200
+#: Declarations scored in full per search: at least this many, else one per file wanted (reading and
+#: scoring them is most of a search's time after the matrix product).
+MIN_DEPTH = 100
 MAX_DEPTH = 2000
 
 
 def depth(max_files: int) -> int:
     """How many of the best declarations by cosine a search looks at closely."""
-    return min(MAX_DEPTH, max(MIN_DEPTH, 2 * max_files))
+    return min(MAX_DEPTH, max(MIN_DEPTH, max_files))
 
 
 def _normal(text: str) -> str:
