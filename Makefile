@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py
 	$(BIN)/python bench/ranking.py
+	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/cli.py
 

@@ -151,6 +151,8 @@ def _hit(item: Mapping[str, Any], mode: Mode) -> Hit:
         before=_lines(context.get("before")),
         after=_lines(context.get("after")),
         score=float(score) if mode == "semantic" and score is not None else None,
+        reason=str(item.get("reason") or "")[:MAX_INTENT] if declared else "",
+        terms=tuple(str(t) for t in item.get("matched_terms") or ()) if declared else (),
     )
 
 

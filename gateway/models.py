@@ -71,7 +71,8 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     A ``line`` hit is one matched line; a ``file`` hit a path match. Any other kind is
     a declaration (SPEC §3): ``line``/``end_line`` its span, ``symbol`` its qualified
     name, ``name`` its own, ``intent`` its docstring or comment, ``lines`` its matched
-    lines (``line`` hits, in order) and ``text``/``column`` those of the first one.
+    lines (``line`` hits, in order) and ``text``/``column`` those of the first one (a
+    semantic hit has no lines: ``text`` is its signature, ``score`` its score).
     """
 
     line: int
@@ -86,6 +87,9 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
     intent: str = ""
     lines: tuple[Hit, ...] = ()
+    #: A semantic hit's reason (the intent or signature that earned it) and the query's words in it.
+    reason: str = ""
+    terms: tuple[str, ...] = ()
 
     @property
     def last_line(self) -> int:

@@ -105,7 +105,11 @@ class SearchService:
         self.cache = open_cache(config.cache, process=process_cache)
         self._access_keys: dict[int, tuple[Access, bytes]] = {}
         #: The declaration index of the local namespaces (None: none, or disabled).
-        self.index = index_for(config)
+        self.index = index = index_for(config)
+        if index is not None:  # local namespaces search by meaning from its intent index
+            for name in index.sources:
+                entry = self._entries[name]
+                self._entries[name] = _Entry(entry.config, index.with_semantic(entry.backend))
 
     @classmethod
     def with_backends(

@@ -139,7 +139,8 @@ def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> 
                 for line in item["lines"]:
                     matches.append(_match(path, line["line"], line, semantic, score, namespace, declaration))
                 continue
-            match = _match(path, item["start_line"], item, semantic, score, namespace, None)
+            around = {k: item[k] for k in _DECLARATION if k in item} if item["kind"] != "line" else None
+            match = _match(path, item["start_line"], item, semantic, score, namespace, around)
             if item["end_line"] != item["start_line"]:
                 match["x-end-line"] = item["end_line"]
             matches.append(match)
