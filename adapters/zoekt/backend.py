@@ -36,8 +36,8 @@ from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Reques
 from adapters._text import go_quote_meta, path_regexes
 from adapters.zoekt.files import build_read, found, identity_of
 from adapters.zoekt.read import DECODER, RepoRouter, parse_response, parse_shared
-from gateway.errors import BackendError, NotFound, Rejected
-from gateway.files import RemoteFile, clean_path
+from gateway.errors import BackendCapped, BackendError, NotFound, Rejected
+from gateway.files import MAX_READ_BYTES, RemoteFile, clean_path, too_large
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, SearchQuery
 
@@ -50,6 +50,8 @@ MIN_MATCHES = 500
 WALL_SHARE = 0.9
 #: Namespaces in one shared request at most (the answer holds a page of files for each).
 MAX_MEMBERS = 64
+#: A read's answer carries the file in base64 (a third more) beside a little JSON.
+READ_BODY_BYTES = MAX_READ_BYTES * 4 // 3 + (1 << 16)
 _QUOTE_TRIGGERS = frozenset(' \t\r\n"():')
 
 
@@ -165,8 +167,16 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
         body = build_read(path, self.settings.repos, whole, wall_ns)
         endpoints = self.settings.endpoints
         for i, endpoint in enumerate(endpoints):
+            request = Request(
+                url=endpoint + "/api/search",
+                method="POST",
+                json=body,
+                max_bytes=min(self.settings.max_bytes, READ_BODY_BYTES),
+            )
             try:
-                reply = await self.fetch(Request(url=endpoint + "/api/search", method="POST", json=body), deadline)
+                reply = await self.fetch(request, deadline)
+            except BackendCapped:
+                raise too_large() from None
             except Unreachable:
                 if i + 1 == len(endpoints):
                     raise
