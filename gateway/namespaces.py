@@ -270,6 +270,7 @@ class Catalog:
                     }
                 )
             if backend.serves_children:
+                parent = {"parent": name} if access is None or access(name) else {}  # a hidden parent is not named
                 for child in self.kids(name, access) or ():
                     out.append(
                         {
@@ -278,7 +279,7 @@ class Catalog:
                             "health": _worse(child.health, backend.health()),
                             "capabilities": {"modes": list(child.modes), "read": child.read, "list": child.list},
                             "file_paths": child.file_paths,
-                            "parent": name,
+                            **parent,
                         }
                     )
         return out

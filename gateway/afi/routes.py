@@ -333,10 +333,11 @@ def _auth_methods(request: web.Request) -> tuple[str, ...]:
 def manifest(service: SearchService, access: Access, auth_methods: Sequence[str] = ()) -> dict[str, Any]:
     """The discovery manifest for one caller: modes are those its namespaces can search in."""
     modes: set[str] = {"exact"}  # mandatory at profile 2
-    for name in service.visible(access):
+    whole = service.visible(access)
+    for name in whole:
         modes |= service.backend(name, access).declared_modes()
     for entry in service.namespaces(access):
-        if "parent" in entry:  # a peer's child the caller sees alone: the modes its peer declares
+        if entry["name"] not in whole:  # a peer's child the caller sees alone: the modes its peer declares
             modes |= {m for m in entry["capabilities"]["modes"] if m in _MODES}
     return {
         "afi_version": "0.1",

@@ -35,7 +35,7 @@ from gateway.afi.base import (
     locate,
     normalise,
 )
-from gateway.errors import NotFound
+from gateway.errors import NotFound, UnknownNamespace
 from gateway.globs import MAX_GLOB_LENGTH
 from gateway.http.middleware import json_response
 from gateway.models import Mode
@@ -226,6 +226,11 @@ async def post_search(request: web.Request) -> web.Response:
     rel = normalise(body.path)
     names = await service.learned_names(access)
     target = locate(rel, names)
+    parent = target.namespace
+    if parent is not None and target.inner and service.backend(parent, access).serves_children:
+        if await service.catalog.children.refresh([parent]):  # a child under a peer not listed yet
+            names = service.names(access)
+            target = locate(rel, names)
     try:
         scope = await _scope(service, target, names, access)
     except NotFound:
@@ -255,7 +260,10 @@ async def post_search(request: web.Request) -> web.Response:
         "cursor": snapshot,  # the service's own: later pages come from the first one's snapshot
     }
     search = parse_request(request_data)
-    answer = await service.search(search, access)
+    try:
+        answer = await service.search(search, access)
+    except UnknownNamespace:  # a peer's child that is not there
+        raise AfiError("not_found", "no such path", body.path) from None
     failure = _failure(answer)
     if failure is not None:
         raise failure
