@@ -227,10 +227,10 @@ async def post_search(request: web.Request) -> web.Response:
     names = await service.learned_names(access)
     target = locate(rel, names)
     parent = target.namespace
-    if parent is not None and target.inner and service.backend(parent, access).serves_children:
-        if await service.catalog.children.refresh([parent]):  # a child under a peer not listed yet
-            names = service.names(access)
-            target = locate(rel, names)
+    under_peer = parent is not None and bool(target.inner) and service.backend(parent, access).serves_children
+    if under_peer and parent is not None and await service.catalog.children.refresh([parent]):
+        names = service.names(access)  # a child under a peer that was not listed yet
+        target = locate(rel, names)
     try:
         scope = await _scope(service, target, names, access)
     except NotFound:
