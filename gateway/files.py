@@ -166,6 +166,10 @@ class View(Protocol):
 
     async def read_lines(self, path: str, start: int, end: int | None, max_lines: int) -> tuple[list[str], int]: ...
 
+    async def etag(self, path: str) -> str:
+        """The file's ETag (``""``: none), without reading it where that can be avoided."""
+        ...
+
 
 class LocalView:
     """A :class:`~gateway.backend.FileTree`, its blocking calls run in a thread."""
@@ -193,6 +197,10 @@ class LocalView:
 
     async def read_lines(self, path: str, start: int, end: int | None, max_lines: int) -> tuple[list[str], int]:
         return await asyncio.to_thread(self.tree.read_lines, path, start, end, max_lines)
+
+    async def etag(self, path: str) -> str:
+        st = await self.stat(path)
+        return "" if st["type"] == "dir" else local_etag(st["mtime"], int(st["size"]))
 
 
 class RemoteView:
@@ -254,3 +262,6 @@ class RemoteView:
 
     async def read_lines(self, path: str, start: int, end: int | None, max_lines: int) -> tuple[list[str], int]:
         return lines_of((await self.file(path)).data, start, end, max_lines)
+
+    async def etag(self, path: str) -> str:
+        return remote_etag((await self.file(path)).identity)

@@ -312,9 +312,12 @@ async def get_read(request: web.Request) -> web.Response:
             raise NotFound(target.rel)
         raise AfiError("invalid_path", "is a directory", target.path)
     view = _view_of(service, target, access)
+    asked = request.headers.get("If-None-Match")
+    if asked and not ranged:  # a copy the caller keeps, still the same: nothing is read, nothing sent
+        etag = await view.etag(target.inner)
+        if etag and asked == etag:
+            return web.Response(status=304, headers={"ETag": etag, **_READ_HEADERS})
     body, total, etag = await view.read_bytes(target.inner, offset, want)
-    if etag and not ranged and request.headers.get("If-None-Match") == etag:
-        return web.Response(status=304, headers={"ETag": etag, **_READ_HEADERS})
     head = body if offset == 0 and len(body) >= min(total, _SNIFF) else None
     ctype = await _content_type(view, target.inner, head)
     return _bytes_response(body, total, offset, ranged, ctype, etag)
