@@ -50,6 +50,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ranking.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/remote_read.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -1,20 +1,21 @@
 """remote_read: a file read through a peer against the same file read locally; GitHub reads under its rate limit.
 
-    .venv/bin/python bench/remote_read.py [--files 40] [--rounds 5]
+    .venv/bin/python bench/remote_read.py [--files 150] [--package mypy] [--reads 50]
 
-**Through a peer.** Two `fedsearch serve` processes: the *peer* over a copy of the
-aiohttp package (`git init`ed, outside the checkout), and the *front*, whose only
+**Through a peer.** Two `fedsearch serve` processes: the *peer* over a copy of an
+installed package (mypy's, `git init`ed, outside the checkout), and the *front*, whose only
 namespace is the peer (`backend = "gateway"`), reached through a byte-counting TCP
 proxy in this process. For the same files (spread over sizes), side by side in each
 round:
 
-* local: `GET /v1/files/aiohttp/<path>` asked of the peer (the read on the machine
+* local: `GET /v1/files/<package>/<path>` asked of the peer (the read on the machine
   holding the file);
-* remote, first read: `GET /v1/files/peer/aiohttp/<path>` asked of the front (it reads
+* remote, first read: `GET /v1/files/peer/<package>/<path>` asked of the front (it reads
   the file whole from the peer's `/afi/read`);
 * remote, again: the same (a conditional request the peer answers `304`).
 
-Round 1 is each file's first read through the front; the later rounds read it again.
+Each of ``--files`` distinct files (spread over the sizes) is read locally, then through
+the front twice in a row (the first read through the front is the file's only cold one).
 Prints the median and p90 latency of each, the remote's excess over the local read,
 and the bytes on the wire between front and peer per read (both directions, headers
 included) beside the files' size.
@@ -119,15 +120,15 @@ async def timed_get(session: aiohttp.ClientSession, url: str) -> tuple[float, by
     return time.perf_counter() - started, body
 
 
-async def through_a_peer(files: int, rounds: int) -> None:
+async def through_a_peer(files: int, package: str) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="fedsearch-remote-read-"))
-    build(tmp / "corpus", ("aiohttp",))
-    checkout = tmp / "corpus" / "aiohttp"
+    build(tmp / "corpus", (package,))
+    checkout = tmp / "corpus" / package
     chosen = pick(checkout, files)
     peer_port, front_port, proxy_port = free_ports(3)
     quiet = "[index]\nenabled = false\n"  # no declaration index building beside the measurements
     peer_config, front_config = tmp / "peer.toml", tmp / "front.toml"
-    peer_config.write_text(f'{quiet}[[namespaces]]\nname = "aiohttp"\nbackend = "ripgrep"\nroot = "{checkout}"\n')
+    peer_config.write_text(f'{quiet}[[namespaces]]\nname = "{package}"\nbackend = "ripgrep"\nroot = "{checkout}"\n')
     front_config.write_text(
         f'{quiet}[[namespaces]]\nname = "peer"\nbackend = "gateway"\nurl = "http://127.0.0.1:{proxy_port}"\n'
     )
@@ -149,21 +150,21 @@ async def through_a_peer(files: int, rounds: int) -> None:
         cold_bytes: list[int] = []
         warm_bytes: list[int] = []
         async with aiohttp.ClientSession() as session:
-            await timed_get(session, f"{front}/v1/files/peer/aiohttp/__init__.py")  # connections up, children listed
-            await timed_get(session, f"{peer}/v1/files/aiohttp/__init__.py")
-            for round_ in range(rounds):
-                for path, _ in chosen:
-                    took, direct = await timed_get(session, f"{peer}/v1/files/aiohttp/{path}")
-                    local.append(took)
+            await timed_get(session, f"{front}/v1/files/peer/{package}/__init__.py")  # connections up, children listed
+            await timed_get(session, f"{peer}/v1/files/{package}/__init__.py")
+            for path, _ in chosen:  # side by side: each file read locally, then twice through the front
+                took, direct = await timed_get(session, f"{peer}/v1/files/{package}/{path}")
+                local.append(took)
+                for times, wire in ((cold, cold_bytes), (warm, warm_bytes)):
                     before = proxy.total()
-                    took, via = await timed_get(session, f"{front}/v1/files/peer/aiohttp/{path}")
+                    took, via = await timed_get(session, f"{front}/v1/files/peer/{package}/{path}")
                     assert via == direct, path
-                    (cold if round_ == 0 else warm).append(took)
-                    (cold_bytes if round_ == 0 else warm_bytes).append(proxy.total() - before)
+                    times.append(took)
+                    wire.append(proxy.total() - before)
         sizes = [size for _, size in chosen]
         print(
-            f"through a peer: {len(chosen)} files of aiohttp ({min(sizes)}..{max(sizes)} bytes, "
-            f"median {statistics.median(sizes):.0f}), {rounds} rounds; load {os.getloadavg()[0]:.2f}"
+            f"through a peer: {len(chosen)} files of {package} ({min(sizes)}..{max(sizes)} bytes, "
+            f"median {statistics.median(sizes):.0f}); load {os.getloadavg()[0]:.2f}"
         )
         print(f"  local read (the peer's /v1/files)          {ms(local)}")
         print(f"  remote, first read (front -> peer)         {ms(cold)}")
@@ -242,11 +243,11 @@ async def github_under_its_rate_limit(reads: int) -> None:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--files", type=int, default=40)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--files", type=int, default=150)
+    parser.add_argument("--package", default="mypy")
     parser.add_argument("--reads", type=int, default=50)
     args = parser.parse_args()
-    await through_a_peer(args.files, args.rounds)
+    await through_a_peer(args.files, args.package)
     await github_under_its_rate_limit(args.reads)
 
 
