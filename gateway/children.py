@@ -27,14 +27,16 @@ from gateway.errors import BackendError
 from gateway.log import get_logger
 from gateway.models import BackendResult, ChildNamespace, SearchQuery
 
-__all__ = ["MIN_AGE_S", "REFRESH_S", "TTL_S", "ChildBackend", "ChildDirectory"]
+__all__ = ["MIN_AGE_S", "REFRESH_S", "SEARCH_SHARE", "TTL_S", "ChildBackend", "ChildDirectory"]
 
 #: A parent's children are asked again once their list is this old.
 TTL_S = 30.0
 #: A pattern that matches no known child asks again once the list is this old.
 MIN_AGE_S = 2.0
-#: The longest a caller waits for a parent's list.
+#: The longest a caller waits for a parent's list (a search, a quarter of its deadline at most).
 REFRESH_S = 2.0
+#: The share of a search's deadline it may wait for its peers' children to be listed.
+SEARCH_SHARE = 0.25
 
 log = get_logger("fedsearch.children")
 
@@ -60,17 +62,28 @@ class ChildDirectory:
         found = self._known.get(parent)
         return float("inf") if found is None else time.monotonic() - found[0]
 
-    async def refresh(self, parents: Iterable[str] | None = None, older_than: float = TTL_S) -> bool:
-        """List again the children of ``parents`` (all) whose list is older than ``older_than``;
-        whether any list changed."""
+    async def refresh(
+        self, parents: Iterable[str] | None = None, older_than: float = TTL_S, within: float = REFRESH_S
+    ) -> bool:
+        """List again the children of ``parents`` (all) whose list is older than ``older_than``,
+        waiting ``within`` seconds at most (a list still coming is kept when it comes); whether
+        any list changed."""
         due = [p for p in (self._parents if parents is None else parents) if p in self._parents]
         due = [p for p in due if self.age(p) > older_than]
         if not due:
             return False
         before = {p: self.known(p) for p in due}
         tasks = [self._inflight.get(p) or self._start(p) for p in due]
-        await asyncio.wait(tasks, timeout=REFRESH_S)
+        await asyncio.wait(tasks, timeout=max(0.0, min(within, REFRESH_S)))
         return any(self.known(p) != before[p] for p in due)
+
+    async def aclose(self) -> None:
+        """Stop the listings still running."""
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=1.0)
 
     def _start(self, parent: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(self._list(parent), name=f"children:{parent}")

@@ -20,7 +20,7 @@ from msgspec.structs import replace
 from gateway.backend import AsyncBackend
 from gateway.cache import open_cache
 from gateway.cache.keys import access_key
-from gateway.children import MIN_AGE_S
+from gateway.children import MIN_AGE_S, SEARCH_SHARE
 from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
 from gateway.errors import InvalidRequest
 from gateway.fanout import Route, fan_out
@@ -152,6 +152,7 @@ class SearchService:
     async def aclose(self) -> None:
         """Close the index, every backend (in reverse order of opening), then the cache."""
         self.close_index()
+        await self.catalog.children.aclose()
         for entry in reversed(list(self._entries.values())):
             try:
                 await entry.backend.aclose()
@@ -189,29 +190,34 @@ class SearchService:
         await self.catalog.children.refresh()
         return self.namespaces(access)
 
-    async def learn(self, request: SearchRequest | None = None, access: Access = None) -> None:
+    async def learn(self, request: SearchRequest, access: Access = None) -> None:
         """List peers' children again where they are old and this request needs them (its patterns
-        are matched against them, or the caller may see only some of them)."""
+        are matched against them, or the caller may see only some of them), within a share of
+        its deadline."""
         catalog = self.catalog
         if not catalog.children.parents:
             return
-        if request is not None:
-            criteria = request.criteria
-            patterns = bool(request.namespaces or criteria.repos or criteria.skip_repos)
-            if not patterns and not catalog.partial(access):
-                return
-        await catalog.children.refresh()
+        criteria = request.criteria
+        if not (request.namespaces or criteria.repos or criteria.skip_repos) and not catalog.partial(access):
+            return
+        await catalog.children.refresh(within=self._timeout_s(request) * SEARCH_SHARE)
+
+    def _timeout_s(self, request: SearchRequest) -> float:
+        default_ms = self.config.defaults.timeout_ms
+        return (request.timeout_ms if "timeout_ms" in request.model_fields_set else default_ms) / 1000
 
     async def plan_learned(self, request: SearchRequest, access: Access = None) -> Plan:
-        """:meth:`plan`, after :meth:`learn`; a pattern matching no child is asked of the peers
-        again once (their list may be a little old) before it is a 400."""
+        """:meth:`plan`, after :meth:`learn` (its clock started before); a pattern matching no child
+        is asked of the peers again once (their list may be a little old) before it is a 400."""
+        started = time.monotonic()
         await self.learn(request, access)
         try:
-            return self.plan(request, access)
+            return self.plan(request, access, started)
         except InvalidRequest:
-            if not await self.catalog.children.refresh(older_than=MIN_AGE_S):
+            share = self._timeout_s(request) * SEARCH_SHARE
+            if not await self.catalog.children.refresh(older_than=MIN_AGE_S, within=share):
                 raise
-            return self.plan(request, access)
+            return self.plan(request, access, started)
 
     # --- search --------------------------------------------------------------------
 
@@ -246,9 +252,10 @@ class SearchService:
         criteria = request.criteria
         return self.catalog.route(request.namespaces, criteria.repos, criteria.skip_repos, access)
 
-    def plan(self, request: SearchRequest, access: Access = None) -> Plan:
-        """Everything a search needs before anything is sent; InvalidRequest if it cannot start."""
-        started = time.monotonic()
+    def plan(self, request: SearchRequest, access: Access = None, started: float | None = None) -> Plan:
+        """Everything a search needs before anything is sent; InvalidRequest if it cannot start.
+        ``started``: when the request's clock started (now, unless given)."""
+        started = time.monotonic() if started is None else started
         since_ns = time.time_ns()  # a file modified after this may not be what the backend read
         default_ms = self.config.defaults.timeout_ms
         if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:

@@ -8,12 +8,13 @@ and that paths match inside the repository in next actions and query filters too
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from gateway.backend import AsyncBackend
-from gateway.errors import InvalidRequest, NotFound, UnknownNamespace
+from gateway.errors import BackendError, InvalidRequest, NotFound, UnknownNamespace
 from gateway.models import BackendResult, ChildNamespace, ChildStatus, FileMatch, Hit, Outcome, SearchQuery
 from gateway.rank import rank
 from gateway.refine import refine
@@ -41,8 +42,6 @@ class FakePeer(AsyncBackend[MockSettings]):
     async def children(self, deadline: float) -> tuple[ChildNamespace, ...]:
         self.listed += 1
         if self.fail:
-            from gateway.errors import BackendError
-
             raise BackendError("down")
         kinds = {"zk": "zoekt"}
         return tuple(ChildNamespace(name=n, backend=kinds.get(n, "ripgrep"), modes=("exact",)) for n in self.names)
@@ -195,3 +194,37 @@ class TestInsideTheRepository:
         request = parse_request({"query": "x file:src/", "paths": ["*.py"]})
         [refined] = refine(request.criteria, [outcome])
         assert refined.result is not None and [f.path for f in refined.result.files] == ["github.com/acme/w/src/a.py"]
+
+
+class TestListingChildren:
+    async def test_a_slow_listing_costs_only_the_wait_allowed(self) -> None:
+        """A peer slow to list its children holds a caller only as long as allowed; the listing goes on
+        and is kept when it comes (and is stopped when the service closes)."""
+        release = asyncio.Event()
+
+        class Slow(FakePeer):
+            async def children(self, deadline: float) -> tuple[ChildNamespace, ...]:
+                await release.wait()
+                return await super().children(deadline)
+
+        peer = Slow()
+        service = await service_with(peer, listed=False)
+        assert await service.catalog.children.refresh(within=0.01) is False
+        assert service.catalog.children.known("peer") is None
+        release.set()
+        assert await service.catalog.children.refresh(within=1.0) is True  # the same listing, now done
+        assert peer.listed == 1 and service.catalog.children.known("peer") is not None
+        await service.aclose()
+
+    async def test_closing_stops_a_listing(self) -> None:
+        """Closing the service cancels a listing still running."""
+
+        class Hangs(FakePeer):
+            async def children(self, deadline: float) -> tuple[ChildNamespace, ...]:
+                await asyncio.Event().wait()
+                return ()
+
+        service = await service_with(Hangs(), listed=False)
+        await service.catalog.children.refresh(within=0.01)
+        await service.aclose()
+        assert service.catalog.children.known("peer") is None

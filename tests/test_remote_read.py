@@ -24,6 +24,7 @@ from adapters.sourcegraph import SourcegraphBackend, SourcegraphSettings
 from adapters.zoekt.backend import ZoektBackend, ZoektSettings
 from gateway.errors import BackendUnavailable, NotFound, RateLimited
 from gateway.http.app import create_app
+from gateway.models import SearchQuery
 from gateway.resilience.policy import Policy
 from gateway.resilience.wrapper import ResilientBackend, wrap
 from gateway.service import SearchService
@@ -123,9 +124,7 @@ class TestGitHubUnderItsRateLimit:
         assert api.to("/repos/") == []
 
 
-def _query(**kw: Any) -> Any:
-    from gateway.models import SearchQuery
-
+def _query(**kw: Any) -> SearchQuery:
     kw.setdefault("case_sensitive", False)
     return SearchQuery(text="register_widget", max_files=2, deadline=soon(), **kw)
 
