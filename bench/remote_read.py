@@ -12,7 +12,9 @@ round:
   holding the file);
 * remote, first read: `GET /v1/files/peer/<package>/<path>` asked of the front (it reads
   the file whole from the peer's `/afi/read`);
-* remote, again: the same (a conditional request the peer answers `304`).
+* remote, again: the same (a conditional request the peer answers `304`);
+* and the peer's `/afi/read` of the file asked directly: the request the front makes,
+  without the front (what is left of the remote read is the front's own work and the hop).
 
 Each of ``--files`` distinct files (spread over the sizes) is read locally, then through
 the front twice in a row (the first read through the front is the file's only cold one).
@@ -145,6 +147,7 @@ async def through_a_peer(files: int, package: str) -> None:
         await wait_ready(peer)
         await wait_ready(front)
         local: list[float] = []
+        hop: list[float] = []
         cold: list[float] = []
         warm: list[float] = []
         cold_bytes: list[int] = []
@@ -155,6 +158,8 @@ async def through_a_peer(files: int, package: str) -> None:
             for path, _ in chosen:  # side by side: each file read locally, then twice through the front
                 took, direct = await timed_get(session, f"{peer}/v1/files/{package}/{path}")
                 local.append(took)
+                took, _ = await timed_get(session, f"{peer}/afi/read?path=/{package}/{path}")
+                hop.append(took)
                 for times, wire in ((cold, cold_bytes), (warm, warm_bytes)):
                     before = proxy.total()
                     took, via = await timed_get(session, f"{front}/v1/files/peer/{package}/{path}")
@@ -167,6 +172,7 @@ async def through_a_peer(files: int, package: str) -> None:
             f"median {statistics.median(sizes):.0f}); load {os.getloadavg()[0]:.2f}"
         )
         print(f"  local read (the peer's /v1/files)          {ms(local)}")
+        print(f"  the peer's /afi/read (what the front asks) {ms(hop)}")
         print(f"  remote, first read (front -> peer)         {ms(cold)}")
         print(f"  remote, read again (a 304 from the peer)   {ms(warm)}")
         base = statistics.median(local)
