@@ -39,11 +39,13 @@ the settings); the rest of the gateway reads them here and nowhere else:
                           ``languages`` match the path inside the repository (SPEC §5)
 :meth:`tree`              read access to its files (a local checkout)
 ``reads``,                read access to remote files: :meth:`read_file` (the whole
-:meth:`read_file`         file, bounded by :data:`gateway.files.MAX_READ_BYTES`); with
-``lists``, :meth:`stat_file`, ``lists`` also :meth:`stat_file` and :meth:`list_files`.
-:meth:`list_files`        Any path it will not show is :class:`gateway.errors.NotFound`;
-                          where it cannot read, :class:`gateway.errors.Unsupported`
-                          says so (naming the file's URL when the backend gives one)
+:meth:`read_file`,        file, bounded by :data:`gateway.files.MAX_READ_BYTES`); with
+``lists``,                ``lists`` also :meth:`stat_file` and :meth:`list_files`. Any
+:meth:`stat_file`,        path it will not show is :class:`gateway.errors.NotFound`;
+:meth:`list_files`        where it cannot read, :class:`gateway.errors.Unsupported` says
+                          so (naming the file's URL when the backend gives one)
+:meth:`declared_modes`    the modes its namespaces can search in as the remote declares
+                          them (``/v1/namespaces``): its ``modes`` unless it knows better
 :meth:`health`            ``ok``, ``degraded`` or ``unavailable`` (the resilience
                           layer's word, from its breakers)
 :meth:`aclose`            release sessions and processes
