@@ -144,9 +144,16 @@ def _listed_entry(listed: dict[str, Any], inner: str, path: str) -> dict[str, An
     return _entry(path, "file", int(listed["size"]), None, guessed or "text/plain")
 
 
-async def _namespace_entry(service: SearchService, name: str, access: Access) -> dict[str, Any]:
-    """A namespace's root directory: its backend kind, and whether its files can be read."""
-    described = {e["name"]: e for e in service.namespaces(access)}.get(name)
+def _described(service: SearchService, access: Access) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in service.namespaces(access)}
+
+
+async def _namespace_entry(
+    service: SearchService, name: str, access: Access, listed: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A namespace's root directory: its backend kind, and whether its files can be read (``listed``:
+    :func:`_described`, when many are asked at once)."""
+    described = (listed if listed is not None else _described(service, access)).get(name)
     view = service.view(name, access)
     mtime = (await view.stat(""))["mtime"] if isinstance(view, LocalView) else None
     kind = described["backend"] if described else service.backend(name, access).kind
@@ -240,6 +247,7 @@ async def _list_page(
     view, children = await _children(service, target, access)
     names = sorted(n for n in children if match(n) and (after is None or n > after))
     visible = set(service.names(access))
+    listed = _described(service, access)
     entries: list[dict[str, Any]] = []
     base = target.path.rstrip("/")
     for name in names[:limit]:
@@ -248,7 +256,7 @@ async def _list_page(
             if child is None:
                 full = f"{target.rel}/{name}".lstrip("/")
                 entries.append(
-                    await _namespace_entry(service, full, access) if full in visible else _directory(f"/{full}")
+                    await _namespace_entry(service, full, access, listed) if full in visible else _directory(f"/{full}")
                 )
             elif isinstance(view, LocalView):
                 entries.append(await _file_entry(view, child[0], f"{base}/{name}"))
