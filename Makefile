@@ -51,6 +51,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/remote_read.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -301,12 +301,13 @@ def _action(reason: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _top_directory(outcome: Outcome) -> str | None:
-    """The top-level directory holding most of a namespace's returned files."""
+    """The top-level directory holding most of a namespace's returned files (inside their
+    repository, where a backend serves many: ``paths`` globs match there)."""
     if outcome.result is None:
         return None
     tally: dict[str, int] = {}
     for file in outcome.result.files:
-        head, sep, _ = file.path.partition("/")
+        head, sep, _ = file.inner_path.partition("/")
         if sep:
             tally[head] = tally.get(head, 0) + 1
     if not tally:
@@ -318,7 +319,7 @@ def _fallback(request: SearchRequest, unsupported: Sequence[Outcome]) -> list[di
     """ONE action for every namespace that cannot search in the request's mode: all of them, in a mode they can."""
     if not unsupported:
         return []
-    names = [o.namespace for o in unsupported]
+    names = [n for o in unsupported for n in o.asked_names()]
     which = names[0] if len(names) == 1 else f"{_plural(len(names), 'namespace')} ({_names(names)})"
     base = {"namespaces": names, "offset": 0}
     criteria = request.criteria
@@ -359,8 +360,9 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     """Actions that reach what one namespace could not give (one that cannot do the mode: :func:`_fallback`)."""
     ns = outcome.namespace
     criteria = request.criteria
-    alone = request.namespaces == [ns] or (not request.namespaces and criteria.repos == (ns,))
-    base = {"namespaces": [ns], "offset": 0}
+    names = outcome.asked_names()  # never wider than what was searched (a peer asked for some of its own)
+    alone = request.namespaces == names or (not request.namespaces and list(criteria.repos) == names)
+    base = {"namespaces": names, "offset": 0}
     status = outcome.status
     why = outcome.error or status
     said = "" if why in (status, "timed out") else f" ({why})"  # never "timed out (timed out)"
