@@ -172,7 +172,9 @@ class TestListing:
         declared = {m for n, e in listed.items() if n.startswith("peer/") for m in e["capabilities"]["modes"]}
         peer_entry = listed["peer"]
         assert set(peer_entry["capabilities"]["modes"]) == declared
-        assert "semantic" not in declared  # no namespace of the peer searches by meaning
+        # the peer's checkouts search by meaning (their intent index), its zoekt namespace does not
+        assert "semantic" in listed["peer/alpha"]["capabilities"]["modes"]
+        assert "semantic" not in listed["peer/zk"]["capabilities"]["modes"]
         assert peer_entry["file_paths"] == "<namespace>/<path>" and peer_entry["capabilities"]["read"] is True
 
     async def test_an_unreachable_peer_lists_no_children(self, front: Front) -> None:
