@@ -50,14 +50,11 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.models import DEFAULT_MAX_HITS, BackendResult, Mode, SearchQuery
 from gateway.resilience.policy import Policy
 from gateway.scope import call_slot
 
 __all__ = ["DEFAULT_MAX_HITS", "AsyncBackend", "BackendSettings", "FileTree", "Health", "call_slot"]
-
-#: Hits one backend may hand the gateway in one answer, unless it declares otherwise.
-DEFAULT_MAX_HITS = 100_000
 
 #: A namespace's health as ``/v1/namespaces`` reports it.
 Health = Literal["ok", "degraded", "unavailable"]

@@ -17,6 +17,7 @@ from typing import Literal, overload
 import msgspec
 
 __all__ = [
+    "DEFAULT_MAX_HITS",
     "BackendResult",
     "ChildStatus",
     "FileMatch",
@@ -31,6 +32,8 @@ __all__ = [
 Mode = Literal["exact", "regex", "semantic"]
 Status = Literal["ok", "capped", "timeout", "error", "unavailable", "unsupported"]
 
+#: Hits one backend may hand the gateway in one answer, unless it declares otherwise.
+DEFAULT_MAX_HITS = 100_000
 #: Text of a hit is cut to this many characters, the last being the ellipsis.
 MAX_TEXT = 256
 #: A declaration's intent (its docstring or comment's first sentence) is at most this long.

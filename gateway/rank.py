@@ -20,13 +20,12 @@ import heapq
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import re2
 from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
-from gateway.request import SearchRequest
 from gateway.signals import (
     QueryMatcher,
     defines,
@@ -38,6 +37,9 @@ from gateway.signals import (
     secondary,
 )
 from gateway.syntax import with_pattern
+
+if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
+    from gateway.request import SearchRequest
 
 __all__ = [
     "EXACT",

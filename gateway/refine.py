@@ -16,9 +16,9 @@ from collections.abc import Callable, Sequence
 
 from msgspec.structs import replace
 
+from gateway.criteria import Criteria
 from gateway.globs import PathFilter
 from gateway.models import FileMatch, Hit, Outcome
-from gateway.request import Criteria
 
 __all__ = ["REPOSITORY_PREFIXED", "refine"]
 

@@ -11,12 +11,14 @@ import functools
 import posixpath
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import re2
 
 from gateway.models import FileMatch, Hit, Mode
-from gateway.request import SearchRequest
+
+if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
+    from gateway.request import SearchRequest
 
 __all__ = [
     "DEFINITION_SCAN",
