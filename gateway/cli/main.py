@@ -44,7 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     from gateway.cli.messages import report
 
-    if not getattr(args, "server", None):  # a client of --server logs nothing of its own
+    # A client of --server logs nothing of its own; a local search configures its own logging
+    # (gateway.cli.search: none of stdlib's where it runs without the service).
+    if not getattr(args, "server", None) and args.command != "search":
         from gateway.log import configure
 
         # serve and mcp log at info; a one-shot command only what goes wrong, structlog imported then

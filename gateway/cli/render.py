@@ -17,7 +17,6 @@ above its lines belongs in :func:`rows` too, as a row of its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -217,6 +216,7 @@ def summary(answer: dict[str, Any], color: bool = False, suffix: str = "") -> li
 
 def next_command(action: dict[str, Any], suffix: str = "") -> str:
     """A next action as a shell command that makes the call verbatim."""
+    import json
     import shlex
 
     args = json.dumps(action["args"], separators=(",", ":"), ensure_ascii=False)

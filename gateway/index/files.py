@@ -10,9 +10,7 @@ nothing at all when the file changed while it was read.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import subprocess
 import sysconfig
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -42,7 +40,11 @@ class Source:
 def find_rg() -> str | None:
     """The ``rg`` of the ``ripgrep`` wheel beside this Python, else the one on PATH."""
     here = os.path.join(sysconfig.get_path("scripts"), "rg")
-    return here if os.access(here, os.X_OK) else shutil.which("rg")
+    if os.access(here, os.X_OK):
+        return here
+    import shutil
+
+    return shutil.which("rg")
 
 
 def list_files(source: Source, rg: str | None) -> Iterator[str]:
@@ -53,6 +55,8 @@ def list_files(source: Source, rg: str | None) -> Iterator[str]:
     argv = [rg, "--files", "--null", "--no-config", "--no-messages"]
     for glob in source.exclude:
         argv += ["-g", "!" + glob]
+    import subprocess  # the builder's: a search lists no files
+
     done = subprocess.run(argv, cwd=source.root, capture_output=True, check=False)
     for raw in done.stdout.split(b"\0"):
         if raw:

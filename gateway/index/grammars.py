@@ -13,11 +13,12 @@ import functools
 import importlib
 import posixpath
 from dataclasses import dataclass
-from importlib import resources
-
-import tree_sitter as ts
+from typing import TYPE_CHECKING
 
 from gateway.log import get_logger
+
+if TYPE_CHECKING:  # tree-sitter is imported with the first grammar loaded (a page read from the index needs none)
+    import tree_sitter as ts
 
 __all__ = ["EXTENSIONS", "GRAMMARS", "Grammar", "Loaded", "grammar", "language_of"]
 
@@ -144,9 +145,13 @@ def grammar(name: str) -> Loaded | None:
     spec = GRAMMARS.get(name)
     if spec is None:
         return None
+    import tree_sitter as ts
+
     try:
         module = importlib.import_module(spec.module)
         language = ts.Language(getattr(module, spec.function)())
+        from importlib import resources  # with tree-sitter: only to parse
+
         text = resources.files("gateway.index").joinpath("queries", f"{spec.query or spec.name}.scm").read_text()
         query = ts.Query(language, text)
     except (ImportError, AttributeError, OSError, ValueError, ts.QueryError) as exc:

@@ -23,12 +23,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import tree_sitter as ts
 
 from gateway.index.grammars import Grammar, Loaded, grammar
 from gateway.models import ELLIPSIS, MAX_INTENT
+
+if TYPE_CHECKING:  # tree-sitter is imported with the first grammar loaded (a page read from the index needs none)
+    import tree_sitter as ts
 
 __all__ = ["MAX_INTENT", "Declaration", "declarations", "first_sentence"]
 
@@ -272,6 +275,8 @@ def declarations(source: bytes, language: str) -> list[Declaration] | None:
     loaded: Loaded | None = grammar(language)
     if loaded is None:
         return None
+    import tree_sitter as ts
+
     tree = loaded.parser.parse(source)
     matches = ts.QueryCursor(loaded.query).matches(tree.root_node)
     return _build(_found(matches, loaded.grammar), loaded.grammar)

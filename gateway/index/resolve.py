@@ -23,8 +23,8 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-from gateway.index.builder import BuilderProcess
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import language_of
 from gateway.index.hits import Outline, as_declarations
@@ -32,8 +32,11 @@ from gateway.index.store import FileRecord, Store, Stored
 from gateway.log import get_logger
 from gateway.models import FileMatch
 from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
-from gateway.request import SearchRequest
 from gateway.signals import query_name
+
+if TYPE_CHECKING:  # a type only: a one-shot search reads the index without pydantic or tree-sitter
+    from gateway.index.builder import BuilderProcess
+    from gateway.request import SearchRequest
 
 __all__ = ["PARSE_RATE", "DeclarationIndex"]
 
@@ -99,6 +102,8 @@ class DeclarationIndex:
             return
         if self.store().path is None:
             return  # in memory: a builder process could not share it
+        from gateway.index.builder import BuilderProcess  # a server's: the CLI never starts one
+
         sources = list(self.sources.values())
         self._builder = BuilderProcess(self.directory, sources, self.refresh_s, self.build_workers)
         self._builder.start()
