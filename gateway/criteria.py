@@ -10,26 +10,29 @@ CLI's own request (:mod:`gateway.cli.quick`, which must not import pydantic) sha
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
 import re2
 
 from gateway.globs import MAX_GLOBS, validate_glob
 from gateway.languages import normalise
 from gateway.syntax import ParsedQuery, parse_query
 
-if TYPE_CHECKING:  # a type only: criteria import no model (msgspec), as the CLI checks a request before any
-    from gateway.models import Mode
+if TYPE_CHECKING:
+    from gateway.models import Mode, SearchQuery
+    from gateway.request import SearchRequest
 
 __all__ = [
     "CURSOR_PATTERN",
+    "DEPTH_FLOOR",
     "MAX_CURSOR",
     "MAX_LANGUAGES",
     "MAX_NAMESPACE_PATTERNS",
     "MAX_QUERY",
     "Criteria",
     "Fields",
+    "backend_query",
     "check_regex",
     "criteria_of",
     "effective_case",
@@ -43,8 +46,7 @@ MAX_CURSOR = 128
 CURSOR_PATTERN = r"^[A-Za-z0-9_-]+$"
 
 
-@dataclass(frozen=True, slots=True)
-class Criteria:
+class Criteria(msgspec.Struct, frozen=True):
     """What a request searches for: its fields and its query's filters (SPEC §7) merged.
 
     Where the query and a field both filter, both must hold: namespaces in both
@@ -176,6 +178,28 @@ def criteria_of(request: Fields) -> Criteria:
         also_paths=also,
         languages=_languages_of(parsed, request),
         symbols=symbols,
+    )
+
+
+#: Ask each backend for this many files beyond the page, so fusion has depth.
+DEPTH_FLOOR = 100
+
+
+def backend_query(request: SearchRequest, started: float) -> SearchQuery:
+    """The backend-facing query of a request, with its absolute deadline (``started`` on ``time.monotonic()``)."""
+    from gateway.models import SearchQuery
+
+    criteria = request.criteria
+    return SearchQuery(
+        text=criteria.pattern,
+        mode=criteria.mode,
+        case_sensitive=request.effective_case(),
+        paths=criteria.paths,
+        languages=criteria.languages,
+        context_lines=request.context_lines,
+        max_files=max(DEPTH_FLOOR, request.offset + request.files),
+        threshold=request.threshold,
+        deadline=started + request.timeout_ms / 1000,
     )
 
 

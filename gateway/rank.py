@@ -19,9 +19,9 @@ import functools
 import heapq
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
+import msgspec
 import re2
 from msgspec.structs import replace
 
@@ -87,8 +87,7 @@ class RankedFile(NamedTuple):
     path_match: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Ranked:
+class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the wire conversion needs, computed once."""
 
     page: list[RankedFile]
@@ -490,8 +489,7 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
     return extra
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Whole:
+class Whole(msgspec.Struct, frozen=True, kw_only=True):
     """What a ranked answer is whatever its page: a cursor's snapshot keeps exactly this.
 
     ``ordered`` holds files in global order from the ``first``-th (0 unless a part of

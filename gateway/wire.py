@@ -9,9 +9,13 @@ here but imported only when asked for (a one-shot CLI search imports no pydantic
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at every one-shot search
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without its own hashes
+    from hashlib import blake2b
 
 from gateway.models import Hit, LazyHits
 from gateway.rank import Ranked, RankedFile
@@ -41,7 +45,7 @@ def _id_prefix(namespace: str, file_path: str) -> bytes:
 
 def _hit_id(prefix: bytes, start_line: int, end_line: int) -> int:
     key = prefix + b"%d\x00%d" % (start_line, end_line)
-    return int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "big") & _ID_MASK
+    return int.from_bytes(blake2b(key, digest_size=7).digest(), "big") & _ID_MASK
 
 
 #: The schema models, imported from :mod:`gateway.schema` when first asked for.

@@ -13,7 +13,7 @@ module answers instead, with the same answer as :meth:`SearchService.search
    pydantic words the error);
 3. its namespaces chosen as :meth:`SearchService.routes <gateway.service.SearchService.routes>`
    chooses them (``namespaces`` patterns, then the query's ``repo:`` filters), the
-   query as :meth:`~gateway.service.SearchService.query_for` builds it;
+   backend's query as the service's (:func:`~gateway.criteria.backend_query`);
 4. one rg over them all, run by :mod:`adapters.ripgrep.oneshot` (the fan-out's shared
    call, without the loop) and started before ranking's imports, which run meanwhile;
 5. the outcomes a fan-out would give, then the one ranking (:func:`~gateway.refine.refine`,
@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.quick import QuickRequest
+from gateway.criteria import backend_query
 from gateway.errors import InvalidRequest, UnknownNamespace
 from gateway.globs import namespace_matcher
 
@@ -38,10 +39,7 @@ if TYPE_CHECKING:
     from adapters.ripgrep.oneshot import Scan
     from gateway.index.resolve import DeclarationIndex
 
-__all__ = ["DEPTH_FLOOR", "OneShot", "applies"]
-
-#: As :data:`gateway.service.DEPTH_FLOOR`: files asked of each backend beyond the page.
-DEPTH_FLOOR = 100
+__all__ = ["OneShot", "applies"]
 
 
 def applies(config: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> bool:
@@ -94,22 +92,10 @@ class OneShot:
         """Plan and start the search: rg runs when this returns (with when the search began)."""
         from adapters.ripgrep.oneshot import start
         from adapters.ripgrep.output import find_rg
-        from gateway.models import SearchQuery
 
         started, since_ns = time.monotonic(), time.time_ns()
         names = _routes(list(self.roots), request)
-        criteria = request.criteria
-        query = SearchQuery(
-            text=criteria.pattern,
-            mode=criteria.mode,
-            case_sensitive=request.effective_case(),
-            paths=criteria.paths,
-            languages=criteria.languages,
-            context_lines=request.context_lines,
-            max_files=max(DEPTH_FLOOR, request.offset + request.files),
-            threshold=request.threshold,
-            deadline=started + request.timeout_ms / 1000,
-        )
+        query = backend_query(request.as_request(), started)
         return start(find_rg(), {n: self.roots[n] for n in names}, query), started, since_ns
 
     def search(self, request: QuickRequest) -> dict[str, Any]:

@@ -13,7 +13,8 @@ import os
 import stat
 import sysconfig
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gateway.index.grammars import language_of
 from gateway.index.parse import declarations
@@ -28,8 +29,7 @@ _BINARY_PROBE = 8192
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(msgspec.Struct, frozen=True):
     """A local namespace to index: its name, root and exclude globs."""
 
     namespace: str

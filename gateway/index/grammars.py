@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import importlib
 import posixpath
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from gateway.log import get_logger
 
@@ -25,8 +26,7 @@ __all__ = ["EXTENSIONS", "GRAMMARS", "Grammar", "Loaded", "grammar", "language_o
 log = get_logger("fedsearch.index")
 
 
-@dataclass(frozen=True, slots=True)
-class Grammar:
+class Grammar(msgspec.Struct, frozen=True):
     """How to load and read one language."""
 
     name: str
@@ -129,8 +129,7 @@ def language_of(path: str) -> str | None:
     return EXTENSIONS.get(posixpath.splitext(path)[1])
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(msgspec.Struct, frozen=True):
     """A grammar ready to parse: its language, compiled query and a parser (one per process)."""
 
     grammar: Grammar

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -184,8 +183,7 @@ def _leading_comment(outer: ts.Node, spec: Grammar) -> str:
     return _MARKUP.sub("", _COMMENT_MARKS.sub("", "\n".join(reversed(parts))).replace("*/", ""))
 
 
-@dataclass(slots=True)
-class _Found:
+class _Found(msgspec.Struct):
     """A declaration while its file is read: its node and what the query said."""
 
     pattern: int

@@ -43,7 +43,8 @@ import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
@@ -145,8 +146,7 @@ def installed_version(project: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class FileRecord:
+class FileRecord(msgspec.Struct, frozen=True):
     """One file as indexed: its (size, mtime) when read, and its declarations (None: not parsed)."""
 
     path: str
