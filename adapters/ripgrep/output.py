@@ -26,7 +26,7 @@ import contextlib
 import functools
 import os
 import re
-import sysconfig
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -478,7 +478,13 @@ def _blank(lines: list[bytes], start: int, end: int) -> int:
 def find_rg() -> str | None:
     """The ``rg`` of the ``ripgrep`` wheel (beside this Python), else the one on PATH."""
     name = "rg.exe" if os.name == "nt" else "rg"
-    candidate = os.path.join(sysconfig.get_path("scripts"), name)
+    if sys.prefix != sys.base_prefix and os.name != "nt":  # a venv: its scripts are in its bin/, as sysconfig says
+        scripts = os.path.join(sys.prefix, "bin")  # without loading sysconfig's data at every start
+    else:
+        import sysconfig
+
+        scripts = sysconfig.get_path("scripts")
+    candidate = os.path.join(scripts, name)
     if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
         return candidate
     import shutil  # with bz2 and lzma: not at start-up, for the rare rg found on PATH

@@ -124,14 +124,12 @@ def exit_code(answer: dict[str, Any]) -> int:
 
 def _suffix(args: argparse.Namespace) -> str:
     """The flags a printed next action needs to run against the same namespaces."""
+    given = [(flag, getattr(args, flag, None)) for flag in ("server", "config", "root")]
+    if not any(value for _, value in given):
+        return ""
     import shlex
 
-    parts = []
-    for flag in ("server", "config", "root"):
-        value = getattr(args, flag, None)
-        if value:
-            parts.append(f"--{flag} {shlex.quote(value)}")
-    return (" " + " ".join(parts)) if parts else ""
+    return " " + " ".join(f"--{flag} {shlex.quote(value)}" for flag, value in given if value)
 
 
 def _color(choice: str) -> bool:
