@@ -216,10 +216,11 @@ def summary(answer: dict[str, Any], color: bool = False, suffix: str = "") -> li
 
 def next_command(action: dict[str, Any], suffix: str = "") -> str:
     """A next action as a shell command that makes the call verbatim."""
-    import json
     import shlex
 
-    args = json.dumps(action["args"], separators=(",", ":"), ensure_ascii=False)
+    import msgspec  # loaded with the answer's models already (json is not)
+
+    args = msgspec.json.encode(action["args"]).decode()  # compact, UTF-8 as typed
     return f"fedsearch search --args-json {shlex.quote(args)}{suffix}"
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import sysconfig
 from collections.abc import Iterator, Sequence
 
 import msgspec
@@ -39,6 +38,8 @@ class Source(msgspec.Struct, frozen=True):
 
 def find_rg() -> str | None:
     """The ``rg`` of the ``ripgrep`` wheel beside this Python, else the one on PATH."""
+    import sysconfig  # the builder's: a search lists no files
+
     here = os.path.join(sysconfig.get_path("scripts"), "rg")
     if os.access(here, os.X_OK):
         return here

@@ -37,12 +37,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
 import re
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+
+try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at every one-shot search
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without its own hashes
+    from hashlib import blake2b
 
 import msgspec
 
@@ -94,7 +98,7 @@ def parser_version() -> str:
     """What parsed the rows: the queries and the grammar wheels' versions (rows of another are parsed again)."""
     from gateway.index.grammars import GRAMMARS
 
-    digest = hashlib.blake2b(digest_size=8)
+    digest = blake2b(digest_size=8)
     queries = os.path.join(os.path.dirname(__file__), "queries")  # package data, beside this module
     for name in sorted(GRAMMARS):
         spec = GRAMMARS[name]
