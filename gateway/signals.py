@@ -8,7 +8,6 @@ Pure functions of their arguments, no I/O.
 from __future__ import annotations
 
 import functools
-import posixpath
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -62,6 +61,18 @@ _SECONDARY = re.compile(
     r"|\.(?:md|rst|txt|adoc|ipynb)$",
     re.IGNORECASE,
 )
+#: A literal every match of _DEMOTED holds one of, and of _SECONDARY (in any case): without one, the
+#: regex is not run (a path's signals are computed for every file of an answer, once per process).
+_DEMOTED_MARKS = (
+    *("vendor", "node_modules", "third", "external", "bower_components", "dist/", "site-packages/", ".yarn/"),
+    *(".min.", ".bundle.js", "pb2", ".pb.", "generated", ".gen.", "_gen.go", ".lock", "-lock.json", ".map"),
+)
+_SECONDARY_MARKS = (
+    *("test", "spec", "mock", "fixture", "e2e", "example", "sample", "demo", "doc", "bench", "stories"),
+    *(".md", ".rst", ".txt", ".adoc", ".ipynb"),
+)
+#: The characters IGNORECASE matches to an ASCII letter besides its own two cases (re._casefix, _sre).
+_FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 #: A dotted or ``::`` path of identifiers (``Flask.url_for``, ``std::vector``, ``a->b``).
 _PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)+")
@@ -199,16 +210,26 @@ def defines(file: FileMatch, test: DefinitionTest | None) -> bool:
 @functools.lru_cache(maxsize=1 << 16)
 def demoted(path: str) -> bool:
     """Whether a path is vendored, generated or minified (paths recur across queries: cached)."""
-    return _DEMOTED.search(path) is not None
+    for mark in _DEMOTED_MARKS:
+        if mark in path:
+            return _DEMOTED.search(path) is not None
+    return False
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def secondary(path: str) -> bool:
     """Whether a path is a test, an example, a benchmark or documentation."""
-    return _SECONDARY.search(path) is not None
+    folded = (path if path.isascii() else path.translate(_FOLD)).lower()
+    for mark in _SECONDARY_MARKS:
+        if mark in folded:
+            return _SECONDARY.search(path) is not None
+    return False
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def file_stem(path: str) -> str:
-    """A file's base name without its extension, as :func:`normal_name` spells it."""
-    return normal_name(posixpath.splitext(posixpath.basename(path))[0])
+    """A file's base name without its extension (as ``posixpath.splitext``: leading dots are
+    no extension), as :func:`normal_name` spells it."""
+    base = path.rpartition("/")[2]
+    stem, dot, _ = base.rpartition(".")
+    return normal_name(stem if dot and stem.strip(".") else base)

@@ -399,3 +399,40 @@ class TestTheCommand:
         code, out, err = run(capsys, "search", "x", "--files", "0")
         assert (code, out) == (2, "")
         assert err == "fedsearch: invalid files: Input should be greater than or equal to 1\n"
+
+
+class TestPathSignals:
+    """The path signals ranking computes for every file (cold in a one-shot process), made cheap:
+    the same answers as the regexes and posixpath alone."""
+
+    PIECES = st.sampled_from(
+        [
+            *("/", ".", "_", "-", "a", "Z", "x", "ı", "İ", "ſ", "K", "\n", "é"),
+            *("vendor", "Vendored", "dist", "tests", "TEST", "spec", "docs", "readme.md", "min.js", "pb2", "lock"),
+            *("generated", "gen", "go", "fixtures", "__mocks__", "e2e", "bench", "stories", "conftest.py", "ipynb"),
+        ]
+    )
+
+    @settings(max_examples=2000, deadline=None)
+    @given(st.lists(PIECES, max_size=12).map("".join))
+    def test_the_same_as_the_regexes(self, path: str) -> None:
+        import posixpath
+
+        from gateway import signals
+
+        assert signals.demoted.__wrapped__(path) == (signals._DEMOTED.search(path) is not None)
+        assert signals.secondary.__wrapped__(path) == (signals._SECONDARY.search(path) is not None)
+        stem = posixpath.splitext(posixpath.basename(path))[0]
+        assert signals.file_stem.__wrapped__(path) == signals.normal_name(stem)
+
+    def test_the_folded_characters_are_all_there_are(self) -> None:
+        """Outside ASCII, only these four match an ASCII letter under IGNORECASE."""
+        import _sre
+        import re._casefix
+
+        from gateway import signals
+
+        found = {i: chr(_sre.unicode_tolower(i)) for i in range(128, 0x110000) if _sre.unicode_tolower(i) < 128}
+        for ascii_letter, others in re._casefix._EXTRA_CASES.items():
+            found.update({other: chr(ascii_letter) for other in others if ascii_letter < 128 <= other})
+        assert found == signals._FOLD

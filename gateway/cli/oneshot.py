@@ -43,9 +43,10 @@ __all__ = ["OneShot", "applies"]
 
 
 def applies(config: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> bool:
-    """Whether the namespaces are discovered ones (no config file): the one-shot search may answer."""
+    """Whether the namespaces are discovered ones (no config file): the one-shot search may answer
+    (on POSIX: it starts rg by posix_spawn and waits for it with poll)."""
     env = os.environ if env is None else env
-    return not (config or env.get("FEDSEARCH_CONFIG"))
+    return os.name == "posix" and not (config or env.get("FEDSEARCH_CONFIG"))
 
 
 def _routes(names: Sequence[str], request: QuickRequest) -> list[str]:
