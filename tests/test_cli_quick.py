@@ -436,3 +436,41 @@ class TestPathSignals:
         for ascii_letter, others in re._casefix._EXTRA_CASES.items():
             found.update({other: chr(ascii_letter) for other in others if ascii_letter < 128 <= other})
         assert found == signals._FOLD
+
+
+class TestTheProcess:
+    """`fedsearch search` as a process of its own: it ends itself once its output is flushed."""
+
+    def command(self, *argv: str) -> list[str]:
+        import sys
+
+        return [sys.executable, "-c", "from gateway.cli.main import main; raise SystemExit(main())", *argv]
+
+    def test_the_whole_answer_and_the_exit_code(
+        self, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture
+    ) -> None:
+        import subprocess
+
+        monkeypatch.chdir(root)
+        monkeypatch.delenv("FEDSEARCH_CONFIG", raising=False)
+        done = subprocess.run(self.command("search", "register_widget", "--json"), capture_output=True, check=False)
+        assert done.returncode == 0 and done.stderr == b""
+        _, expected, _ = run(capsys, "search", "register_widget", "--json")
+        assert strip(json.loads(done.stdout)) == strip(json.loads(expected))
+        nothing = subprocess.run(self.command("search", "zzz_nothing_here"), capture_output=True, check=False)
+        assert nothing.returncode == 1 and nothing.stdout.startswith(b"0 files matched\nnothing matched")
+
+    def test_a_reader_that_leaves_early(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """`fedsearch search x -l | head -1`: exit 0, nothing said about the broken pipe."""
+        import subprocess
+
+        for n in range(3000):
+            (root / "gamma" / f"f{n}.txt").write_text("needle\n")
+        monkeypatch.chdir(root)
+        proc = subprocess.Popen(self.command("search", "needle", "-l"), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.stderr.close()
+        assert proc.wait(timeout=60) == 0 and err == b""
