@@ -51,8 +51,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py
 	$(BIN)/python bench/ranking.py
+	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/remote_read.py
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache
