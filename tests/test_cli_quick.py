@@ -420,8 +420,8 @@ class TestPathSignals:
 
         from gateway import signals
 
-        assert signals.demoted.__wrapped__(path) == (signals._DEMOTED.search(path) is not None)
-        assert signals.secondary.__wrapped__(path) == (signals._SECONDARY.search(path) is not None)
+        assert signals.demoted.__wrapped__(path) == (signals._DEMOTED().search(path) is not None)
+        assert signals.secondary.__wrapped__(path) == (signals._SECONDARY().search(path) is not None)
         stem = posixpath.splitext(posixpath.basename(path))[0]
         assert signals.file_stem.__wrapped__(path) == signals.normal_name(stem)
 
