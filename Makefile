@@ -13,8 +13,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# editable_mode=compat: a plain path entry in a .pth, where the default (a flat layout's import
+# finder, with pathlib and importlib.util) costs every start of the interpreter ~20 ms, half of
+# `python -c pass` here (bench/README.md, issue 21): a one-shot `fedsearch search` pays it each time.
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 run: $(STAMP)

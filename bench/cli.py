@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/cli.py [--runs 20] [--dir DIR] [--copies K] [--before REV] [--queries NOMATCH,COMMON]
     .venv/bin/python bench/cli.py --checkouts DIR ...   # a folder of real checkouts instead (e.g. fetched repos)
+    .venv/bin/python bench/cli.py --interleave ...      # rounds of every command in a shuffled order instead
 
 Over the 8 package checkouts of bench/corpus.py (copied from .venv, each `git init`ed),
 in one hyperfine run (`-N`, warm-up, output discarded), from the corpus folder as a user
@@ -19,7 +20,11 @@ least of 5 runs) of `--help` and of the one-shot search.
 
 With `--before REV` the same commands run for the source tree of that git revision too
 (exported to a temporary folder), in the same hyperfine run: before and after, side by
-side. Every tree is run as `python -P -c 'sys.path.insert(0, TREE); ...main()'` (-P: the
+side. hyperfine runs all the runs of one command, then the next: on a shared machine
+whose load moves, `--interleave` measures in rounds instead, each command once a round
+in a shuffled order (a busy minute costs every command alike), and adds each command's
+CPU time (user + system, rg's included). The load average is printed before and after.
+Every tree is run as `python -P -c 'sys.path.insert(0, TREE); ...main()'` (-P: the
 corpus folder, which holds copies of pydantic, mcp and aiohttp, never shadows the real
 ones), its bytecode compiled first, as installing a wheel does (this machine's
 environment may set PYTHONDONTWRITEBYTECODE, so nothing else would).
@@ -118,6 +123,45 @@ def hyperfine(commands: dict[str, list[str]], cwd: Path, runs: int) -> dict[str,
     }
 
 
+def interleaved(commands: dict[str, list[str]], cwd: Path, runs: int) -> dict[str, dict[str, float]]:
+    """Wall and CPU times (ms) of each command over ``runs`` rounds (two more to warm up), each
+    round running every command once in a shuffled order."""
+    import random
+    import statistics
+
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
+    with open(os.devnull, "wb") as devnull:
+        for round_ in range(runs + 2):
+            order = list(commands)
+            random.shuffle(order)
+            for name in order:
+                began = time.perf_counter()
+                proc = subprocess.Popen(commands[name], cwd=cwd, stdout=devnull, stderr=devnull)
+                _, _, usage = os.wait4(proc.pid, 0)
+                proc.returncode = 0  # reaped by wait4
+                if round_ >= 2:
+                    walls[name].append((time.perf_counter() - began) * 1000)
+                    cpus[name].append((usage.ru_utime + usage.ru_stime) * 1000)
+    return {
+        name: {
+            "mean": statistics.mean(walls[name]),
+            "median": statistics.median(walls[name]),
+            "min": min(walls[name]),
+            "cpu": statistics.median(cpus[name]),
+        }
+        for name in commands
+    }
+
+
+def load() -> str:
+    """The load average (1, 5, 15 minutes)."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "?"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
@@ -126,8 +170,9 @@ def main() -> None:
     parser.add_argument("--checkouts", metavar="DIR", help="search the git checkouts in DIR, as they are")
     parser.add_argument("--before", metavar="REV", help="also run the tree of this git revision")
     parser.add_argument("--queries", default=",".join(QUERIES), help="NOMATCH,COMMON")
+    parser.add_argument("--interleave", action="store_true", help="rounds in a shuffled order, not hyperfine")
     args = parser.parse_args()
-    if shutil.which("hyperfine") is None:
+    if not args.interleave and shutil.which("hyperfine") is None:
         print("cli: skipped, hyperfine is not installed (Debian: apt-get install hyperfine)")
         return
     if args.checkouts:
@@ -159,11 +204,16 @@ def main() -> None:
     for query in queries:
         commands[f"fedsearch search {query!r} --server [after]"] = entry(REPO, "search", query, "--server", address)
     try:
-        figures = hyperfine(commands, base, args.runs)
+        print(f"load average before: {load()}")
+        figures = interleaved(commands, base, args.runs) if args.interleave else hyperfine(commands, base, args.runs)
+        print(f"load average after: {load()}")
         width = max(map(len, figures))
-        print(f"\n{'command':<{width}}  {'mean':>8}  {'median':>8}  {'min':>8}   ms, {args.runs} runs each")
+        how = "rounds, interleaved" if args.interleave else "runs each (hyperfine)"
+        cpu = f"  {'cpu':>8}" if args.interleave else ""
+        print(f"\n{'command':<{width}}  {'mean':>8}  {'median':>8}  {'min':>8}{cpu}   ms, {args.runs} {how}")
         for name, f in figures.items():
-            print(f"{name:<{width}}  {f['mean']:8.1f}  {f['median']:8.1f}  {f['min']:8.1f}")
+            cpu = f"  {f['cpu']:8.1f}" if args.interleave else ""
+            print(f"{name:<{width}}  {f['mean']:8.1f}  {f['median']:8.1f}  {f['min']:8.1f}{cpu}")
         print()
         for query in queries:
             ripgrep = figures[f"rg -n {query!r}"]

@@ -65,7 +65,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gateway.errors import Unsupported
 from gateway.files import RemoteFile
-from gateway.models import BackendResult, ChildNamespace, Mode, SearchQuery
+from gateway.models import DEFAULT_MAX_HITS, REPOSITORY_KINDS, BackendResult, ChildNamespace, Mode, SearchQuery
 from gateway.resilience.policy import Policy
 from gateway.scope import call_slot
 
@@ -78,13 +78,6 @@ __all__ = [
     "Health",
     "call_slot",
 ]
-
-#: Hits one backend may hand the gateway in one answer, unless it declares otherwise.
-DEFAULT_MAX_HITS = 100_000
-
-#: Kinds whose adapters name files ``<repository>/<path>`` (``repository_paths``), by name:
-#: what a peer's sub-namespace of such a kind holds, known from the kind it reports.
-REPOSITORY_KINDS = frozenset({"zoekt", "sourcegraph", "github", "gitlab", "hound", "livegrep"})
 
 #: A namespace's health as ``/v1/namespaces`` reports it.
 Health = Literal["ok", "degraded", "unavailable"]

@@ -9,7 +9,6 @@ that adapter's own ``Settings`` model, found through the registry.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gateway.backend import BackendSettings
+from gateway.discovery import NAME_PATTERN, checkouts, default_index_dir, discovered
+from gateway.discovery import enclosing_checkout as _enclosing
 from gateway.errors import ConfigError
 from gateway.registry import load_kind
 
@@ -37,13 +38,9 @@ __all__ = [
     "parse_config",
 ]
 
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"
-_NAME = re.compile(NAME_PATTERN)
 DEFAULT_CONCURRENCY = 64
 DEFAULT_MAX_BODY = 1 << 20
 DEFAULT_CACHE_BYTES = 256 << 20
-DISCOVERY_MAX_DEPTH = 6
-_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
 
 #: Models are built (pydantic's schema) when first validated: a search over discovered
 #: checkouts validates none of them, and pays nothing for them at start-up.
@@ -94,17 +91,12 @@ class CacheConfig(BaseModel):
 DEFAULT_CACHE = CacheConfig()
 
 
-def _default_index_dir() -> str:
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return os.path.join(cache, "fedsearch")
-
-
 class IndexConfig(BaseModel):
     """``[index]``: the declaration index of local namespaces (SQLite under ``dir``)."""
 
     model_config = _FROZEN
     enabled: bool = True
-    dir: str = Field(default_factory=_default_index_dir, min_length=1)
+    dir: str = Field(default_factory=default_index_dir, min_length=1)
     #: How often the background builder looks for changed files (seconds).
     refresh_s: float = Field(default=60.0, ge=1.0, le=86_400.0)
     #: How long a search may spend parsing its page's files that are not indexed yet (ms).
@@ -235,57 +227,28 @@ def load_config(path: str | os.PathLike[str]) -> Config:
     return parse_config(data, source=str(p))
 
 
-def _namespace_name(rel: str, taken: set[str]) -> str:
-    name = re.sub(r"[^A-Za-z0-9._/-]", "-", rel)[:128]
-    if not _NAME.match(name):
-        name = ("r" + name)[:128]
-    base, n = name, 2
-    while name in taken:
-        name = f"{base[:120]}-{n}"
-        n += 1
-    taken.add(name)
-    return name
-
-
 def discover(root: str | os.PathLike[str] = ".") -> tuple[NamespaceConfig, ...]:
     """Every git checkout under ``root`` (not inside another one), as ripgrep namespaces."""
-    top = Path(root).resolve()
-    if not top.is_dir():
-        raise ConfigError("root", f"not a directory: {str(root)!r}")
+    return _ripgrep(checkouts(root))
+
+
+def _ripgrep(found: list[tuple[str, str]]) -> tuple[NamespaceConfig, ...]:
+    """Discovered checkouts, (name, folder), as ripgrep namespaces."""
     settings_cls = load_kind("ripgrep").Settings
-    found: list[tuple[str, Path]] = []
-    if (top / ".git").exists():
-        found.append((top.name or "root", top))
-    else:
-        for dirpath, dirnames, _ in os.walk(top, followlinks=False):
-            here = Path(dirpath)
-            depth = len(here.relative_to(top).parts)
-            if here != top and (here / ".git").exists():
-                found.append((here.relative_to(top).as_posix(), here))
-                dirnames.clear()
-                continue
-            if depth >= DISCOVERY_MAX_DEPTH:
-                dirnames.clear()
-                continue
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
-    taken: set[str] = set()
     return tuple(
         NamespaceConfig(
-            name=_namespace_name(rel, taken),
+            name=name,
             backend="ripgrep",
-            settings=settings_cls.model_construct(None, **{"root": str(path)}),  # valid as found: an existing folder
+            settings=settings_cls.model_construct(None, **{"root": path}),  # valid as found: an existing folder
         )
-        for rel, path in sorted(found)
+        for name, path in found
     )
 
 
 def enclosing_checkout(path: str | os.PathLike[str] = ".") -> Path | None:
     """The git checkout ``path`` lies in (``path`` itself or the nearest folder above it holding ``.git``)."""
-    here = Path(path).resolve()
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
+    found = _enclosing(path)
+    return None if found is None else Path(found)
 
 
 def config_from_env(config: str | None = None, root: str | None = None, env: Mapping[str, str] | None = None) -> Config:
@@ -298,13 +261,10 @@ def config_from_env(config: str | None = None, root: str | None = None, env: Map
     path = config or env.get("FEDSEARCH_CONFIG")
     if path:
         return load_config(os.path.expanduser(path))
-    top = Path(os.path.expanduser(root)) if root else Path(".")
-    namespaces = discover(top)
-    if not namespaces and not root and (inside := enclosing_checkout(top)) is not None:
-        top, namespaces = inside, discover(inside)
+    top, found = discovered(root)
     return Config(
         server=ServerConfig.model_construct(),  # the defaults: valid as they are
         defaults=DefaultsConfig.model_construct(),
-        namespaces=namespaces,
-        source=f"discovery:{top.resolve()}",
+        namespaces=_ripgrep(found),
+        source=f"discovery:{top}",
     )

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import re2
 
 from gateway.errors import InvalidRequest
@@ -128,8 +128,7 @@ def _union(patterns: Sequence[str]) -> Regex | None:
     return re2.compile("|".join(f"(?:{p})" for p in patterns))
 
 
-@dataclass(frozen=True, slots=True)
-class PathFilter:
+class PathFilter(msgspec.Struct, frozen=True):
     """Decides locally whether a relative path passes a request's ``paths`` and ``languages``."""
 
     include: Regex | None

@@ -22,17 +22,17 @@ Secrets never reach a log line:
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import re
 import sys
 import time
-import traceback
 from collections.abc import Iterable, MutableMapping
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
 import re2
+
+if TYPE_CHECKING:  # imported by the stdlib handler: a one-shot search that needs none never imports logging
+    import logging
 
 __all__ = ["REDACTED", "configure", "get_logger", "redact", "redact_values", "scrub"]
 
@@ -45,10 +45,15 @@ _CREDENTIAL = re2.compile(
 )
 _secret_values: set[str] = set()
 _HANDLER_NAME = "fedsearch"
+#: logging's level numbers by name (as ``logging.getLevelName`` reads them).
+_LEVELS = {"CRITICAL": 50, "FATAL": 50, "ERROR": 40, "WARNING": 30, "WARN": 30, "INFO": 20, "DEBUG": 10, "NOTSET": 0}
+_WARNING = _LEVELS["WARNING"]
 
 
 def redact_values(values: Iterable[str | None]) -> None:
     """Register secret values (e.g. tokens read from the environment) never to be logged."""
+    from urllib.parse import quote
+
     for value in values:
         if value and len(value) >= 4:
             _secret_values.add(value)
@@ -126,11 +131,13 @@ def redact(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[s
 
 def _plain_traceback(exc_info: Any) -> str:
     """A traceback as text: frames and source lines, never frame locals."""
+    import traceback
+
     return "".join(traceback.format_exception(*exc_info)).rstrip("\n")
 
 
-class _RedactingFilter(logging.Filter):
-    """Scrubs a stdlib record's message, traceback and stack before any handler formats it."""
+class _RedactingFilter:
+    """Scrubs a stdlib record's message, traceback and stack before any handler formats it (a logging filter)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -159,6 +166,8 @@ class _Stderr:
 
 def _stdlib_handler(level: int) -> None:
     """One root handler to stderr with the redacting filter (replaced, not duplicated, on reconfigure)."""
+    import logging
+
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
@@ -200,17 +209,20 @@ def _timestamp(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMappi
 _pending: tuple[int, bool] | None = None
 
 
-def configure(level: str | None = None, json: bool | None = None, *, lazy: bool = False) -> None:
+def configure(level: str | None = None, json: bool | None = None, *, lazy: bool = False, stdlib: bool = True) -> None:
     """Configure structlog and stdlib logging to stderr (idempotent).
 
     ``lazy``: apply it when a line is first logged, so that a command that logs nothing
     never imports structlog (about a third of a one-shot search's start-up, with rich).
+    ``stdlib=False`` leaves stdlib logging alone (not even imported): for a process in
+    which no library logs through it (a one-shot search run without the service).
     """
     global _pending
     level_name = (level or os.environ.get("FEDSEARCH_LOG_LEVEL", "info")).upper()
-    numeric = getattr(logging, level_name, logging.INFO)
+    numeric = _LEVELS.get(level_name, _LEVELS["INFO"])
     as_json = json if json is not None else not sys.stderr.isatty()
-    _stdlib_handler(max(numeric, logging.WARNING))
+    if stdlib:
+        _stdlib_handler(max(numeric, _WARNING))
     if lazy and "structlog" not in sys.modules:
         _pending = (numeric, as_json)
     else:

@@ -17,6 +17,8 @@ from typing import Literal, overload
 import msgspec
 
 __all__ = [
+    "DEFAULT_MAX_HITS",
+    "REPOSITORY_KINDS",
     "BackendResult",
     "ChildNamespace",
     "ChildStatus",
@@ -32,6 +34,11 @@ __all__ = [
 Mode = Literal["exact", "regex", "semantic"]
 Status = Literal["ok", "capped", "timeout", "error", "unavailable", "unsupported"]
 
+#: Hits one backend may hand the gateway in one answer, unless it declares otherwise.
+DEFAULT_MAX_HITS = 100_000
+#: Kinds whose adapters name files ``<repository>/<path>`` (``repository_paths``), by name:
+#: what a peer's sub-namespace of such a kind holds, known from the kind it reports.
+REPOSITORY_KINDS = frozenset({"zoekt", "sourcegraph", "github", "gitlab", "hound", "livegrep"})
 #: Text of a hit is cut to this many characters, the last being the ellipsis.
 MAX_TEXT = 256
 #: A declaration's intent (its docstring or comment's first sentence) is at most this long.

@@ -19,14 +19,13 @@ import functools
 import heapq
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
+import msgspec
 import re2
 from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
-from gateway.request import SearchRequest
 from gateway.signals import (
     QueryMatcher,
     defines,
@@ -38,6 +37,9 @@ from gateway.signals import (
     secondary,
 )
 from gateway.syntax import with_pattern
+
+if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
+    from gateway.request import SearchRequest
 
 __all__ = [
     "EXACT",
@@ -85,8 +87,7 @@ class RankedFile(NamedTuple):
     path_match: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Ranked:
+class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     """Everything the wire conversion needs, computed once."""
 
     page: list[RankedFile]
@@ -498,8 +499,7 @@ def _unreturned(outcomes: Sequence[Outcome]) -> int:
     return extra
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Whole:
+class Whole(msgspec.Struct, frozen=True, kw_only=True):
     """What a ranked answer is whatever its page: a cursor's snapshot keeps exactly this.
 
     ``ordered`` holds files in global order from the ``first``-th (0 unless a part of

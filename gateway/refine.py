@@ -19,10 +19,9 @@ from collections.abc import Callable, Sequence
 
 from msgspec.structs import replace
 
-from gateway.backend import REPOSITORY_KINDS
+from gateway.criteria import Criteria
 from gateway.globs import PathFilter
-from gateway.models import FileMatch, Hit, Outcome
-from gateway.request import Criteria
+from gateway.models import REPOSITORY_KINDS, FileMatch, Hit, Outcome
 
 __all__ = ["refine"]
 

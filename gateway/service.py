@@ -22,6 +22,8 @@ from gateway.cache import open_cache
 from gateway.cache.keys import access_key
 from gateway.children import MIN_AGE_S, SEARCH_SHARE
 from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
+from gateway.criteria import DEPTH_FLOOR as DEPTH_FLOOR  # where it was, for whoever reads it here
+from gateway.criteria import backend_query
 from gateway.errors import InvalidRequest
 from gateway.fanout import Route, fan_out
 from gateway.files import LocalView, RemoteView, View
@@ -42,8 +44,6 @@ __all__ = ["Access", "Plan", "SearchService", "SearchStream", "open_backend"]
 #: What a caller may see: a predicate on namespace names (None: everything).
 Access = Callable[[str], bool] | None
 
-#: Ask each backend for this many files beyond the page, so fusion has depth.
-DEPTH_FLOOR = 100
 #: read_file and /v1/files return at most this many lines.
 MAX_READ_LINES = 2000
 
@@ -227,18 +227,7 @@ class SearchService:
 
     def query_for(self, request: SearchRequest, started: float) -> SearchQuery:
         """The backend-facing query of a request, with its absolute deadline."""
-        criteria = request.criteria
-        return SearchQuery(
-            text=criteria.pattern,
-            mode=criteria.mode,
-            case_sensitive=request.effective_case(),
-            paths=criteria.paths,
-            languages=criteria.languages,
-            context_lines=request.context_lines,
-            max_files=max(DEPTH_FLOOR, request.offset + request.files),
-            threshold=request.threshold,
-            deadline=started + request.timeout_ms / 1000,
-        )
+        return backend_query(request, started)
 
     def access_key(self, access: Access) -> bytes:
         """The caller's identity for the cache: its token and the namespaces it may see (remembered)."""

@@ -8,15 +8,16 @@ Pure functions of their arguments, no I/O.
 from __future__ import annotations
 
 import functools
-import posixpath
 import re
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, AnyStr
 
 import re2
 
 from gateway.models import FileMatch, Hit, Mode
-from gateway.request import SearchRequest
+
+if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
+    from gateway.request import SearchRequest
 
 __all__ = [
     "DEFINITION_SCAN",
@@ -45,14 +46,22 @@ _KEYWORDS = (
 )
 #: Between the keyword and the name: ``*`` (a generator), a Go receiver, qualifiers (``self.``, ``Foo::``).
 _BEFORE_NAME = r"(?:\s|\*)*+(?:\([^)\n]*+\)\s*+)?(?:[\w$]++(?:\.|::))*+"
-_DEMOTED = re.compile(  # vendored, generated, minified
+
+
+def _lazily(pattern: AnyStr, flags: int = 0) -> Callable[[], re.Pattern[AnyStr]]:
+    """A regex compiled when first used: compiling the five below at import was ~5 ms of a
+    one-shot search that matched nothing (and so needed none of them)."""
+    return functools.cache(lambda: re.compile(pattern, flags))
+
+
+_DEMOTED = _lazily(  # vendored, generated, minified
     r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
     r"dist|site-packages|\.yarn)/"
     r"|\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
     r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$"
 )
 #: Tests, examples, benchmarks and documentation: where a name is used rather than defined.
-_SECONDARY = re.compile(
+_SECONDARY = _lazily(
     r"(?:^|/)(?:tests?|testing|__tests__|__mocks__|spec|specs|testdata|fixtures|e2e|"
     r"examples?|samples?|demos?|docs?|documentation|benches|benchmarks?)/"
     r"|(?:^|/)(?:test_[^/]*|[^/]*_test\.[^/]+|[^/]*_tests\.[^/]+|conftest\.py)$"
@@ -60,19 +69,31 @@ _SECONDARY = re.compile(
     r"|\.(?:md|rst|txt|adoc|ipynb)$",
     re.IGNORECASE,
 )
+#: A literal every match of _DEMOTED holds one of, and of _SECONDARY (in any case): without one, the
+#: regex is not run (a path's signals are computed for every file of an answer, once per process).
+_DEMOTED_MARKS = (
+    *("vendor", "node_modules", "third", "external", "bower_components", "dist/", "site-packages/", ".yarn/"),
+    *(".min.", ".bundle.js", "pb2", ".pb.", "generated", ".gen.", "_gen.go", ".lock", "-lock.json", ".map"),
+)
+_SECONDARY_MARKS = (
+    *("test", "spec", "mock", "fixture", "e2e", "example", "sample", "demo", "doc", "bench", "stories"),
+    *(".md", ".rst", ".txt", ".adoc", ".ipynb"),
+)
+#: The characters IGNORECASE matches to an ASCII letter besides its own two cases (re._casefix, _sre).
+_FOLD = {0x130: "i", 0x131: "i", 0x17F: "s", 0x212A: "k"}
 _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 #: A dotted or ``::`` path of identifiers (``Flask.url_for``, ``std::vector``, ``a->b``).
 _PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)+")
 #: A definition line, capturing the name it defines: ``def url_for``, ``class Flask(``, ``func (s *S) Serve``.
-_DEFINES = re.compile(_PREFIX + _KEYWORDS + _BEFORE_NAME + r"([A-Za-z_$][\w$]*)")
+_DEFINES = _lazily(_PREFIX + _KEYWORDS + _BEFORE_NAME + r"([A-Za-z_$][\w$]*)")
 #: The same on rg's ASCII match lines (``line:column:text``) held as bytes: str ``\s`` also
 #: matches ``\x1c``-``\x1f``, bytes ``\s`` does not, so they are added.
 _ASCII_DEFINES = (_PREFIX + _KEYWORDS + _BEFORE_NAME).replace(r"\s", r"[\s\x1c-\x1f]").encode("ascii")
-_RAW_DEFINES = re.compile(rb"\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+_RAW_DEFINES = _lazily(rb"\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
 #: ... anywhere after a newline in a block of such lines. The pattern cannot run from one
 #: line into the next: every line starts with a digit, and nothing after the first ``\s``
 #: of a definition can.
-_RAW_DEFINES_AFTER = re.compile(rb"\n\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+_RAW_DEFINES_AFTER = _lazily(rb"\n\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
 #: A regex that is an identifier, maybe between word boundaries or anchors.
 _REGEX_IDENTIFIER = re.compile(r"(?:\\b|\^)?([A-Za-z_][A-Za-z0-9_]*)(?:\\b|\$)?")
 
@@ -119,7 +140,7 @@ def query_name(text: str, mode: Mode) -> str | None:
         return text
     if _PATH.fullmatch(text):
         return re.split(r"\.|::|->", text)[-1]
-    typed = _DEFINES.match(text)
+    typed = _DEFINES().match(text)
     return typed.group(1) if typed else None
 
 
@@ -150,7 +171,7 @@ class DefinitionTest:
         return name == self.name if self.sensitive else name.lower() == self.name.lower()
 
     def text(self, line: str) -> bool:
-        found = _DEFINES.match(line)
+        found = _DEFINES().match(line)
         return found is not None and self.names(found.group(1))
 
     def _raw_names(self, name: bytes) -> bool:
@@ -158,14 +179,14 @@ class DefinitionTest:
 
     def raw(self, line: bytes) -> bool:
         """:meth:`text` on one ASCII match line as rg prints it."""
-        found = _RAW_DEFINES.match(line)
+        found = _RAW_DEFINES().match(line)
         return found is not None and self._raw_names(found.group(1))
 
     def raw_block(self, body: bytes, end: int) -> bool:
         """:meth:`raw` on any line of an ASCII block of match lines that starts before ``end``."""
         if self.raw(body):
             return True
-        return any(self._raw_names(found.group(1)) for found in _RAW_DEFINES_AFTER.finditer(body, 0, end))
+        return any(self._raw_names(found.group(1)) for found in _RAW_DEFINES_AFTER().finditer(body, 0, end))
 
 
 @functools.lru_cache(maxsize=256)
@@ -197,16 +218,26 @@ def defines(file: FileMatch, test: DefinitionTest | None) -> bool:
 @functools.lru_cache(maxsize=1 << 16)
 def demoted(path: str) -> bool:
     """Whether a path is vendored, generated or minified (paths recur across queries: cached)."""
-    return _DEMOTED.search(path) is not None
+    for mark in _DEMOTED_MARKS:
+        if mark in path:
+            return _DEMOTED().search(path) is not None
+    return False
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def secondary(path: str) -> bool:
     """Whether a path is a test, an example, a benchmark or documentation."""
-    return _SECONDARY.search(path) is not None
+    folded = (path if path.isascii() else path.translate(_FOLD)).lower()
+    for mark in _SECONDARY_MARKS:
+        if mark in folded:
+            return _SECONDARY().search(path) is not None
+    return False
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def file_stem(path: str) -> str:
-    """A file's base name without its extension, as :func:`normal_name` spells it."""
-    return normal_name(posixpath.splitext(posixpath.basename(path))[0])
+    """A file's base name without its extension (as ``posixpath.splitext``: leading dots are
+    no extension), as :func:`normal_name` spells it."""
+    base = path.rpartition("/")[2]
+    stem, dot, _ = base.rpartition(".")
+    return normal_name(stem if dot and stem.strip(".") else base)

@@ -21,9 +21,9 @@ else (for a backend that parses this syntax itself: a peer gateway).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+import msgspec
 import re2
 
 __all__ = ["KEYS", "Filter", "Key", "ParsedQuery", "literal", "parse_query", "with_pattern"]
@@ -48,8 +48,7 @@ KEYS: dict[str, Key] = {
 NEGATABLE: frozenset[Key] = frozenset({"repo", "file"})
 
 
-@dataclass(frozen=True, slots=True)
-class Filter:
+class Filter(msgspec.Struct, frozen=True):
     """One ``key:value`` of a query: ``key`` canonical, ``negated`` for a ``-key:`` form."""
 
     key: Key
@@ -58,8 +57,7 @@ class Filter:
     text: str  # as typed
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedQuery:
+class ParsedQuery(msgspec.Struct, frozen=True):
     """A query taken apart: the pattern to search for, and the filters."""
 
     pattern: str
@@ -72,8 +70,7 @@ class ParsedQuery:
         return tuple(f.value for f in self.filters if f.key == key and f.negated == negated)
 
 
-@dataclass(frozen=True, slots=True)
-class _Term:
+class _Term(msgspec.Struct, frozen=True):
     text: str
     quoted: bool
 

@@ -1,23 +1,29 @@
 """The answer (SPEC §3) and the ONE conversion that builds it.
 
-``SearchResponse`` and its parts describe the answer for JSON Schema (OpenAPI, MCP
-output schema); the answer itself is built as plain JSON-ready dicts by
-:func:`build_response`, the only function that turns a ranked answer into wire
-form, so HTTP, MCP and the CLI cannot drift apart.
+The answer is built as plain JSON-ready dicts by :func:`build_response`, the only
+function that turns a ranked answer into wire form, so HTTP, MCP and the CLI cannot
+drift apart. ``SearchResponse`` and its parts describe it for JSON Schema (OpenAPI,
+MCP output schema): pydantic models in :mod:`gateway.schema`, still importable from
+here but imported only when asked for (a one-shot CLI search imports no pydantic).
 """
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at every one-shot search
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without its own hashes
+    from hashlib import blake2b
 
-from gateway.models import Hit, LazyHits, Status
+from gateway.models import Hit, LazyHits
 from gateway.rank import Ranked, RankedFile
-from gateway.request import SearchRequest
 from gateway.signals import QueryMatcher
+
+if TYPE_CHECKING:  # types only: the one-shot CLI builds its answer without pydantic (gateway.cli.quick)
+    from gateway.request import SearchRequest
+    from gateway.schema import FileGroup, Limits, LineItem, NamespaceStatus, NextAction, ResultItem, SearchResponse
 
 __all__ = [
     "FileGroup",
@@ -30,11 +36,6 @@ __all__ = [
     "build_response",
 ]
 
-_STRICT = ConfigDict(
-    frozen=True, extra="forbid", str_strip_whitespace=False, defer_build=True
-)  # built for a schema, never on a search
-
-
 _ID_MASK = (1 << 53) - 1
 
 
@@ -44,101 +45,21 @@ def _id_prefix(namespace: str, file_path: str) -> bytes:
 
 def _hit_id(prefix: bytes, start_line: int, end_line: int) -> int:
     key = prefix + b"%d\x00%d" % (start_line, end_line)
-    return int.from_bytes(hashlib.blake2b(key, digest_size=7).digest(), "big") & _ID_MASK
+    return int.from_bytes(blake2b(key, digest_size=7).digest(), "big") & _ID_MASK
 
 
-# --- the answer, for JSON Schema ------------------------------------------------------
+#: The schema models, imported from :mod:`gateway.schema` when first asked for.
+_SCHEMA = frozenset(
+    ("FileGroup", "Limits", "LineItem", "NamespaceStatus", "NextAction", "ResultItem", "SearchResponse")
+)
 
 
-class Context(BaseModel):
-    model_config = _STRICT
-    before: list[str]
-    after: list[str]
+def __getattr__(name: str) -> Any:
+    if name in _SCHEMA:
+        from gateway import schema
 
-
-class LineItem(BaseModel):
-    """One matched line of a declaration hit."""
-
-    model_config = _STRICT
-    line: int = Field(ge=1)
-    column: int | None = Field(default=None, ge=1)
-    text: str = Field(max_length=256)
-    context: Context | None = None
-
-
-class ResultItem(BaseModel):
-    """One hit: a declaration with its matched lines, a matched line, or a path (``kind`` says which)."""
-
-    model_config = _STRICT
-    id: int = Field(ge=0, lt=1 << 53)
-    qualified_name: str
-    kind: str
-    name: str
-    file_path: str
-    start_line: int = Field(ge=1)
-    end_line: int = Field(ge=1)
-    intent: str | None = None
-    matched: list[Literal["content", "path", "name", "intent"]]
-    reason: str | None = None
-    matched_terms: list[str] | None = None
-    namespace: str
-    text: str = Field(max_length=256)
-    column: int | None = Field(default=None, ge=1)
-    context: Context | None = None
-    score: float | None = Field(default=None, ge=0.0, le=1.0)
-    lines: list[LineItem] | None = None
-
-
-class FileGroup(BaseModel):
-    """One file of one namespace with all of its hits."""
-
-    model_config = _STRICT
-    file_path: str
-    namespace: str
-    hit_count: int
-    hits: list[ResultItem]
-
-
-class Limits(BaseModel):
-    model_config = _STRICT
-    files: int
-    offset: int
-    hit_budget: int
-
-
-class NextAction(BaseModel):
-    """One call that widens this answer; make it verbatim."""
-
-    model_config = _STRICT
-    reason: str
-    tool: str
-    args: dict[str, Any]
-
-
-class NamespaceStatus(BaseModel):
-    model_config = _STRICT
-    name: str
-    backend: str
-    status: Status
-    took_ms: int
-    files: int
-    hits: int
-    error: str | None = None
-
-
-class SearchResponse(BaseModel):
-    """A page of ranked file groups, with what was withheld and how to get it."""
-
-    model_config = _STRICT
-    files: list[FileGroup]
-    file_count: int
-    weak_filtered: int
-    truncated: bool
-    limits: Limits
-    next: Annotated[list[NextAction], Field(default_factory=list)]
-    note: str | None = None
-    namespaces: list[NamespaceStatus]
-    took_ms: int
+        return getattr(schema, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- the ONE conversion ------------------------------------------------------------

@@ -79,19 +79,63 @@ def imported(argv: list[str], cwd: Path) -> set[str]:
     return {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
 
 
+#: What a one-shot search over discovered checkouts (gateway.cli.oneshot) does without, besides HEAVY:
+#: the service and its event loop, pydantic (config, request), stdlib logging, importlib.metadata.
+NOT_ONE_SHOT = (
+    "pydantic",
+    "pydantic_core",
+    "asyncio",
+    "logging",
+    "importlib.metadata",
+    "subprocess",
+    "gateway.service",
+    "gateway.config",
+    "gateway.request",
+    "gateway.schema",
+    "gateway.fanout",
+    "gateway.cache",
+    "adapters.ripgrep.batch",
+    "adapters.ripgrep.backend",
+)
+#: ... and, when nothing matched (no file to rank), the declaration index.
+NOT_WITHOUT_FILES = ("sqlite3", "tree_sitter", "gateway.index")
+
+
+def among(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The modules that are one of ``names`` or inside one of them."""
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
 class TestStartup:
     def test_a_one_shot_search_imports_nothing_heavy(self, corpus: Path) -> None:
-        """`fedsearch search` over local checkouts imports no server, MCP, remote adapter, metrics or structlog."""
+        """`fedsearch search` over discovered checkouts runs rg itself: no server, MCP, remote adapter,
+        metrics, structlog, service, event loop, pydantic or stdlib logging."""
         modules = imported(["search", "register_widget"], corpus)
-        assert {"gateway.service", "adapters.ripgrep.batch"} <= modules  # it did search, locally
-        heavy = sorted(m for m in modules if m.split(".")[0] in HEAVY or m.rpartition(".")[0] in HEAVY or m in HEAVY)
-        assert heavy == []
+        assert "adapters.ripgrep.oneshot" in modules and "gateway.index" in modules  # it searched, and ranked
+        assert among(modules, (*HEAVY, *NOT_ONE_SHOT)) == []
+
+    def test_nothing_matched_opens_no_index(self, corpus: Path) -> None:
+        """With nothing to rank, neither SQLite nor tree-sitter is imported."""
+        modules = imported(["search", "zzz_matches_nothing"], corpus)
+        assert "adapters.ripgrep.oneshot" in modules
+        assert among(modules, (*HEAVY, *NOT_ONE_SHOT, *NOT_WITHOUT_FILES)) == []
+
+    def test_what_needs_the_service_gets_it(self, corpus: Path, tmp_path: Path) -> None:
+        """A config file, or a mode the one-shot search does not run, goes through the service (and
+        still imports nothing heavy)."""
+        config = tmp_path / "c.toml"
+        config.write_text(f'[[namespaces]]\nname = "alpha"\nbackend = "ripgrep"\nroot = "{corpus / "alpha"}"\n')
+        for argv in (["search", "register_widget", "--config", str(config)], ["search", "widget", "--semantic"]):
+            modules = imported(argv, corpus)
+            assert {"gateway.service", "adapters.ripgrep.batch"} <= modules
+            assert among(modules, HEAVY) == []
 
     def test_help_imports_argparse_alone(self, corpus: Path) -> None:
         """`fedsearch --help` and a command's --help import neither pydantic, asyncio nor the service."""
         for argv in (["--help"], ["search", "--help"]):
             modules = imported(argv, corpus)
-            assert {"pydantic", "asyncio", "gateway.service", "gateway.request", "msgspec"}.isdisjoint(modules)
+            unwanted = {"pydantic", "asyncio", "gateway.service", "gateway.request", "msgspec", "shutil"}
+            assert unwanted.isdisjoint(modules)
 
 
 class TestRead:

@@ -20,7 +20,6 @@ process (:mod:`adapters.ripgrep.batch`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from pydantic import Field, field_validator
 
@@ -30,16 +29,15 @@ from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import (
     DEFAULT_MAX_FILES,
     RANK_HIT_CAP,
-    Collector,
     build_argv,
+    collector_for,
     find_rg,
 )
 from gateway.backend import DEFAULT_MAX_HITS, AsyncBackend, BackendSettings
 from gateway.errors import BackendError
-from gateway.globs import PathFilter, validate_glob
+from gateway.globs import validate_glob
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.resilience.policy import LOCAL
-from gateway.signals import definition_test
 
 __all__ = [
     "RANK_HIT_CAP",
@@ -100,27 +98,13 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
     def tree(self) -> LocalTree:
         return self._tree
 
-    def _filter(self, query: SearchQuery) -> Callable[[str], bool] | None:
-        globs = [*query.paths, *("!" + g for g in self.settings.exclude)]
-        try:
-            path_filter = PathFilter.build(globs, query.languages)
-        except (ValueError, KeyError) as exc:
-            raise BackendError(f"invalid path filter: {exc}") from exc
-        return None if path_filter.is_open else path_filter
-
     async def search(self, query: SearchQuery) -> BackendResult:
         rg = find_rg()
         if rg is None:
             raise BackendError("the rg binary was not found (install the 'ripgrep' package)")
         if query.remaining() <= 0:
             return BackendResult(status="timeout", reason="the deadline passed before rg started")
-        collector = Collector(
-            context_lines=query.context_lines,
-            accept=self._filter(query),
-            max_files=self.settings.max_files,
-            max_hits=self.settings.max_hits,
-            definition=definition_test(query.text, query.mode, query.case_sensitive),
-        )
+        collector = collector_for(query, self.settings.exclude, self.settings.max_files, self.settings.max_hits)
         rg_call = RgCall(rg, query, self.settings.exclude)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
         call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)

@@ -22,22 +22,26 @@ enough that it seldom waits, read in a few large reads rather than once per file
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
 import re
-import sysconfig
+import sys
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: the pipe keeps its size
     fcntl = None  # type: ignore[assignment]
 
-from gateway.backend import DEFAULT_MAX_HITS
-from gateway.models import FileMatch, Hit, LazyHits, SearchQuery, cut_text
-from gateway.signals import DEFINITION_SCAN, DefinitionTest
+from gateway.errors import BackendError
+from gateway.globs import PathFilter
+from gateway.models import DEFAULT_MAX_HITS, FileMatch, Hit, LazyHits, SearchQuery, cut_text
+from gateway.signals import DEFINITION_SCAN, DefinitionTest, definition_test
+
+if TYPE_CHECKING:  # the event loop only where rg is watched from one (the one-shot CLI reads rg without)
+    import asyncio
 
 __all__ = [
     "BLOCK_LIMIT",
@@ -51,6 +55,7 @@ __all__ = [
     "OutputReader",
     "anchored",
     "build_argv",
+    "collector_for",
     "error_line",
     "excludes",
     "find_rg",
@@ -315,6 +320,23 @@ class Collector:
         return [file for *_, file in self._files]
 
 
+def collector_for(query: SearchQuery, exclude: Sequence[str], max_files: int, max_hits: int) -> Collector:
+    """The collector of one namespace's files for ``query``: the request's globs and languages and the
+    namespace's ``exclude`` applied to rg's output; BackendError when they make no path filter."""
+    globs = [*query.paths, *("!" + g for g in exclude)]
+    try:
+        path_filter = PathFilter.build(globs, query.languages)
+    except (ValueError, KeyError) as exc:
+        raise BackendError(f"invalid path filter: {exc}") from exc
+    return Collector(
+        context_lines=query.context_lines,
+        accept=None if path_filter.is_open else path_filter,
+        max_files=max_files,
+        max_hits=max_hits,
+        definition=definition_test(query.text, query.mode, query.case_sensitive),
+    )
+
+
 class OutputReader:
     """Cuts rg's ``--null --heading`` output into files, each for the collector ``route`` names.
 
@@ -456,7 +478,13 @@ def _blank(lines: list[bytes], start: int, end: int) -> int:
 def find_rg() -> str | None:
     """The ``rg`` of the ``ripgrep`` wheel (beside this Python), else the one on PATH."""
     name = "rg.exe" if os.name == "nt" else "rg"
-    candidate = os.path.join(sysconfig.get_path("scripts"), name)
+    if sys.prefix != sys.base_prefix and os.name != "nt":  # a venv: its scripts are in its bin/, as sysconfig says
+        scripts = os.path.join(sys.prefix, "bin")  # without loading sysconfig's data at every start
+    else:
+        import sysconfig
+
+        scripts = sysconfig.get_path("scripts")
+    candidate = os.path.join(scripts, name)
     if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
         return candidate
     import shutil  # with bz2 and lzma: not at start-up, for the rare rg found on PATH
@@ -569,6 +597,8 @@ class OutputPipe:
 
     async def wait(self, exited: asyncio.Future[int], tick: float | None, readable: bool) -> None:
         """Until rg exits, ``tick`` seconds pass (None: no timer), or (if ``readable``) the pipe holds something."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
 

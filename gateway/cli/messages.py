@@ -9,7 +9,6 @@ it keeps its traceback.
 
 from __future__ import annotations
 
-import json as jsonlib
 import sys
 from typing import Any
 
@@ -71,6 +70,8 @@ def report(exc: Exception, json: bool = False) -> int:
         raise exc
     line, problem, code = described
     if json:
+        import json as jsonlib
+
         sys.stdout.write(jsonlib.dumps(problem, ensure_ascii=False) + "\n")
     else:
         sys.stderr.write(f"fedsearch: {line}\n")

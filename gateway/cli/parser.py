@@ -12,14 +12,38 @@ With ``--json`` on the command line, a usage error is problem JSON on stdout ins
 from __future__ import annotations
 
 import argparse
-import json
+import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 __all__ = ["COMMANDS", "CommandParser", "parse", "top_parser"]
 
 PROG = "fedsearch"
+
+
+def _columns() -> int:
+    """The terminal's width, as ``shutil.get_terminal_size`` finds it ($COLUMNS, else stdout's
+    terminal, else 80), without importing shutil (and its bz2 and lzma) at every start."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        stdout = sys.__stdout__
+        try:
+            columns = os.get_terminal_size(stdout.fileno()).columns if stdout is not None else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, its width found by :func:`_columns` (argparse builds one for every
+    argument it adds, and would import shutil for it)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -27,8 +51,14 @@ class CommandParser(argparse.ArgumentParser):
 
     json_errors = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         if self.json_errors:
+            import json
+
             problem = {"type": "about:blank", "title": "Invalid request", "status": 400, "detail": message}
             sys.stdout.write(json.dumps(problem) + "\n")
             raise SystemExit(2)

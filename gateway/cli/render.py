@@ -17,7 +17,6 @@ above its lines belongs in :func:`rows` too, as a row of its own.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -221,7 +220,9 @@ def next_command(action: dict[str, Any], suffix: str = "") -> str:
     """A next action as a shell command that makes the call verbatim."""
     import shlex
 
-    args = json.dumps(action["args"], separators=(",", ":"), ensure_ascii=False)
+    import msgspec  # loaded with the answer's models already (json is not)
+
+    args = msgspec.json.encode(action["args"]).decode()  # compact, UTF-8 as typed
     return f"fedsearch search --args-json {shlex.quote(args)}{suffix}"
 
 

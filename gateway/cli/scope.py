@@ -20,7 +20,7 @@ from gateway.errors import InvalidRequest
 if TYPE_CHECKING:
     from gateway.config import Config
 
-__all__ = ["Scope", "load", "local_roots", "scope_of"]
+__all__ = ["Scope", "discovered_scope", "load", "local_roots", "scope_of"]
 
 
 class Scope:
@@ -110,6 +110,16 @@ def load(args: argparse.Namespace) -> Config:
     if not config.namespaces:
         warn(_empty(config.source))
     return config
+
+
+def discovered_scope(root: str | None) -> Scope:
+    """The scope of the checkouts discovery finds (no config), warning as :func:`load` does when there is none."""
+    from gateway.discovery import discovered
+
+    top, found = discovered(root)
+    if not found:
+        warn(_empty(f"discovery:{top}"))
+    return Scope({name: os.path.realpath(path) for name, path in found})
 
 
 def _empty(source: str) -> str:

@@ -15,12 +15,15 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.cli import render
 from gateway.cli.messages import hint, warn
 from gateway.cli.scope import Scope
 from gateway.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from gateway.config import Config
 
 __all__ = ["exit_code", "looks_like_regex", "request_data", "run"]
 
@@ -121,14 +124,12 @@ def exit_code(answer: dict[str, Any]) -> int:
 
 def _suffix(args: argparse.Namespace) -> str:
     """The flags a printed next action needs to run against the same namespaces."""
+    given = [(flag, getattr(args, flag, None)) for flag in ("server", "config", "root")]
+    if not any(value for _, value in given):
+        return ""
     import shlex
 
-    parts = []
-    for flag in ("server", "config", "root"):
-        value = getattr(args, flag, None)
-        if value:
-            parts.append(f"--{flag} {shlex.quote(value)}")
-    return (" " + " ".join(parts)) if parts else ""
+    return " " + " ".join(f"--{flag} {shlex.quote(value)}" for flag, value in given if value)
 
 
 def _color(choice: str) -> bool:
@@ -219,23 +220,91 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
-    import asyncio
+    """In this process: by :mod:`gateway.cli.oneshot` over discovered checkouts when it takes the
+    request (no event loop, no pydantic: most of a one-shot search's start-up), else by the service."""
+    from gateway.cli import oneshot
+    from gateway.cli.quick import quick_request
+    from gateway.cli.scope import discovered_scope, load, scope_of
+    from gateway.log import configure
 
-    from gateway.cli.scope import load, scope_of
-    from gateway.request import parse_request
-    from gateway.service import SearchService
-
-    config = load(args)
-    scope = scope_of(config)
+    configure(level="warning", lazy=True, stdlib=False)  # only what goes wrong; structlog imported then
+    config: Config | None = None
+    if oneshot.applies(args.config):
+        scope = discovered_scope(args.root)
+    else:
+        config = load(args)
+        scope = scope_of(config)
     if args.paths:
         names, globs = scope.narrow(args.paths, data.get("namespaces", []))
         data = {**data, "namespaces": names}
         if globs:
             data["paths"] = [*data.get("paths", []), *globs]
+    first = quick_request(data) if config is None else None
+    if first is None:
+        return _served(args, data, scope, config)
+    one = oneshot.OneShot(scope.roots)
+    later = _Later(args, scope)
+
+    def ask(asked: dict[str, Any]) -> dict[str, Any]:
+        quick = first if asked is data else quick_request(asked)
+        return one.search(quick) if quick is not None else later.ask(asked)
+
+    try:
+        return _show(args, data, ask, scope)
+    finally:
+        one.close()
+        later.close()
+
+
+def _served(args: argparse.Namespace, data: dict[str, Any], scope: Scope, config: Config | None) -> int:
+    """The search through :class:`~gateway.service.SearchService` (a config file, semantic mode, a cursor...)."""
+    import asyncio
+
+    from gateway.config import config_from_env
+    from gateway.log import configure
+    from gateway.request import parse_request
+    from gateway.service import SearchService
+
+    configure(level="warning", lazy=True)  # the service's libraries (asyncio...) log through stdlib logging
     parse_request(data)  # bad input is an error before anything is opened
+    if config is None:  # discovered again: the same checkouts, warned of once already
+        config = config_from_env(args.config, args.root)
     with asyncio.Runner() as runner:
         service = SearchService(config, process_cache=False)  # one process: only Redis outlives it
         try:
             return _show(args, data, lambda d: runner.run(service.search(parse_request(d))), scope)
         finally:
             runner.run(service.aclose())
+
+
+class _Later:
+    """The service, for a page of a one-shot search the quick request does not take (opened if one comes)."""
+
+    def __init__(self, args: argparse.Namespace, scope: Scope) -> None:
+        self.args = args
+        self.scope = scope
+        self._runner: Any = None
+        self._service: Any = None
+
+    def ask(self, data: dict[str, Any]) -> dict[str, Any]:
+        import asyncio
+
+        from gateway.config import config_from_env
+        from gateway.request import parse_request
+        from gateway.service import SearchService
+
+        request = parse_request(data)
+        if self._service is None:
+            from gateway.log import configure
+
+            configure(level="warning", lazy=True)  # the service's libraries log through stdlib logging
+            self._runner = asyncio.Runner()
+            config = config_from_env(self.args.config, self.args.root)
+            self._service = SearchService(config, process_cache=False)
+        answer: dict[str, Any] = self._runner.run(self._service.search(request))
+        return answer
+
+    def close(self) -> None:
+        if self._service is not None:
+            self._runner.run(self._service.aclose())
+            self._runner.close()

@@ -12,10 +12,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from gateway.config import Config
 from gateway.index.files import Source
 from gateway.index.resolve import DeclarationIndex
+
+if TYPE_CHECKING:  # a type only: a one-shot search reads the index without pydantic or tree-sitter
+    from gateway.config import Config
 
 __all__ = ["DeclarationIndex", "Source", "index_for"]
 

@@ -10,12 +10,10 @@ nothing at all when the file changed while it was read.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import subprocess
-import sysconfig
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from gateway.index.grammars import language_of
 from gateway.index.parse import declarations
@@ -30,8 +28,7 @@ _BINARY_PROBE = 8192
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__"})
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(msgspec.Struct, frozen=True):
     """A local namespace to index: its name, root and exclude globs."""
 
     namespace: str
@@ -41,8 +38,14 @@ class Source:
 
 def find_rg() -> str | None:
     """The ``rg`` of the ``ripgrep`` wheel beside this Python, else the one on PATH."""
+    import sysconfig  # the builder's: a search lists no files
+
     here = os.path.join(sysconfig.get_path("scripts"), "rg")
-    return here if os.access(here, os.X_OK) else shutil.which("rg")
+    if os.access(here, os.X_OK):
+        return here
+    import shutil
+
+    return shutil.which("rg")
 
 
 def list_files(source: Source, rg: str | None) -> Iterator[str]:
@@ -53,6 +56,8 @@ def list_files(source: Source, rg: str | None) -> Iterator[str]:
     argv = [rg, "--files", "--null", "--no-config", "--no-messages"]
     for glob in source.exclude:
         argv += ["-g", "!" + glob]
+    import subprocess  # the builder's: a search lists no files
+
     done = subprocess.run(argv, cwd=source.root, capture_output=True, check=False)
     for raw in done.stdout.split(b"\0"):
         if raw:

@@ -12,20 +12,21 @@ from __future__ import annotations
 import functools
 import importlib
 import posixpath
-from dataclasses import dataclass
-from importlib import resources
+from typing import TYPE_CHECKING
 
-import tree_sitter as ts
+import msgspec
 
 from gateway.log import get_logger
+
+if TYPE_CHECKING:  # tree-sitter is imported with the first grammar loaded (a page read from the index needs none)
+    import tree_sitter as ts
 
 __all__ = ["EXTENSIONS", "GRAMMARS", "Grammar", "Loaded", "grammar", "language_of"]
 
 log = get_logger("fedsearch.index")
 
 
-@dataclass(frozen=True, slots=True)
-class Grammar:
+class Grammar(msgspec.Struct, frozen=True):
     """How to load and read one language."""
 
     name: str
@@ -128,8 +129,7 @@ def language_of(path: str) -> str | None:
     return EXTENSIONS.get(posixpath.splitext(path)[1])
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(msgspec.Struct, frozen=True):
     """A grammar ready to parse: its language, compiled query and a parser (one per process)."""
 
     grammar: Grammar
@@ -144,9 +144,13 @@ def grammar(name: str) -> Loaded | None:
     spec = GRAMMARS.get(name)
     if spec is None:
         return None
+    import tree_sitter as ts
+
     try:
         module = importlib.import_module(spec.module)
         language = ts.Language(getattr(module, spec.function)())
+        from importlib import resources  # with tree-sitter: only to parse
+
         text = resources.files("gateway.index").joinpath("queries", f"{spec.query or spec.name}.scm").read_text()
         query = ts.Query(language, text)
     except (ImportError, AttributeError, OSError, ValueError, ts.QueryError) as exc:

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import tree_sitter as ts
 
 from gateway.index.grammars import Grammar, Loaded, grammar
 from gateway.models import ELLIPSIS, MAX_INTENT
+
+if TYPE_CHECKING:  # tree-sitter is imported with the first grammar loaded (a page read from the index needs none)
+    import tree_sitter as ts
 
 __all__ = ["MAX_INTENT", "Declaration", "declarations", "first_sentence", "signature"]
 
@@ -200,8 +202,7 @@ def _leading_comment(outer: ts.Node, spec: Grammar) -> str:
     return _MARKUP.sub("", _COMMENT_MARKS.sub("", "\n".join(reversed(parts))).replace("*/", ""))
 
 
-@dataclass(slots=True)
-class _Found:
+class _Found(msgspec.Struct):
     """A declaration while its file is read: its node and what the query said."""
 
     pattern: int
@@ -292,6 +293,8 @@ def declarations(source: bytes, language: str) -> list[Declaration] | None:
     loaded: Loaded | None = grammar(language)
     if loaded is None:
         return None
+    import tree_sitter as ts
+
     tree = loaded.parser.parse(source)
     matches = ts.QueryCursor(loaded.query).matches(tree.root_node)
     return _build(_found(matches, loaded.grammar), loaded.grammar)

@@ -28,8 +28,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gateway.backend import AsyncBackend
-from gateway.index.builder import BuilderProcess
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import language_of
 from gateway.index.hits import Outline, as_declarations
@@ -37,11 +35,13 @@ from gateway.index.store import FileRecord, Store, Stored
 from gateway.log import get_logger
 from gateway.models import FileMatch
 from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
-from gateway.request import SearchRequest
 from gateway.signals import query_name
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: a one-shot search reads the index without pydantic or tree-sitter
+    from gateway.backend import AsyncBackend
+    from gateway.index.builder import BuilderProcess
     from gateway.index.local import IntentSearch
+    from gateway.request import SearchRequest
 
 __all__ = ["PARSE_RATE", "DeclarationIndex"]
 
@@ -108,6 +108,8 @@ class DeclarationIndex:
             return
         if self.store().path is None:
             return  # in memory: a builder process could not share it
+        from gateway.index.builder import BuilderProcess  # a server's: the CLI never starts one
+
         sources = list(self.sources.values())
         self._builder = BuilderProcess(self.directory, sources, self.refresh_s, self.build_workers)
         self._builder.start()

@@ -46,12 +46,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
+import re
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from importlib import resources
+
+try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at every one-shot search
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without its own hashes
+    from hashlib import blake2b
+
+import msgspec
 
 from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
@@ -66,6 +72,7 @@ __all__ = [
     "Store",
     "Stored",
     "Unembedded",
+    "installed_version",
     "parser_version",
 ]
 
@@ -116,25 +123,61 @@ CREATE TABLE IF NOT EXISTS intents (
 @functools.cache
 def parser_version() -> str:
     """What parsed the rows: the queries and the grammar wheels' versions (rows of another are parsed again)."""
-    from importlib import metadata
-
     from gateway.index.grammars import GRAMMARS
 
-    digest = hashlib.blake2b(digest_size=8)
+    digest = blake2b(digest_size=8)
+    queries = os.path.join(os.path.dirname(__file__), "queries")  # package data, beside this module
     for name in sorted(GRAMMARS):
         spec = GRAMMARS[name]
-        query = resources.files("gateway.index").joinpath("queries", f"{spec.query or spec.name}.scm")
-        with contextlib.suppress(OSError):
-            digest.update(query.read_bytes())
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            digest.update(metadata.version(spec.module.replace("_", "-")).encode())
-    with contextlib.suppress(metadata.PackageNotFoundError):
-        digest.update(metadata.version("tree-sitter").encode())
+        with contextlib.suppress(OSError), open(os.path.join(queries, f"{spec.query or spec.name}.scm"), "rb") as query:
+            digest.update(query.read())
+        version = installed_version(spec.module.replace("_", "-"))
+        if version is not None:
+            digest.update(version.encode())
+    version = installed_version("tree-sitter")
+    if version is not None:
+        digest.update(version.encode())
     return f"{SCHEMA_VERSION}:{digest.hexdigest()}"
 
 
-@dataclass(frozen=True, slots=True)
-class FileRecord:
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+@functools.cache
+def _dist_infos(entry: str) -> dict[str, str]:
+    """The ``*.dist-info`` folders of one ``sys.path`` entry by normalised project name (the first of a name)."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for child in sorted(os.listdir(entry or ".")):
+            if child.lower().endswith(".dist-info"):
+                found.setdefault(_normal(child.rpartition(".")[0].partition("-")[0]), os.path.join(entry, child))
+    return found
+
+
+def installed_version(project: str) -> str | None:
+    """The installed version of ``project``, as ``importlib.metadata.version`` reads it (its wheel's
+    ``METADATA``, the first found along ``sys.path``), or None; without importlib.metadata, whose import
+    (email, zipfile, csv) and search cost a one-shot search more than the rest of its index."""
+    wanted = _normal(project)
+    for entry in sys.path:
+        info = _dist_infos(entry).get(wanted)
+        if info is None:
+            continue
+        try:
+            with open(os.path.join(info, "METADATA"), encoding="utf-8") as metadata:
+                for line in metadata:
+                    if line.startswith("Version:"):
+                        return line.partition(":")[2].strip()
+                    if not line.strip():
+                        break  # the headers ended
+        except OSError:
+            continue
+        return None
+    return None
+
+
+class FileRecord(msgspec.Struct, frozen=True):
     """One file as indexed: its (size, mtime) when read, and its declarations (None: not parsed)."""
 
     path: str
@@ -147,8 +190,7 @@ class FileRecord:
 _EMPTY = Outline.of(()).encode()
 
 
-@dataclass(frozen=True, slots=True)
-class Unembedded:
+class Unembedded(msgspec.Struct, frozen=True):
     """A parsed file that has no intent vectors yet, as it was when it was parsed."""
 
     file_id: int
@@ -157,8 +199,7 @@ class Unembedded:
     mtime_ns: int
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(msgspec.Struct, frozen=True):
     """One declaration as a semantic search shows it."""
 
     file_id: int
@@ -172,8 +213,7 @@ class Candidate:
     signature: str
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(msgspec.Struct, frozen=True):
     """How far the intent index of one checkout is: ``built`` once a whole pass has embedded it;
     before that, files done (embedded, or not parsable) of those listed (None: not listed yet)."""
 

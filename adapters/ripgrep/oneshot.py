@@ -1,0 +1,294 @@
+"""One ``rg`` over several local namespaces, run to its end by this thread alone: the one-shot CLI's search.
+
+A fan-out over ripgrep namespaces asking the same thing shares one rg among them
+(:mod:`adapters.ripgrep.batch`); a one-shot process has nothing else to do meanwhile, so
+it runs that same rg without an event loop: the same argument vector (``build_argv``)
+from the same folder, its output in the same :class:`~adapters.ripgrep.output.OutputPipe`,
+cut by the same :class:`~adapters.ripgrep.output.OutputReader` into each namespace's
+:class:`~adapters.ripgrep.output.Collector` (``collector_for``, as
+:class:`~adapters.ripgrep.backend.RipgrepBackend` builds it), looked at when rg exits, at
+a tick once it began to write, or as it comes while it fills the pipe. Each namespace gets
+what the backend would have answered: ``ok``, ``capped`` when its collector stopped at a
+cap, ``timeout`` with the files found by the deadline, or the BackendError of rg's failure.
+
+:func:`start` starts rg and returns at once, so the caller imports what it needs next
+while rg searches; :meth:`Scan.results` reads it to the end. rg is killed and reaped in
+every case.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import select
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from adapters.ripgrep.output import (
+    DEFAULT_MAX_FILES,
+    TICK_S,
+    Collector,
+    OutputPipe,
+    OutputReader,
+    anchored,
+    build_argv,
+    collector_for,
+    error_line,
+    excludes,
+)
+from gateway.errors import BackendError
+from gateway.models import DEFAULT_MAX_HITS, BackendResult, SearchQuery, Status
+
+__all__ = ["STDERR_KEEP", "Answer", "Scan", "start"]
+
+#: A namespace's answer: what the backend returns, or the BackendError it raises.
+Answer = BackendResult | BackendError
+#: How much of rg's stderr is kept, as :data:`adapters.ripgrep.process.STDERR_KEEP` (which imports asyncio).
+STDERR_KEEP = 4096
+_SIGKILL = 9
+
+
+class Scan:
+    """One rg over independent roots, and what each namespace answers (see the module)."""
+
+    def __init__(self, roots: dict[str, str], query: SearchQuery) -> None:
+        self.query = query
+        self.names = list(roots)  # in the order asked
+        #: Each namespace's answer, once it has one; and when it got it (``time.monotonic()``).
+        self.answers: dict[str, Answer] = {}
+        self.answered_at: dict[str, float] = {}
+        self.collectors: dict[str, Collector] = {}
+        pairs = sorted((root.rstrip("/") + "/", name) for name, root in roots.items())
+        self._prefixes = [prefix for prefix, _ in pairs]
+        self._names = [name for _, name in pairs]
+        self._pid = 0
+        self._popen: Any = None  # a subprocess.Popen where rg runs from a folder of its own
+        self._pidfd = -1
+        self._stderr = -1
+        self._kept = bytearray()
+        self._pipe: OutputPipe | None = None
+        self._reader = OutputReader(self._route, blocks=not query.context_lines)
+
+    # --- start --------------------------------------------------------------------------
+
+    def _spawn(self, rg: str, roots: dict[str, str], exclude: Sequence[str]) -> None:
+        query = self.query
+        cwd: str | None = None
+        paths: tuple[str, ...] = (".",)
+        if len(roots) == 1 and any(map(anchored, excludes(query, exclude))):
+            cwd = next(iter(roots.values()))  # rg skips what those excludes name, relative to where it runs
+        else:  # absolute roots, as batch.py gives them
+            paths = tuple(roots.values())
+            for name, root in roots.items():
+                self.collectors[name].strip = len(root.rstrip("/")) + 1
+        argv = build_argv(rg, query, exclude, paths)
+        pipe = self._pipe = OutputPipe()
+        err_read, err_write = os.pipe()
+        try:
+            if cwd is None:  # as Popen starts it without a cwd: posix_spawn, no Python between fork and exec
+                actions = [
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, pipe.write_fd, 1),
+                    (os.POSIX_SPAWN_DUP2, err_write, 2),
+                ]
+                self._pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+            else:
+                import subprocess
+
+                self._popen = subprocess.Popen(
+                    argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=pipe.write_fd, stderr=err_write, close_fds=False
+                )
+                self._pid = self._popen.pid
+        except OSError:
+            os.close(err_read)
+            raise
+        finally:
+            os.close(err_write)
+        pipe.started()
+        self._stderr = err_read
+        os.set_blocking(err_read, False)
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pidfd_open is not None:
+            try:
+                self._pidfd = pidfd_open(self._pid)
+            except OSError:  # pragma: no cover - a kernel before 5.3, or a seccomp filter
+                self._pidfd = -1
+
+    # --- reading ------------------------------------------------------------------------
+
+    def _route(self, path: str) -> Collector | None:
+        """The collector of the namespace whose root holds ``path`` (as batch.Router), None once capped."""
+        i = bisect.bisect_right(self._prefixes, path) - 1
+        if i < 0 or not path.startswith(self._prefixes[i]):
+            return None
+        collector = self.collectors[self._names[i]]
+        return None if collector.capped else collector
+
+    def _answer(self, name: str, answer: Answer) -> None:
+        if name not in self.answers:
+            self.answers[name] = answer
+            self.answered_at[name] = time.monotonic()
+
+    def _finish(self, name: str, status: Status, reason: str) -> None:
+        if name not in self.answers:
+            self._answer(name, BackendResult(files=self.collectors[name].ranked(), status=status, reason=reason))
+
+    def _settle_capped(self) -> bool:
+        """Answer the namespaces that reached a cap; whether every namespace is answered."""
+        for name, collector in self.collectors.items():
+            if collector.capped:
+                self._finish(name, "capped", collector.capped)
+        return len(self.answers) == len(self.collectors)
+
+    def _feed(self, chunk: bytes) -> bool:
+        self._reader.feed_bytes(chunk)
+        return not self._settle_capped()
+
+    def _read_stderr(self) -> None:
+        while self._stderr >= 0:
+            try:
+                chunk = os.read(self._stderr, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                os.close(self._stderr)
+                self._stderr = -1
+                return
+            if len(self._kept) < STDERR_KEEP:
+                self._kept += chunk[: STDERR_KEEP - len(self._kept)]
+
+    def _exited(self, block: bool) -> int | None:
+        """rg's return code once it exited and was reaped (negative: killed by that signal), else None."""
+        if self._popen is not None:
+            code: int | None = self._popen.wait() if block else self._popen.poll()
+        else:
+            pid, status = os.waitpid(self._pid, 0 if block else os.WNOHANG)
+            code = None if pid == 0 else os.waitstatus_to_exitcode(status)
+        if code is not None:
+            self._pid = 0
+        return code
+
+    def _wait(self, timeout: float, readable: bool) -> bool:
+        """Until rg exits, ``timeout`` passes, or (if ``readable``) its output pipe holds something;
+        whether it does."""
+        assert self._pipe is not None
+        poller = select.poll()
+        for fd in (self._pidfd, self._stderr):
+            if fd >= 0:
+                poller.register(fd, select.POLLIN)
+        if readable:
+            poller.register(self._pipe.read_fd, select.POLLIN)
+        if self._pidfd < 0:  # no pidfd: rg's exit is looked for at ticks
+            timeout = min(timeout, TICK_S)
+        ready = poller.poll(max(0.0, timeout) * 1000)
+        self._read_stderr()
+        return readable and any(fd == self._pipe.read_fd for fd, _ in ready)
+
+    def results(self) -> dict[str, Answer]:
+        """Read rg to its end (or the deadline, or until every namespace is capped); each namespace's answer."""
+        try:
+            if self._pipe is not None:
+                self._read()
+        finally:
+            self._close()
+        return self.answers
+
+    def _read(self) -> None:
+        pipe = self._pipe
+        assert pipe is not None
+        deadline = self.query.deadline
+        quiet = True  # rg has written nothing yet: woken by its first output or its exit only
+        streaming = False  # reading as rg writes: it fills the pipe faster than ticks empty it
+        code: int | None = None
+        while not pipe.ended:
+            left = deadline - time.monotonic()
+            if left <= 0 and code is None:
+                self._hand_back()
+                return
+            written = self._wait(left if quiet else min(TICK_S, left), readable=quiet or streaming)
+            if code is None:
+                code = self._exited(block=False)
+            if quiet and code is None:
+                quiet = not written  # rg began to write: read at ticks from now (a first file is no read's worth)
+                continue
+            taken = pipe.drain(self._feed)
+            if len(self.answers) == len(self.collectors):
+                return  # every namespace is capped: rg is killed
+            if code is not None and not taken:
+                break  # rg is gone; its output too (unless something else holds the pipe)
+            streaming = taken >= pipe.capacity // 2
+        self._reader.end()
+        self._settle_capped()
+        if code is None:
+            code = self._exited(block=True)
+        self._read_stderr()
+        if code == 2 and pipe.read == 0:
+            error = BackendError(error_line(bytes(self._kept)))
+        elif code not in (0, 1, 2):
+            error = BackendError(f"rg exited with status {code}")
+        else:
+            for name in self.collectors:
+                self._finish(name, "ok", "")
+            return
+        for name in self.collectors:
+            self._answer(name, error)
+
+    def _hand_back(self) -> None:
+        """The deadline: what the pipe holds is read, and each namespace gets what was found."""
+        assert self._pipe is not None
+        if len(self.answers) == len(self.collectors):
+            return
+        self._pipe.drain(self._feed)
+        self._reader.end(eof=False)
+        for name, collector in self.collectors.items():
+            self._finish(name, "timeout", f"stopped at the deadline after {collector.started} files")
+
+    def _close(self) -> None:
+        """Kill rg if it still runs, reap it, close every descriptor."""
+        if self._pid:
+            with contextlib.suppress(ProcessLookupError):  # it exited meanwhile: reaped below
+                os.kill(self._pid, _SIGKILL)
+            self._exited(block=True)
+        for fd in (self._pidfd, self._stderr):
+            if fd >= 0:
+                os.close(fd)
+        self._pidfd = self._stderr = -1
+        if self._pipe is not None:
+            self._pipe.close()
+
+
+def start(
+    rg: str | None,
+    roots: dict[str, str],
+    query: SearchQuery,
+    exclude: Sequence[str] = (),
+    max_files: int = DEFAULT_MAX_FILES,
+    max_hits: int = DEFAULT_MAX_HITS,
+) -> Scan:
+    """Start one rg over ``roots`` (namespace -> folder, none inside another: discovered checkouts) for ``query``.
+
+    What fails before rg runs is each namespace's answer at once (:attr:`Scan.answers`):
+    no rg binary, a deadline already passed, a path filter that cannot be built, rg not starting.
+    """
+    scan = Scan(roots, query)
+    if rg is None:
+        error = BackendError("the rg binary was not found (install the 'ripgrep' package)")
+        scan.answers = dict.fromkeys(roots, error)
+    elif query.remaining() <= 0:
+        late = BackendResult(status="timeout", reason="the deadline passed before rg started")
+        scan.answers = dict.fromkeys(roots, late)
+    else:
+        try:
+            scan.collectors.update((name, collector_for(query, exclude, max_files, max_hits)) for name in roots)
+        except BackendError as exc:
+            scan.answers = dict.fromkeys(roots, exc)
+            return scan
+        try:
+            scan._spawn(rg, roots, exclude)
+        except OSError as exc:
+            scan.answers = dict.fromkeys(roots, BackendError(f"cannot start rg: {exc.strerror or exc}"))
+    now = time.monotonic()
+    scan.answered_at = dict.fromkeys(scan.answers, now)
+    return scan

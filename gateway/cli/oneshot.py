@@ -1,0 +1,157 @@
+"""A one-shot local ``fedsearch search`` without the service: no event loop, no pydantic.
+
+``fedsearch search`` run without ``--server`` pays for its start-up on every search, and
+most of what the service brings to it (asyncio for a fan-out, pydantic for the config and
+the request, the cache) serves a long-lived process. When nothing needs the service, this
+module answers instead, with the same answer as :meth:`SearchService.search
+<gateway.service.SearchService.search>` (``tests/test_cli_quick.py`` compares them byte for byte):
+
+1. the checkouts discovered under ``--root`` or here (no ``--config``, no
+   ``$FEDSEARCH_CONFIG``: every namespace a ``ripgrep`` one with the default settings);
+2. the request checked by :func:`~gateway.cli.quick.quick_request` (exact or regex, no
+   cursor; anything it does not take certainly valid goes to the service, whose
+   pydantic words the error);
+3. its namespaces chosen as :meth:`SearchService.routes <gateway.service.SearchService.routes>`
+   chooses them (``namespaces`` patterns, then the query's ``repo:`` filters), the
+   backend's query as the service's (:func:`~gateway.criteria.backend_query`);
+4. one rg over them all, run by :mod:`adapters.ripgrep.oneshot` (the fan-out's shared
+   call, without the loop) and started before ranking's imports, which run meanwhile;
+5. the outcomes a fan-out would give, then the one ranking (:func:`~gateway.refine.refine`,
+   :func:`~gateway.rank.settle`, :func:`~gateway.rank.page_of`, with the declaration
+   index of the local namespaces) and the one conversion (:func:`~gateway.wire.build_response`).
+
+The index (SQLite, tree-sitter) is opened only when rg found files to rank.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gateway.cli.quick import QuickRequest
+from gateway.criteria import backend_query
+from gateway.errors import InvalidRequest, UnknownNamespace
+from gateway.globs import namespace_matcher
+
+if TYPE_CHECKING:
+    from adapters.ripgrep.oneshot import Scan
+    from gateway.index.resolve import DeclarationIndex
+
+__all__ = ["OneShot", "applies"]
+
+
+def applies(config: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> bool:
+    """Whether the namespaces are discovered ones (no config file): the one-shot search may answer
+    (on POSIX: it starts rg by posix_spawn and waits for it with poll)."""
+    env = os.environ if env is None else env
+    return os.name == "posix" and not (config or env.get("FEDSEARCH_CONFIG"))
+
+
+def _routes(names: Sequence[str], request: QuickRequest) -> list[str]:
+    """The namespaces a request searches, as the service's ``routes`` picks them among local ones."""
+    chosen = _resolve(names, request.namespaces)
+    criteria = request.criteria
+    if criteria.repos:
+        try:
+            named = set(_resolve(names, criteria.repos))
+        except UnknownNamespace as exc:
+            raise InvalidRequest("query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern})") from None
+        chosen = [n for n in chosen if n in named]
+        if not chosen:
+            repos = " ".join(f"repo:{p}" for p in criteria.repos)
+            raise InvalidRequest("namespaces", f"no namespace matches both {request.namespaces} and {repos}")
+    for pattern in criteria.skip_repos:
+        skip = namespace_matcher(pattern)
+        chosen = [n for n in chosen if not skip(n)]
+    return chosen
+
+
+def _resolve(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
+    """The names matching ``patterns`` (all when empty), in order; UnknownNamespace for a pattern matching none."""
+    if not patterns:
+        return list(names)
+    whole: set[str] = set()
+    for pattern in patterns:
+        match = namespace_matcher(pattern)
+        hits = [n for n in names if match(n)]
+        if not hits:
+            raise UnknownNamespace(pattern)
+        whole.update(hits)
+    return [n for n in names if n in whole]
+
+
+class OneShot:
+    """Searches discovered checkouts, ``roots`` (namespace -> absolute folder, in discovery order)."""
+
+    def __init__(self, roots: dict[str, str]) -> None:
+        self.roots = roots
+        self._index: DeclarationIndex | None = None
+
+    def start(self, request: QuickRequest) -> tuple[Scan, float, int]:
+        """Plan and start the search: rg runs when this returns (with when the search began)."""
+        from adapters.ripgrep.oneshot import start
+        from adapters.ripgrep.output import find_rg
+
+        started, since_ns = time.monotonic(), time.time_ns()
+        names = _routes(list(self.roots), request)
+        query = backend_query(request.as_request(), started)
+        return start(find_rg(), {n: self.roots[n] for n in names}, query), started, since_ns
+
+    def search(self, request: QuickRequest) -> dict[str, Any]:
+        """The answer to ``request``: what ``SearchService.search`` answers (timing aside)."""
+        scan, started, since_ns = self.start(request)
+        from gateway.rank import page_of, settle
+        from gateway.refine import refine
+        from gateway.wire import build_response
+
+        outcomes = _outcomes(scan, started)
+        wanted = request.as_request()
+        index = self._index_for(outcomes)
+        definitions = index.definitions(wanted) if index is not None else None
+        whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
+        resolve = index.resolver(wanted, whole.since_ns) if index is not None else None
+        answer = build_response(wanted, page_of(wanted, whole, None, resolve), 0)
+        answer["took_ms"] = round((time.monotonic() - started) * 1000)
+        return answer
+
+    def _index_for(self, outcomes: Sequence[Any]) -> DeclarationIndex | None:
+        """The declaration index of the local namespaces, opened once some file is to be ranked."""
+        if self._index is None and any(o.result is not None and o.result.files for o in outcomes):
+            from gateway.discovery import default_index_dir
+            from gateway.index.files import Source
+            from gateway.index.resolve import DeclarationIndex
+
+            sources = [Source(name, os.path.abspath(root)) for name, root in self.roots.items()]
+            self._index = DeclarationIndex(default_index_dir(), sources)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
+
+
+def _outcomes(scan: Scan, started: float) -> list[Any]:
+    """What a fan-out makes of each namespace's answer (gateway.fanout's ``_one``), in route order."""
+    from gateway.errors import BackendError
+    from gateway.models import Outcome
+
+    answers = scan.results()
+    outcomes = []
+    for name in scan.names:
+        answer = answers[name]
+        if isinstance(answer, BackendError):
+            status, error, result = answer.status, answer.reason, None
+        else:
+            status, error, result = answer.status, answer.reason, answer
+        if error:  # as the fan-out: a backend may echo what it was sent in its error text
+            from gateway.log import scrub
+
+            error = scrub(error)
+        took_ms = round((scan.answered_at[name] - started) * 1000)
+        outcomes.append(
+            Outcome(namespace=name, backend="ripgrep", status=status, took_ms=took_ms, result=result, error=error)
+        )
+    return outcomes

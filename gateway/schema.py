@@ -1,0 +1,120 @@
+"""The answer (SPEC §3) described for JSON Schema: OpenAPI, MCP's output schema, tests.
+
+pydantic models of the answer, field for field; the answer itself is built as plain
+JSON-ready dicts by :func:`gateway.wire.build_response` and never validated against
+these on a search (they are built for a schema only, when first asked for one).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.models import Status
+
+__all__ = [
+    "Context",
+    "FileGroup",
+    "Limits",
+    "LineItem",
+    "NamespaceStatus",
+    "NextAction",
+    "ResultItem",
+    "SearchResponse",
+]
+
+_STRICT = ConfigDict(
+    frozen=True, extra="forbid", str_strip_whitespace=False, defer_build=True
+)  # built for a schema, never on a search
+
+
+class Context(BaseModel):
+    model_config = _STRICT
+    before: list[str]
+    after: list[str]
+
+
+class LineItem(BaseModel):
+    """One matched line of a declaration hit."""
+
+    model_config = _STRICT
+    line: int = Field(ge=1)
+    column: int | None = Field(default=None, ge=1)
+    text: str = Field(max_length=256)
+    context: Context | None = None
+
+
+class ResultItem(BaseModel):
+    """One hit: a declaration with its matched lines, a matched line, or a path (``kind`` says which)."""
+
+    model_config = _STRICT
+    id: int = Field(ge=0, lt=1 << 53)
+    qualified_name: str
+    kind: str
+    name: str
+    file_path: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    intent: str | None = None
+    matched: list[Literal["content", "path", "name", "intent"]]
+    reason: str | None = None
+    matched_terms: list[str] | None = None
+    namespace: str
+    text: str = Field(max_length=256)
+    column: int | None = Field(default=None, ge=1)
+    context: Context | None = None
+    score: float | None = Field(default=None, ge=0.0, le=1.0)
+    lines: list[LineItem] | None = None
+
+
+class FileGroup(BaseModel):
+    """One file of one namespace with all of its hits."""
+
+    model_config = _STRICT
+    file_path: str
+    namespace: str
+    hit_count: int
+    hits: list[ResultItem]
+
+
+class Limits(BaseModel):
+    model_config = _STRICT
+    files: int
+    offset: int
+    hit_budget: int
+
+
+class NextAction(BaseModel):
+    """One call that widens this answer; make it verbatim."""
+
+    model_config = _STRICT
+    reason: str
+    tool: str
+    args: dict[str, Any]
+
+
+class NamespaceStatus(BaseModel):
+    model_config = _STRICT
+    name: str
+    backend: str
+    status: Status
+    took_ms: int
+    files: int
+    hits: int
+    error: str | None = None
+
+
+class SearchResponse(BaseModel):
+    """A page of ranked file groups, with what was withheld and how to get it."""
+
+    model_config = _STRICT
+    files: list[FileGroup]
+    file_count: int
+    weak_filtered: int
+    truncated: bool
+    limits: Limits
+    next: Annotated[list[NextAction], Field(default_factory=list)]
+    note: str | None = None
+    namespaces: list[NamespaceStatus]
+    took_ms: int
