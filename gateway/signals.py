@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, AnyStr
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import re2
 
@@ -48,26 +48,25 @@ _KEYWORDS = (
 _BEFORE_NAME = r"(?:\s|\*)*+(?:\([^)\n]*+\)\s*+)?(?:[\w$]++(?:\.|::))*+"
 
 
-def _lazily(pattern: AnyStr, flags: int = 0) -> Callable[[], re.Pattern[AnyStr]]:
-    """A regex compiled when first used: compiling the five below at import was ~5 ms of a
-    one-shot search that matched nothing (and so needed none of them)."""
-    return functools.cache(lambda: re.compile(pattern, flags))
+# The five large regexes below are compiled when first used: compiling them at import was
+# ~5 ms of a one-shot search that matched nothing (and so needed none of them). Each is a
+# module constant compiled by its own cached function, so every ``re`` call keeps a fixed
+# pattern (tests/test_security: caller input goes to RE2 only).
 
-
-_DEMOTED = _lazily(  # vendored, generated, minified
+#: Vendored, generated, minified.
+_DEMOTED_PATTERN = (
     r"(?:^|/)(?:vendor|vendored|node_modules|third_party|third-party|external|bower_components|"
     r"dist|site-packages|\.yarn)/"
     r"|\.min\.(?:js|css)$|\.bundle\.js$|[._-]pb2(?:_grpc)?\.pyi?$|\.pb\.(?:go|cc|h)$|"
     r"[._]generated\.|\.gen\.|_gen\.go$|(?:^|/)generated/|\.lock$|-lock\.json$|\.map$"
 )
 #: Tests, examples, benchmarks and documentation: where a name is used rather than defined.
-_SECONDARY = _lazily(
+_SECONDARY_PATTERN = (
     r"(?:^|/)(?:tests?|testing|__tests__|__mocks__|spec|specs|testdata|fixtures|e2e|"
     r"examples?|samples?|demos?|docs?|documentation|benches|benchmarks?)/"
     r"|(?:^|/)(?:test_[^/]*|[^/]*_test\.[^/]+|[^/]*_tests\.[^/]+|conftest\.py)$"
     r"|\.(?:test|spec|stories|bench)\.[^/.]+$"
-    r"|\.(?:md|rst|txt|adoc|ipynb)$",
-    re.IGNORECASE,
+    r"|\.(?:md|rst|txt|adoc|ipynb)$"
 )
 #: A literal every match of _DEMOTED holds one of, and of _SECONDARY (in any case): without one, the
 #: regex is not run (a path's signals are computed for every file of an answer, once per process).
@@ -85,15 +84,42 @@ _IDENTIFIER = re.compile(r"[A-Za-z_$][\w$]*")
 #: A dotted or ``::`` path of identifiers (``Flask.url_for``, ``std::vector``, ``a->b``).
 _PATH = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|->)[A-Za-z_$][\w$]*)+")
 #: A definition line, capturing the name it defines: ``def url_for``, ``class Flask(``, ``func (s *S) Serve``.
-_DEFINES = _lazily(_PREFIX + _KEYWORDS + _BEFORE_NAME + r"([A-Za-z_$][\w$]*)")
+_DEFINES_PATTERN = _PREFIX + _KEYWORDS + _BEFORE_NAME + r"([A-Za-z_$][\w$]*)"
 #: The same on rg's ASCII match lines (``line:column:text``) held as bytes: str ``\s`` also
 #: matches ``\x1c``-``\x1f``, bytes ``\s`` does not, so they are added.
 _ASCII_DEFINES = (_PREFIX + _KEYWORDS + _BEFORE_NAME).replace(r"\s", r"[\s\x1c-\x1f]").encode("ascii")
-_RAW_DEFINES = _lazily(rb"\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+_RAW_DEFINES_PATTERN = rb"\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)"
 #: ... anywhere after a newline in a block of such lines. The pattern cannot run from one
 #: line into the next: every line starts with a digit, and nothing after the first ``\s``
 #: of a definition can.
-_RAW_DEFINES_AFTER = _lazily(rb"\n\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+_RAW_DEFINES_AFTER_PATTERN = rb"\n\d++:\d*+:" + _ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)"
+
+
+@functools.cache
+def _DEMOTED() -> re.Pattern[str]:  # named as the constant it stands for
+    return re.compile(_DEMOTED_PATTERN)
+
+
+@functools.cache
+def _SECONDARY() -> re.Pattern[str]:
+    return re.compile(_SECONDARY_PATTERN, re.IGNORECASE)
+
+
+@functools.cache
+def _DEFINES() -> re.Pattern[str]:
+    return re.compile(_DEFINES_PATTERN)
+
+
+@functools.cache
+def _RAW_DEFINES() -> re.Pattern[bytes]:
+    return re.compile(_RAW_DEFINES_PATTERN)
+
+
+@functools.cache
+def _RAW_DEFINES_AFTER() -> re.Pattern[bytes]:
+    return re.compile(_RAW_DEFINES_AFTER_PATTERN)
+
+
 #: A regex that is an identifier, maybe between word boundaries or anchors.
 _REGEX_IDENTIFIER = re.compile(r"(?:\\b|\^)?([A-Za-z_][A-Za-z0-9_]*)(?:\\b|\$)?")
 
