@@ -32,6 +32,9 @@ the settings); the rest of the gateway reads them here and nowhere else:
                           several namespaces, each inside :func:`call_slot`
                           (:mod:`adapters._coalesce`)
 ``serves_children``       it serves namespaces of its own, ``<name>/<sub>`` (a peer)
+``scan_modes``            the modes in which a search is a local scan (a process on
+                          this machine): such scans take slots of ``[server]
+                          max_scans``, inside :func:`~gateway.resilience.admission.scan_slot`
 :meth:`tree`              read access to its files (a local checkout)
 :meth:`health`            ``ok``, ``degraded`` or ``unavailable`` (the resilience
                           layer's word, from its breakers)
@@ -106,6 +109,8 @@ class AsyncBackend(abc.ABC, Generic[S]):
     token_env: str | None = None
     shares_calls: bool = False
     serves_children: bool = False
+    #: The modes in which its searches are local scans, bounded by ``[server] max_scans``.
+    scan_modes: frozenset[Mode] = frozenset()
 
     def __init__(self, name: str, settings: S) -> None:
         self.name = name

@@ -31,6 +31,7 @@ __all__ = [
     "ServerConfig",
     "TokenConfig",
     "config_from_env",
+    "default_max_scans",
     "discover",
     "enclosing_checkout",
     "load_config",
@@ -50,12 +51,22 @@ _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+def default_max_scans() -> int:
+    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        return max(1, len(affinity(0)))
+    return os.cpu_count() or 1  # pragma: no cover - an OS without affinity masks
+
+
 class ServerConfig(BaseModel):
     model_config = _FROZEN
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY, ge=1024)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=10_000)
+    #: Local scans (rg processes) running at once, all requests together; the rest wait.
+    max_scans: int = Field(default_factory=default_max_scans, ge=1, le=1024, strict=True)
 
 
 class DefaultsConfig(BaseModel):

@@ -1,9 +1,10 @@
-"""SearchService: resolve namespaces -> fan out -> rank -> answer. Every surface calls it.
+"""SearchService: resolve namespaces -> admit -> fan out -> rank -> answer. Every surface calls it.
 
 The service owns the backends (opened from the config, closed in reverse order),
 resolves a request's namespace patterns against what the caller may see before
-anything is sent anywhere, and returns the wire answer built by
-:func:`gateway.wire.build_response`.
+anything is sent anywhere, admits it to the local scan queue (or refuses it,
+:class:`~gateway.errors.Overloaded`: :mod:`gateway.resilience.admission`) and returns
+the wire answer built by :func:`gateway.wire.build_response`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from gateway.rank import Resolve, Whole, page_of, settle
 from gateway.refine import refine
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
+from gateway.resilience.admission import ScanQueue
 from gateway.resilience.wrapper import wrap
 from gateway.streaming import Plan, SearchStream
 from gateway.wire import build_response
@@ -92,8 +94,10 @@ class SearchService:
         backends: Mapping[str, AsyncBackend[Any]] | None = None,
         *,
         process_cache: bool = True,
+        scans: ScanQueue | None = None,
     ) -> None:
-        """``process_cache=False`` for a one-shot process (the CLI): no in-process store (nobody could page it)."""
+        """``process_cache=False`` for a one-shot process (the CLI): no in-process store (nobody could page it);
+        ``scans``: the local scan queue to share (a reloaded service keeps its predecessor's)."""
         self.config = config
         given = backends or {}
         self._entries = {
@@ -106,6 +110,8 @@ class SearchService:
         self._access_keys: dict[int, tuple[Access, bytes]] = {}
         #: The declaration index of the local namespaces (None: none, or disabled).
         self.index = index_for(config)
+        #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
+        self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
 
     @classmethod
     def with_backends(
@@ -267,7 +273,8 @@ class SearchService:
 
         async def fan(request: SearchRequest, everything: bool) -> Whole:
             query = self.query_for(request, plan.started)
-            outcomes = await fan_out(plan.routes, query, self.config.server.concurrency, on_outcome)
+            with self.scans.admit(plan.routes, query) as routes:  # Overloaded before anything is sent
+                outcomes = await fan_out(routes, query, self.config.server.concurrency, on_outcome)
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
@@ -304,8 +311,13 @@ class SearchService:
         return await self.run(self.plan(request, access))
 
     def stream(self, request: SearchRequest, access: Access = None) -> SearchStream:
-        """A search whose namespaces are heard of as they settle (InvalidRequest at once if it cannot start)."""
-        return SearchStream(self, self.plan(request, access))
+        """A search whose namespaces are heard of as they settle (InvalidRequest at once if it cannot
+        start; Overloaded at once if the scan queue would refuse it now, before a stream begins)."""
+        plan = self.plan(request, access)
+        if request.cursor is None:  # a live cursor's page needs no scan
+            remaining = plan.started + plan.request.timeout_ms / 1000 - time.monotonic()
+            self.scans.check(plan.routes, request.criteria.mode, remaining)
+        return SearchStream(self, plan)
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""

@@ -94,6 +94,7 @@ class ResilientBackend(AsyncBackend[Any]):
         self.token_env = inner.token_env
         self.shares_calls = inner.shares_calls
         self.serves_children = inner.serves_children
+        self.scan_modes = inner.scan_modes
         self.policy = policy = policy or inner.policy
         self.stats = Stats()
         self._count = inner.replicas()

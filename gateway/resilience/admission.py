@@ -1,0 +1,408 @@
+"""Admission: at most ``[server] max_scans`` local scans at once, and a request that cannot
+make its deadline refused at once (SPEC §6, last paragraph).
+
+A **scan** is one local process searching (one ``rg``, however many namespaces it serves:
+the batching of :mod:`adapters.ripgrep.batch` works inside the bound). :class:`ScanQueue`
+lets ``max_scans`` run and keeps the rest waiting in arrival order; a scan still waiting
+when its deadline comes gives up (its namespaces answer ``timeout``, nothing was started).
+An adapter takes its place with :func:`scan_slot`; outside a search of the service (an
+adapter called on its own) nothing is bounded.
+
+**What a scan costs is learnt, not configured**: a moving estimate per namespace of how
+long the scans that searched it took (mean and mean deviation, smoothed as TCP smooths
+round-trip times: gains 1/8 and 1/4, RFC 6298), observed under the load they ran in,
+so the estimate follows the machine. A scan cut at its deadline is a lower bound: it
+raises an estimate, never lowers one. The references are Envoy's adaptive concurrency
+filter and Netflix's concurrency-limits, which learn from latencies what a server can
+take; here the limit itself is known (the CPUs), and what is learnt is the time a
+request needs.
+
+**Admission** (:meth:`ScanQueue.admit`), before any fan-out, for a request with local
+work: its expected wait is the work ahead of it (what is left of the running scans,
+the waiting ones, and those of requests admitted a moment ago) over ``max_scans``; in
+other words the queue's length over its drain rate (``max_scans`` scans per mean scan
+time). Its own work is the costliest of its namespaces' estimates, mean plus two
+deviations. If the wait plus the work does not fit in what is left of its deadline it
+is refused: :class:`~gateway.errors.Overloaded`, with ``retry_after`` the time the queue
+needs to drain to a wait it could bear (503 problem JSON with ``Retry-After`` over HTTP).
+A request is never refused while a slot is free (it then waits for nothing, and what it
+costs is learnt again), so estimates from a busier moment cannot lock work out.
+
+A request whose namespaces are partly remote is never refused for its local part: that
+part is **shed** (its local namespaces answer ``unavailable`` at once, with the same
+retry time) and the remote ones are searched. A request with no local work is not
+held back by the queue at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from gateway.backend import AsyncBackend
+from gateway.errors import BackendUnavailable, Overloaded
+from gateway.models import BackendResult, Mode, SearchQuery
+
+if TYPE_CHECKING:
+    from gateway.fanout import Route
+
+__all__ = [
+    "EVENTS",
+    "Estimate",
+    "Scan",
+    "ScanQueue",
+    "Ticket",
+    "scan_slot",
+]
+
+#: The gains of the moving estimate: its mean and its mean deviation (RFC 6298's).
+MEAN_GAIN = 1 / 8
+DEVIATION_GAIN = 1 / 4
+#: A request's own work is its expected scan time plus this many deviations.
+DEVIATIONS = 2.0
+#: What the queue tells its observers (``/metrics`` counts them): a decision, a scan that
+#: waited (seconds), one that ran to its end (seconds), one whose deadline came first.
+EVENTS = ("admitted", "refused", "shed", "waited", "scanned", "expired")
+
+Event = Literal["admitted", "refused", "shed", "waited", "scanned", "expired"]
+
+
+@dataclass(slots=True)
+class Estimate:
+    """A moving estimate of a duration: smoothed mean and mean deviation (seconds)."""
+
+    mean: float = 0.0
+    deviation: float = 0.0
+    samples: int = 0
+
+    def observe(self, seconds: float) -> None:
+        if self.samples == 0:
+            self.mean, self.deviation = seconds, seconds / 2
+        else:
+            error = seconds - self.mean
+            self.mean += MEAN_GAIN * error
+            self.deviation += DEVIATION_GAIN * (abs(error) - self.deviation)
+        self.samples += 1
+
+    def at_least(self, seconds: float) -> None:
+        """A duration known only to be at least ``seconds`` (cut short): it can only raise the mean."""
+        if self.samples == 0 or seconds > self.mean:
+            self.observe(seconds)
+
+    def cost(self) -> float:
+        """What to plan for: the mean plus :data:`DEVIATIONS` deviations."""
+        return self.mean + DEVIATIONS * self.deviation
+
+
+@dataclass(slots=True, eq=False)
+class Scan:
+    """One scan holding a slot: set ``outcome`` when it ends (``complete``: ran to its end or
+    its caps; ``cut``: stopped at its deadline); left None, nothing is learnt from it."""
+
+    names: tuple[str, ...]
+    expected: float
+    started: float
+    waited: float = 0.0
+    outcome: Literal["complete", "cut"] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    future: asyncio.Future[Scan]
+    names: tuple[str, ...]
+    expected: float
+    since: float
+
+
+@dataclass(slots=True, eq=False)
+class Ticket:
+    """An admitted request's place in the queue until its first scan takes one of its own."""
+
+    queue: ScanQueue | None
+    expected: float
+    held: bool = True
+
+    def arrive(self) -> None:
+        """The request's scan reached the queue (or the request ended): the reservation goes."""
+        if self.held and self.queue is not None:
+            self.queue._unreserve(self.expected)
+        self.held = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Entered:
+    queue: ScanQueue
+    ticket: Ticket | None
+
+
+_CURRENT: ContextVar[_Entered | None] = ContextVar("fedsearch_scan_queue", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """Why a request cannot make its deadline: its expected wait and work (seconds)."""
+
+    wait: float
+    work: float
+
+
+class _Shed(AsyncBackend[Any]):
+    """A local namespace of an admitted request that the queue could not take in time."""
+
+    def __init__(self, inner: AsyncBackend[Any], reason: str, retry_after: float) -> None:
+        super().__init__(inner.name, inner.settings)
+        self.kind = inner.kind
+        self.modes = inner.modes
+        self._reason = reason
+        self._retry_after = retry_after
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        raise BackendUnavailable(self._reason, retry_after=self._retry_after)
+
+
+@dataclass(slots=True)
+class _Counts:
+    admitted: int = 0
+    refused: int = 0
+    shed: int = 0
+    scans: int = 0
+    expired: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class ScanQueue:
+    """``max_scans`` slots for local scans, a FIFO queue for the rest, and what each namespace's
+    scans cost (an injectable ``clock`` for tests)."""
+
+    max_scans: int
+    clock: Callable[[], float] = time.monotonic
+    #: Called with every event (one of :data:`EVENTS`) and its seconds (0 for a decision).
+    observers: list[Callable[[str, float], None]] = field(default_factory=list)
+    counts: _Counts = field(default_factory=_Counts)
+    _running: dict[int, Scan] = field(default_factory=dict)
+    _waiters: deque[_Waiter] = field(default_factory=deque)
+    _queued: int = 0
+    _queued_cost: float = 0.0
+    _reserved: int = 0
+    _reserved_cost: float = 0.0
+    _costs: dict[str, Estimate] = field(default_factory=dict)
+    _overall: Estimate = field(default_factory=Estimate)
+
+    # --- what is known --------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Scans holding a slot now."""
+        return len(self._running)
+
+    @property
+    def queued(self) -> int:
+        """Scans waiting for a slot now (the queue's length)."""
+        return self._queued
+
+    def estimate(self, name: str) -> Estimate:
+        """The namespace's estimate (the overall one until its own first scan ended)."""
+        own = self._costs.get(name)
+        return own if own is not None and own.samples else self._overall
+
+    def expected(self, names: Sequence[str]) -> float:
+        """The mean time of one scan over ``names`` (the costliest of them)."""
+        return max((self.estimate(n).mean for n in names), default=0.0)
+
+    def work(self, names: Sequence[str]) -> float:
+        """What a request over ``names`` plans for: the costliest mean plus two deviations."""
+        return max((self.estimate(n).cost() for n in names), default=0.0)
+
+    def wait(self) -> float:
+        """The expected wait of a scan arriving now: 0 while a slot is free for it, else the
+        work ahead of it (running, waiting, reserved) over ``max_scans``."""
+        if len(self._running) + self._queued + self._reserved < self.max_scans:
+            return 0.0
+        now = self.clock()
+        left = sum(max(0.0, s.started + s.expected - now) for s in self._running.values())
+        return (left + self._queued_cost + self._reserved_cost) / self.max_scans
+
+    def resize(self, max_scans: int) -> None:
+        """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
+        self.max_scans = max_scans
+        self._grant()
+
+    # --- admission ----------------------------------------------------------------------
+
+    def _judge(self, names: Sequence[str], remaining: float) -> _Verdict | None:
+        """None if work over ``names`` fits in ``remaining`` seconds, else why not."""
+        if not names:
+            return None
+        wait = self.wait()
+        work = self.work(names)
+        if wait <= 0.0 or wait + work <= remaining:
+            return None
+        return _Verdict(wait, work)
+
+    def _overloaded(self, verdict: _Verdict, remaining: float) -> Overloaded:
+        retry = verdict.wait - max(0.0, remaining - verdict.work)
+        seconds = max(1, math.ceil(retry))
+        detail = (
+            f"local scans are at capacity: {self._queued} waiting for {self.max_scans} slots; "
+            f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
+            f"do not fit in the {round(remaining * 1000)} ms left; retry in {seconds} s"
+        )
+        return Overloaded(detail, seconds)
+
+    def check(self, routes: Sequence[Route], mode: Mode, remaining: float) -> None:
+        """Raise :class:`Overloaded` if a request over ``routes`` would be refused now (nothing reserved)."""
+        local = _local(routes, mode)
+        if len(local) == len(routes):
+            verdict = self._judge(local, remaining)
+            if verdict is not None:
+                raise self._overloaded(verdict, remaining)
+
+    @contextlib.contextmanager
+    def admit(self, routes: Sequence[Route], query: SearchQuery) -> Iterator[Sequence[Route]]:
+        """Admit a request over ``routes`` (raising :class:`Overloaded` if every route is local and
+        they cannot make the deadline); inside, its scans take slots of this queue. Yields the
+        routes to search: the local ones shed when the request is partly remote and they cannot."""
+        local = _local(routes, query.mode)
+        ticket: Ticket | None = None
+        if local:
+            remaining = query.remaining()
+            verdict = self._judge(local, remaining)
+            if verdict is not None:
+                overloaded = self._overloaded(verdict, remaining)
+                if len(local) == len(routes):
+                    self._event("refused")
+                    raise overloaded
+                self._event("shed")
+                routes = _shed(routes, query.mode, overloaded)
+            else:
+                self._event("admitted")
+                ticket = self._reserve(self.expected(local))
+        token = _CURRENT.set(_Entered(self, ticket))
+        try:
+            yield routes
+        finally:
+            _CURRENT.reset(token)
+            if ticket is not None:
+                ticket.arrive()
+
+    def _reserve(self, expected: float) -> Ticket:
+        self._reserved += 1
+        self._reserved_cost += expected
+        return Ticket(self, expected)
+
+    def _unreserve(self, expected: float) -> None:
+        self._reserved -= 1
+        self._reserved_cost = max(0.0, self._reserved_cost - expected) if self._reserved else 0.0
+
+    def _event(self, name: Event, seconds: float = 0.0) -> None:
+        counts = self.counts
+        if name in ("admitted", "refused", "shed", "expired"):
+            setattr(counts, name, getattr(counts, name) + 1)
+        for observe in self.observers:
+            observe(name, seconds)
+
+    # --- slots --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def slot(self, names: Sequence[str], deadline: float) -> AsyncIterator[Scan]:
+        """Hold a slot for one scan over ``names``; TimeoutError if ``deadline`` comes while it waits."""
+        names = tuple(names)
+        expected = self.expected(names)
+        if len(self._running) < self.max_scans and not self._queued:
+            scan = self._start(names, expected, 0.0)
+        else:
+            scan = await self._wait_for(names, expected, deadline)
+        try:
+            yield scan
+        finally:
+            self._end(scan)
+
+    async def _wait_for(self, names: tuple[str, ...], expected: float, deadline: float) -> Scan:
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, expected, self.clock())
+        self._waiters.append(waiter)
+        self._queued += 1
+        self._queued_cost += expected
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await waiter.future
+        except BaseException as exc:
+            future = waiter.future
+            if future.done() and not future.cancelled():  # granted as it left: the slot goes on
+                scan = future.result()
+                scan.outcome = None
+                self._end(scan)
+            else:
+                future.cancel()  # skipped when its turn comes
+                self._dequeued(waiter)
+                if isinstance(exc, TimeoutError):
+                    self._event("expired", self.clock() - waiter.since)
+            raise
+
+    def _dequeued(self, waiter: _Waiter) -> None:
+        self._queued -= 1
+        self._queued_cost = max(0.0, self._queued_cost - waiter.expected) if self._queued else 0.0
+
+    def _start(self, names: tuple[str, ...], expected: float, waited: float) -> Scan:
+        scan = Scan(names, expected, self.clock(), waited)
+        self._running[id(scan)] = scan
+        self.counts.scans += 1
+        self._event("waited", waited)
+        return scan
+
+    def _end(self, scan: Scan) -> None:
+        if self._running.pop(id(scan), None) is None:
+            return
+        took = self.clock() - scan.started
+        if scan.outcome == "complete":
+            for name in scan.names:
+                self._costs.setdefault(name, Estimate()).observe(took)
+            self._overall.observe(took)
+            self._event("scanned", took)
+        elif scan.outcome == "cut":
+            for name in scan.names:
+                self._costs.setdefault(name, Estimate()).at_least(took)
+            self._overall.at_least(took)
+        self._grant()
+
+    def _grant(self) -> None:
+        """Hand free slots to the waiters in arrival order (those gone are skipped)."""
+        while self._waiters and len(self._running) < self.max_scans:
+            waiter = self._waiters.popleft()
+            if waiter.future.done():
+                continue  # gone: its count was taken off when it left
+            self._dequeued(waiter)
+            waiter.future.set_result(self._start(waiter.names, waiter.expected, self.clock() - waiter.since))
+
+
+def _local(routes: Sequence[Route], mode: Mode) -> list[str]:
+    """The namespaces of ``routes`` whose search in ``mode`` is a local scan."""
+    return [r.namespace for r in routes if mode in r.backend.scan_modes]
+
+
+def _shed(routes: Sequence[Route], mode: Mode, overloaded: Overloaded) -> list[Route]:
+    reason = f"not searched: {overloaded.detail}"
+    return [
+        replace(r, backend=_Shed(r.backend, reason, overloaded.retry_after)) if mode in r.backend.scan_modes else r
+        for r in routes
+    ]
+
+
+@contextlib.asynccontextmanager
+async def scan_slot(names: Sequence[str], deadline: float) -> AsyncIterator[Scan]:
+    """Hold a slot of the current search's queue for one scan over ``names`` (TimeoutError if
+    ``deadline`` comes first); outside a search of the service, at once and unbounded."""
+    entered = _CURRENT.get()
+    if entered is None:
+        yield Scan(tuple(names), 0.0, time.monotonic())
+        return
+    if entered.ticket is not None:
+        entered.ticket.arrive()  # the request's reservation becomes this scan's place
+    async with entered.queue.slot(names, deadline) as scan:
+        yield scan
