@@ -254,7 +254,7 @@ class ScanQueue:
             f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
             f"do not fit in the {round(remaining * 1000)} ms left; retry in {seconds} s"
         )
-        return Overloaded(detail, seconds)
+        return Overloaded(detail, retry)
 
     def check(self, routes: Sequence[Route], mode: Mode, remaining: float) -> None:
         """Raise :class:`Overloaded` if a request over ``routes`` would be refused now (nothing reserved)."""
@@ -341,8 +341,8 @@ class ScanQueue:
             else:
                 future.cancel()  # skipped when its turn comes
                 self._dequeued(waiter)
-                if isinstance(exc, TimeoutError):
-                    self._event("expired", self.clock() - waiter.since)
+                if isinstance(exc, TimeoutError) or asyncio.get_running_loop().time() >= deadline:
+                    self._event("expired", self.clock() - waiter.since)  # its own timer, or the fan-out's
             raise
 
     def _dequeued(self, waiter: _Waiter) -> None:
