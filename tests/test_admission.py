@@ -217,6 +217,24 @@ class TestLearning:
         assert queue.estimate("a").samples == 0
 
 
+    async def test_the_wait_foreseen_is_corrected_by_how_waits_came_out(self, clock: FakeClock) -> None:
+        """A scan foreseen to wait 1 s waited 2 s: the queue now foresees twice as long (its bias)."""
+        queue = ScanQueue(1, clock=clock)
+        await teach(queue, clock, ["a"], 1.0)
+        assert queue.bias == 1.0
+        holder = queue.slot(["a"], far())
+        await holder.__aenter__()
+        waiter = asyncio.create_task(_hold(queue, "a"))
+        await turns()
+        clock.advance(2.0)  # the scan ahead took twice what was expected of it
+        await holder.__aexit__(None, None, None)
+        await turns()
+        assert queue.bias == pytest.approx(2.0)
+        assert queue.wait() == pytest.approx(2.0 * 1.0)  # the running one: 1 s expected, twice that foreseen
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+
+
 class TestAdmission:
     async def test_never_refused_while_a_slot_is_free(self, clock: FakeClock) -> None:
         """However costly a namespace was, a request that waits for nothing is admitted (and learns again)."""
@@ -238,7 +256,8 @@ class TestAdmission:
         assert (queue.counts.admitted, queue.counts.refused) == (0, 1)
 
     async def test_the_retry_time_is_the_queue_ahead_over_its_drain_rate(self, clock: FakeClock) -> None:
-        """Two 2 s scans running on two slots and six waiting: 8 s of wait, less what a 10 s deadline bears."""
+        """Two 2 s scans running on two slots and six waiting: 8 s of wait, less what a 10 s deadline
+        bears once its own work and the spread of eight scans' sum are planned for."""
         queue = ScanQueue(2, clock=clock)
         await teach(queue, clock, ["a"], 2.0)
         for _ in range(3):
@@ -249,12 +268,14 @@ class TestAdmission:
             await turns()
             assert queue.queued == 6
             assert queue.wait() == pytest.approx((2 * 2.0 + 6 * 2.0) / 2)
+            spread = queue.spread()
+            assert spread == pytest.approx(2 * 8**0.5 * queue.estimate("a").deviation / 2)
             with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(10.0)):
                 pytest.fail("admitted")
             for task in waiting:
                 task.cancel()
             await asyncio.gather(*waiting, return_exceptions=True)
-        assert caught.value.retry_after == pytest.approx(8.0 - (10.0 - cost), abs=0.01)
+        assert caught.value.retry_after == pytest.approx(8.0 - (10.0 - cost - spread), abs=0.01)
 
     async def test_an_admitted_request_holds_its_place_until_its_scan_arrives(self, clock: FakeClock) -> None:
         """Requests admitted in one burst see each other: the reservation counts in the next one's wait."""

@@ -53,9 +53,12 @@ from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 from gateway.resilience.admission import Scan, scan_slot
 
-__all__ = ["QUEUED", "Part", "RgCall", "Router"]
+__all__ = ["QUEUED", "SCAN_NICE", "Part", "RgCall", "Router"]
 
 
+#: rg runs this much nicer than the gateway: under load the event loop (answers, refusals,
+#: hand-backs at a deadline) gets the CPU first; alone, rg has it all the same.
+SCAN_NICE = 10
 #: Why a namespace whose rg never started answers ``timeout``.
 QUEUED = "no local scan slot came free before the deadline (see [server] max_scans)"
 
@@ -201,7 +204,8 @@ class RgCall:
         pipe = OutputPipe()
         try:
             try:
-                child = Child(build_argv(self._rg, query, exclude, roots), cwd=cwd, stdout=pipe.write_fd)
+                argv = build_argv(self._rg, query, exclude, roots)
+                child = Child(argv, cwd=cwd, stdout=pipe.write_fd, nice=SCAN_NICE)
             except OSError as exc:
                 error = BackendError(f"cannot start rg: {exc.strerror or exc}")
                 for seat in seats:

@@ -21,8 +21,11 @@ request needs.
 work: its expected wait is the work ahead of it (what is left of the running scans,
 the waiting ones, and those of requests admitted a moment ago) over ``max_scans``; in
 other words the queue's length over its drain rate (``max_scans`` scans per mean scan
-time). Its own work is the costliest of its namespaces' estimates, mean plus two
-deviations. If the wait plus the work does not fit in what is left of its deadline it
+time). That foresight is itself corrected by how it came out: the ratio of the waits
+scans had to what was foreseen for them, smoothed (:attr:`ScanQueue.bias`; a scan in
+progress is on average longer than the mean, and costs move while a scan waits). Its
+own work is the costliest of its namespaces' estimates, mean plus two deviations, and
+the wait's own spread is planned for too (two deviations of a sum of the scans ahead). If the wait plus the work does not fit in what is left of its deadline it
 is refused: :class:`~gateway.errors.Overloaded`, with ``retry_after`` the time the queue
 needs to drain to a wait it could bear (503 problem JSON with ``Retry-After`` over HTTP).
 A request is never refused while a slot is free (it then waits for nothing, and what it
@@ -119,6 +122,7 @@ class _Waiter:
     names: tuple[str, ...]
     expected: float
     since: float
+    foreseen: float  # the wait the queue expected for it (before its bias)
 
 
 @dataclass(slots=True, eq=False)
@@ -194,6 +198,9 @@ class ScanQueue:
     _reserved_cost: float = 0.0
     _costs: dict[str, Estimate] = field(default_factory=dict)
     _overall: Estimate = field(default_factory=Estimate)
+    #: Waits as they came and as they were foreseen: their ratio corrects the next foresight.
+    _waited: Estimate = field(default_factory=Estimate)
+    _foreseen: Estimate = field(default_factory=Estimate)
 
     # --- what is known --------------------------------------------------------------
 
@@ -220,14 +227,31 @@ class ScanQueue:
         """What a request over ``names`` plans for: the costliest mean plus two deviations."""
         return max((self.estimate(n).cost() for n in names), default=0.0)
 
-    def wait(self) -> float:
-        """The expected wait of a scan arriving now: 0 while a slot is free for it, else the
-        work ahead of it (running, waiting, reserved) over ``max_scans``."""
+    @property
+    def bias(self) -> float:
+        """How much longer scans waited than the queue foresaw (1: as foreseen), smoothed."""
+        foreseen = self._foreseen.mean
+        return self._waited.mean / foreseen if foreseen > 0 else 1.0
+
+    def _ahead(self) -> float:
+        """The work ahead of a scan arriving now, over ``max_scans`` (0 while a slot is free for it)."""
         if len(self._running) + self._queued + self._reserved < self.max_scans:
             return 0.0
         now = self.clock()
         left = sum(max(0.0, s.started + s.expected - now) for s in self._running.values())
         return (left + self._queued_cost + self._reserved_cost) / self.max_scans
+
+    def wait(self) -> float:
+        """The expected wait of a scan arriving now: 0 while a slot is free for it, else the
+        work ahead of it (running, waiting, reserved) over ``max_scans``, corrected by how
+        waits came out against that foresight (:attr:`bias`)."""
+        return self._ahead() * self.bias
+
+    def spread(self) -> float:
+        """What the wait may come out above its expectation: :data:`DEVIATIONS` deviations of a
+        sum of scans (n scans ahead, shared by ``max_scans`` slots: sqrt(n) deviations over them)."""
+        ahead = len(self._running) + self._queued + self._reserved
+        return DEVIATIONS * math.sqrt(ahead) * self._overall.deviation / self.max_scans
 
     def resize(self, max_scans: int) -> None:
         """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
@@ -241,8 +265,10 @@ class ScanQueue:
         if not names:
             return None
         wait = self.wait()
-        work = self.work(names)
-        if wait <= 0.0 or wait + work <= remaining:
+        if wait <= 0.0:
+            return None
+        work = self.work(names) + self.spread()
+        if wait + work <= remaining:
             return None
         return _Verdict(wait, work)
 
@@ -325,7 +351,7 @@ class ScanQueue:
             self._end(scan)
 
     async def _wait_for(self, names: tuple[str, ...], expected: float, deadline: float) -> Scan:
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, expected, self.clock())
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, expected, self.clock(), self._ahead())
         self._waiters.append(waiter)
         self._queued += 1
         self._queued_cost += expected
@@ -378,7 +404,11 @@ class ScanQueue:
             if waiter.future.done():
                 continue  # gone: its count was taken off when it left
             self._dequeued(waiter)
-            waiter.future.set_result(self._start(waiter.names, waiter.expected, self.clock() - waiter.since))
+            waited = self.clock() - waiter.since
+            if waiter.foreseen > 0:
+                self._waited.observe(waited)
+                self._foreseen.observe(waiter.foreseen)
+            waiter.future.set_result(self._start(waiter.names, waiter.expected, waited))
 
 
 def _local(routes: Sequence[Route], mode: Mode) -> list[str]:
