@@ -12,8 +12,9 @@
 ``--corpus`` (default ``$FEDSEARCH_CORPUS_REAL`` or ``/work/corpus-real``: real
 repositories, outside any checkout, never committed; skipped with a line saying how to
 get them when absent), each a ``ripgrep`` namespace, answers cached nowhere (``[cache]
-answer_ttl_s = 0``, no single-flight: every request scans), its declaration index built
-first (``--no-index``: none). Everything stays on 127.0.0.1 and every phase ends by itself.
+answer_ttl_s = 0``, no single-flight: every request scans; cursor snapshots kept as
+served, in a store bounded to ``--cache-mb``, full by the end of warm-up), its
+declaration index built first (``--no-index``: none). Everything stays on 127.0.0.1 and every phase ends by itself.
 
 1. **Warm-up** (``--warmup-s``, a few closed-loop clients): the server learns what scans cost.
 2. **Capacity**: ``4 x max_scans`` closed-loop clients for ``--calibrate-s``; the rate of
@@ -157,7 +158,9 @@ def write_config(path: Path, dirs: list[Path], port: int, index_dir: Path, args:
     if args.max_scans:
         lines.append(f"max_scans = {args.max_scans}")
     lines += ["", "[defaults]", f"timeout_ms = {args.deadline_ms}", ""]
-    lines += ["[cache]", "answer_ttl_s = 0", "single_flight = false", ""]
+    # every request scans (no cached answers, no shared ones); the in-process store (cursor
+    # snapshots) bounded small, so it is full by the end of warm-up: what grows after is not it
+    lines += ["[cache]", "answer_ttl_s = 0", "single_flight = false", f"max_bytes = {args.cache_mb << 20}", ""]
     lines += ["[index]", f"enabled = {'false' if args.no_index else 'true'}", f'dir = "{index_dir}"', ""]
     for d in dirs:
         lines += ["[[namespaces]]", f'name = "{d.name}"', 'backend = "ripgrep"', f'root = "{d}"', ""]
@@ -207,7 +210,7 @@ class Server:
             text = await resp.text()
         out: dict[str, float] = {}
         for line in text.splitlines():
-            if line.startswith("fedsearch_") and ("admission" in line or "scan" in line or "tasks" in line):
+            if line.startswith("fedsearch_") and any(k in line for k in ("admission", "scan", "tasks", "cache_bytes")):
                 name, _, value = line.rpartition(" ")
                 with contextlib.suppress(ValueError):
                     out[name] = float(value)
@@ -222,6 +225,7 @@ class Server:
             "tasks": metrics.get("fedsearch_event_loop_tasks", float("nan")),
             "running": metrics.get("fedsearch_scans_running", float("nan")),
             "queued": metrics.get("fedsearch_scans_queued", float("nan")),
+            "cache_mb": metrics.get("fedsearch_cache_bytes", float("nan")) / (1 << 20),
         }
 
     def stop(self) -> None:
@@ -370,19 +374,21 @@ def summary(samples: list[tuple[float, dict[str, float]]], warm_s: float) -> str
     rss = [s["rss_mb"] for _, s in samples]
     after_warm = [s["rss_mb"] for t, s in samples if t >= warm_s] or rss
     growth = after_warm[-1] - after_warm[0]
-    most = {k: max(s[k] for _, s in samples) for k in ("fds", "children", "tasks", "running", "queued")}
+    most = {k: max(s[k] for _, s in samples) for k in ("fds", "children", "tasks", "running", "queued", "cache_mb")}
     return (
         f"RSS {rss[0]:.0f} -> {rss[-1]:.0f} MB (max {max(rss):.0f}; after {warm_s:.0f} s of warm-up "
         f"{after_warm[0]:.0f} -> {after_warm[-1]:.0f}: {growth:+.1f} MB); most at once: "
         f"{most['fds']:.0f} fds, {most['children']:.0f} children, {most['tasks']:.0f} tasks, "
-        f"{most['running']:.0f} scans running, {most['queued']:.0f} waiting"
+        f"{most['running']:.0f} scans running, {most['queued']:.0f} waiting; "
+        f"the cache store at most {most['cache_mb']:.1f} MB"
     )
 
 
 def baseline_line(name: str, sample: dict[str, float]) -> str:
     return (
         f"{name:<9} RSS {sample['rss_mb']:6.1f} MB  fds {sample['fds']:4.0f}  children {sample['children']:3.0f}  "
-        f"tasks {sample['tasks']:4.0f}  scans running {sample['running']:.0f}, waiting {sample['queued']:.0f}"
+        f"tasks {sample['tasks']:4.0f}  scans running {sample['running']:.0f}, waiting {sample['queued']:.0f}  "
+        f"cache store {sample['cache_mb']:.1f} MB"
     )
 
 
@@ -493,6 +499,7 @@ def main() -> int:
     parser.add_argument("--warmup-s", type=float, default=10.0)
     parser.add_argument("--sample-s", type=float, default=5.0)
     parser.add_argument("--no-index", action="store_true", help="no declaration index")
+    parser.add_argument("--cache-mb", type=int, default=16, help="[cache] max_bytes of the server, in MiB")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--server-log", help="write the server's log lines (info) to this file")
     args = parser.parse_args()

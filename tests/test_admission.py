@@ -200,7 +200,7 @@ class TestLearning:
         await teach(queue, clock, ["big"], 2.0)
         assert queue.estimate("small").mean == pytest.approx(0.1)
         assert queue.estimate("big").mean == pytest.approx(2.0)
-        assert queue.work(["small", "big"]) == queue.work(["big"]) > queue.work(["small"])
+        assert queue.cost(["small", "big"]) == queue.cost(["big"]) > queue.cost(["small"])
         assert queue.estimate("unknown") is queue.estimate("unknown") and queue.estimate("unknown").samples == 2
 
     async def test_a_batch_teaches_each_of_its_namespaces(self, clock: FakeClock) -> None:
@@ -217,24 +217,6 @@ class TestLearning:
         assert queue.estimate("a").samples == 0
 
 
-    async def test_the_wait_foreseen_is_corrected_by_how_waits_came_out(self, clock: FakeClock) -> None:
-        """A scan foreseen to wait 1 s waited 2 s: the queue now foresees twice as long (its bias)."""
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, ["a"], 1.0)
-        assert queue.bias == 1.0
-        holder = queue.slot(["a"], far())
-        await holder.__aenter__()
-        waiter = asyncio.create_task(_hold(queue, "a"))
-        await turns()
-        clock.advance(2.0)  # the scan ahead took twice what was expected of it
-        await holder.__aexit__(None, None, None)
-        await turns()
-        assert queue.bias == pytest.approx(2.0)
-        assert queue.wait() == pytest.approx(2.0 * 1.0)  # the running one: 1 s expected, twice that foreseen
-        waiter.cancel()
-        await asyncio.gather(waiter, return_exceptions=True)
-
-
 class TestAdmission:
     async def test_never_refused_while_a_slot_is_free(self, clock: FakeClock) -> None:
         """However costly a namespace was, a request that waits for nothing is admitted (and learns again)."""
@@ -245,47 +227,59 @@ class TestAdmission:
         assert (queue.counts.admitted, queue.counts.refused) == (1, 0)
 
     async def test_refused_when_the_wait_and_the_work_do_not_fit(self, clock: FakeClock) -> None:
-        """Busy, a 2 s scan ahead and 4 s of its own work planned: a 3 s deadline is refused, retry in 2 s."""
+        """Busy with a scan planned at 4 s (a 2 s mean, 1 s deviation) and 4 s of its own: a 3 s
+        deadline is refused, to retry in the 4 s the queue needs to drain."""
         queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, ["a"], 2.0)  # mean 2, deviation 1: it plans for 4 s
+        await teach(queue, clock, ["a"], 2.0)
+        assert queue.cost(["a"]) == pytest.approx(4.0)
         async with held(queue, ["a"]):
             with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(3.0)):
                 pytest.fail("admitted")
-        assert caught.value.retry_after == 2  # the wait (2 s) less what it could bear (none)
-        assert "at capacity" in caught.value.detail and "retry in 2 s" in caught.value.detail
+        assert caught.value.retry_after == pytest.approx(4.0)
+        assert "at capacity" in caught.value.detail and "retry in 4 s" in caught.value.detail
         assert (queue.counts.admitted, queue.counts.refused) == (0, 1)
 
     async def test_the_retry_time_is_the_queue_ahead_over_its_drain_rate(self, clock: FakeClock) -> None:
-        """Two 2 s scans running on two slots and six waiting: 8 s of wait, less what a 10 s deadline
-        bears once its own work and the spread of eight scans' sum are planned for."""
+        """Two scans running on two slots and six waiting: eight scans' cost over two slots, less
+        what a 10 s deadline bears once its own work is planned for."""
         queue = ScanQueue(2, clock=clock)
-        await teach(queue, clock, ["a"], 2.0)
-        for _ in range(3):
+        for _ in range(4):
             await teach(queue, clock, ["a"], 2.0)
-        cost = queue.work(["a"])
+        cost = queue.cost(["a"])
         async with held(queue, ["a"], 2):
             waiting = [asyncio.create_task(_hold(queue, "a")) for _ in range(6)]
             await turns()
             assert queue.queued == 6
-            assert queue.wait() == pytest.approx((2 * 2.0 + 6 * 2.0) / 2)
-            spread = queue.spread()
-            assert spread == pytest.approx(2 * 8**0.5 * queue.estimate("a").deviation / 2)
+            assert queue.wait() == pytest.approx(8 * cost / 2)
             with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(10.0)):
                 pytest.fail("admitted")
             for task in waiting:
                 task.cancel()
             await asyncio.gather(*waiting, return_exceptions=True)
-        assert caught.value.retry_after == pytest.approx(8.0 - (10.0 - cost - spread), abs=0.01)
+        assert caught.value.retry_after == pytest.approx(4 * cost - (10.0 - cost), abs=0.01)
+
+    async def test_a_waiting_scan_is_planned_at_its_cost_now(self, clock: FakeClock) -> None:
+        """Scans learnt slower while one waits: the wait foreseen behind it grows at once."""
+        queue = ScanQueue(1, clock=clock)
+        await teach(queue, clock, ["a"], 1.0)
+        async with held(queue, ["b"]):
+            waiting = asyncio.create_task(_hold(queue, "a"))
+            await turns()
+            before = queue.wait()
+            queue.estimate("a").observe(5.0)
+            assert queue.wait() > before
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
 
     async def test_an_admitted_request_holds_its_place_until_its_scan_arrives(self, clock: FakeClock) -> None:
         """Requests admitted in one burst see each other: the reservation counts in the next one's wait."""
         queue = ScanQueue(1, clock=clock)
         await teach(queue, clock, ["a"], 2.0)
         async with held(queue, ["a"]):
-            assert queue.wait() == pytest.approx(2.0)
+            assert queue.wait() == pytest.approx(4.0)
             with queue.admit([Route("a", local_mock("a"))], query(30.0)):
-                assert queue.wait() == pytest.approx(4.0)
-            assert queue.wait() == pytest.approx(2.0)
+                assert queue.wait() == pytest.approx(8.0)
+            assert queue.wait() == pytest.approx(4.0)
 
     async def test_a_remote_only_request_is_never_held_back(self, clock: FakeClock) -> None:
         """The local queue says nothing about namespaces that are not local scans."""
@@ -475,7 +469,8 @@ class TestScans:
 
 @pytest.fixture
 async def busy(rg: Rg, roots: list[Path], clock: FakeClock) -> AsyncIterator[tuple[SearchService, ScanQueue]]:
-    """A service whose one slot is held by a 2 s scan (as learnt): a 1 s request cannot make it."""
+    """A service whose one slot is held by a scan planned at 4 s (2 s as learnt, and its deviation):
+    a 1 s request cannot make it, and is told to retry in 4 s."""
     queue = ScanQueue(1, clock=clock)
     names = [root.name for root in roots]
     await teach(queue, clock, names, 2.0)
@@ -506,8 +501,8 @@ class TestRefusal:
         assert resp.status == 503
         assert resp.headers["Content-Type"].startswith("application/problem+json")
         body = await resp.json(content_type=None)
-        assert _without_detail(body) == {"type": "about:blank", "title": "Overloaded", "status": 503, "retry_after": 2}
-        assert resp.headers["Retry-After"] == "2"
+        assert _without_detail(body) == {"type": "about:blank", "title": "Overloaded", "status": 503, "retry_after": 4}
+        assert resp.headers["Retry-After"] == "4"
         assert "at capacity" in body["detail"]
         assert rg.events() == []
         metrics = await (await client.get("/metrics")).text()
@@ -524,7 +519,7 @@ class TestRefusal:
         service, _ = busy
         client = await aiohttp_client(create_app(service.config, lambda _: service))
         resp = await client.get("/v1/search/stream", params={"q": "needle", "ns": "alpha", "timeout_ms": "1000"})
-        assert resp.status == 503 and resp.headers["Retry-After"] == "2"
+        assert resp.status == 503 and resp.headers["Retry-After"] == "4"
         assert resp.headers["Content-Type"].startswith("application/problem+json")
 
     async def test_afi_search_is_rate_limited(
@@ -535,8 +530,8 @@ class TestRefusal:
         client = await aiohttp_client(create_app(service.config, lambda _: service))
         resp = await client.post("/afi/search", json={"query": "needle", "path": "/alpha"})
         body = await resp.json()
-        assert (resp.status, body["code"], body["retry_after"]) == (429, "rate_limited", 2)
-        assert resp.headers["Retry-After"] == "2"
+        assert (resp.status, body["code"], body["retry_after"]) == (429, "rate_limited", 4)
+        assert resp.headers["Retry-After"] == "4"
 
     async def test_remote_namespaces_are_answered_while_the_queue_is_full(
         self, busy: tuple[SearchService, ScanQueue]
@@ -580,10 +575,10 @@ class TestRefusal:
             argv = ["search", "needle", "-n", "alpha", "--timeout-ms", "1000", "--server", url]
             code = await asyncio.to_thread(main, argv)
             err = capsys.readouterr().err
-            assert code == 3 and "retry in 2 s" in err
+            assert code == 3 and "retry in 4 s" in err
             code = await asyncio.to_thread(main, [*argv, "--json"])
             body = json.loads(capsys.readouterr().out.splitlines()[-1])  # the server's own log lines come first here
-            assert code == 3 and (body["status"], body["retry_after"]) == (503, 2)
+            assert code == 3 and (body["status"], body["retry_after"]) == (503, 4)
         finally:
             await server.close()
 

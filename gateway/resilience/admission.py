@@ -20,13 +20,14 @@ request needs.
 **Admission** (:meth:`ScanQueue.admit`), before any fan-out, for a request with local
 work: its expected wait is the work ahead of it (what is left of the running scans,
 the waiting ones, and those of requests admitted a moment ago) over ``max_scans``; in
-other words the queue's length over its drain rate (``max_scans`` scans per mean scan
-time). That foresight is itself corrected by how it came out: the ratio of the waits
-scans had to what was foreseen for them, smoothed (:attr:`ScanQueue.bias`; a scan in
-progress is on average longer than the mean, and costs move while a scan waits). Its
-own work is the costliest of its namespaces' estimates, mean plus two deviations, and
-the wait's own spread is planned for too (two deviations of a sum of the scans ahead). If the wait plus the work does not fit in what is left of its deadline it
-is refused: :class:`~gateway.errors.Overloaded`, with ``retry_after`` the time the queue
+other words the queue's length over its drain rate (``max_scans`` scans per scan
+time). Every scan is planned at its namespaces' estimate *now* (a waiting scan's cost
+moves while it waits) and at mean plus two deviations: the wait of a request at the
+back of a long queue is a sum of many scans, and the machine's speed drifts while
+they run (measured on a shared machine: a 5 s queue planned at the mean came out 30 %
+longer), so the plan's margin grows with the queue. Its own work is planned the same
+way. If the wait plus the work does not fit in what is left of its deadline it is
+refused: :class:`~gateway.errors.Overloaded`, with ``retry_after`` the time the queue
 needs to drain to a wait it could bear (503 problem JSON with ``Retry-After`` over HTTP).
 A request is never refused while a slot is free (it then waits for nothing, and what it
 costs is learnt again), so estimates from a busier moment cannot lock work out.
@@ -68,7 +69,7 @@ __all__ = [
 #: The gains of the moving estimate: its mean and its mean deviation (RFC 6298's).
 MEAN_GAIN = 1 / 8
 DEVIATION_GAIN = 1 / 4
-#: A request's own work is its expected scan time plus this many deviations.
+#: Every scan (a request's own, and those ahead of it) is planned at its mean plus this many deviations.
 DEVIATIONS = 2.0
 #: What the queue tells its observers (``/metrics`` counts them): a decision, a scan that
 #: waited (seconds), one that ran to its end (seconds), one whose deadline came first.
@@ -110,7 +111,6 @@ class Scan:
     its caps; ``cut``: stopped at its deadline); left None, nothing is learnt from it."""
 
     names: tuple[str, ...]
-    expected: float
     started: float
     waited: float = 0.0
     outcome: Literal["complete", "cut"] | None = None
@@ -120,9 +120,7 @@ class Scan:
 class _Waiter:
     future: asyncio.Future[Scan]
     names: tuple[str, ...]
-    expected: float
     since: float
-    foreseen: float  # the wait the queue expected for it (before its bias)
 
 
 @dataclass(slots=True, eq=False)
@@ -130,13 +128,13 @@ class Ticket:
     """An admitted request's place in the queue until its first scan takes one of its own."""
 
     queue: ScanQueue | None
-    expected: float
+    cost: float
     held: bool = True
 
     def arrive(self) -> None:
         """The request's scan reached the queue (or the request ended): the reservation goes."""
         if self.held and self.queue is not None:
-            self.queue._unreserve(self.expected)
+            self.queue._unreserve(self.cost)
         self.held = False
 
 
@@ -193,14 +191,10 @@ class ScanQueue:
     _running: dict[int, Scan] = field(default_factory=dict)
     _waiters: deque[_Waiter] = field(default_factory=deque)
     _queued: int = 0
-    _queued_cost: float = 0.0
     _reserved: int = 0
     _reserved_cost: float = 0.0
     _costs: dict[str, Estimate] = field(default_factory=dict)
     _overall: Estimate = field(default_factory=Estimate)
-    #: Waits as they came and as they were foreseen: their ratio corrects the next foresight.
-    _waited: Estimate = field(default_factory=Estimate)
-    _foreseen: Estimate = field(default_factory=Estimate)
 
     # --- what is known --------------------------------------------------------------
 
@@ -219,39 +213,28 @@ class ScanQueue:
         own = self._costs.get(name)
         return own if own is not None and own.samples else self._overall
 
-    def expected(self, names: Sequence[str]) -> float:
-        """The mean time of one scan over ``names`` (the costliest of them)."""
-        return max((self.estimate(n).mean for n in names), default=0.0)
-
-    def work(self, names: Sequence[str]) -> float:
-        """What a request over ``names`` plans for: the costliest mean plus two deviations."""
+    def cost(self, names: Sequence[str]) -> float:
+        """What one scan over ``names`` is planned at: the costliest of their estimates' mean
+        plus two deviations."""
         return max((self.estimate(n).cost() for n in names), default=0.0)
-
-    @property
-    def bias(self) -> float:
-        """How much longer scans waited than the queue foresaw (1: as foreseen), smoothed."""
-        foreseen = self._foreseen.mean
-        return self._waited.mean / foreseen if foreseen > 0 else 1.0
-
-    def _ahead(self) -> float:
-        """The work ahead of a scan arriving now, over ``max_scans`` (0 while a slot is free for it)."""
-        if len(self._running) + self._queued + self._reserved < self.max_scans:
-            return 0.0
-        now = self.clock()
-        left = sum(max(0.0, s.started + s.expected - now) for s in self._running.values())
-        return (left + self._queued_cost + self._reserved_cost) / self.max_scans
 
     def wait(self) -> float:
         """The expected wait of a scan arriving now: 0 while a slot is free for it, else the
-        work ahead of it (running, waiting, reserved) over ``max_scans``, corrected by how
-        waits came out against that foresight (:attr:`bias`)."""
-        return self._ahead() * self.bias
+        work ahead of it (running, waiting, reserved; each at its cost now) over ``max_scans``."""
+        if len(self._running) + self._queued + self._reserved < self.max_scans:
+            return 0.0
+        now = self.clock()
+        costs: dict[tuple[str, ...], float] = {}  # most scans ahead are over the same namespaces
 
-    def spread(self) -> float:
-        """What the wait may come out above its expectation: :data:`DEVIATIONS` deviations of a
-        sum of scans (n scans ahead, shared by ``max_scans`` slots: sqrt(n) deviations over them)."""
-        ahead = len(self._running) + self._queued + self._reserved
-        return DEVIATIONS * math.sqrt(ahead) * self._overall.deviation / self.max_scans
+        def cost(names: tuple[str, ...]) -> float:
+            found = costs.get(names)
+            if found is None:
+                found = costs[names] = self.cost(names)
+            return found
+
+        ahead = sum(max(0.0, s.started + cost(s.names) - now) for s in self._running.values())
+        ahead += sum(cost(w.names) for w in self._waiters if not w.future.done())
+        return (ahead + self._reserved_cost) / self.max_scans
 
     def resize(self, max_scans: int) -> None:
         """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
@@ -267,7 +250,7 @@ class ScanQueue:
         wait = self.wait()
         if wait <= 0.0:
             return None
-        work = self.work(names) + self.spread()
+        work = self.cost(names)
         if wait + work <= remaining:
             return None
         return _Verdict(wait, work)
@@ -309,7 +292,7 @@ class ScanQueue:
                 routes = _shed(routes, query.mode, overloaded)
             else:
                 self._event("admitted")
-                ticket = self._reserve(self.expected(local))
+                ticket = self._reserve(self.cost(local))
         token = _CURRENT.set(_Entered(self, ticket))
         try:
             yield routes
@@ -318,14 +301,14 @@ class ScanQueue:
             if ticket is not None:
                 ticket.arrive()
 
-    def _reserve(self, expected: float) -> Ticket:
+    def _reserve(self, cost: float) -> Ticket:
         self._reserved += 1
-        self._reserved_cost += expected
-        return Ticket(self, expected)
+        self._reserved_cost += cost
+        return Ticket(self, cost)
 
-    def _unreserve(self, expected: float) -> None:
+    def _unreserve(self, cost: float) -> None:
         self._reserved -= 1
-        self._reserved_cost = max(0.0, self._reserved_cost - expected) if self._reserved else 0.0
+        self._reserved_cost = max(0.0, self._reserved_cost - cost) if self._reserved else 0.0
 
     def _event(self, name: Event, seconds: float = 0.0) -> None:
         counts = self.counts
@@ -340,21 +323,19 @@ class ScanQueue:
     async def slot(self, names: Sequence[str], deadline: float) -> AsyncIterator[Scan]:
         """Hold a slot for one scan over ``names``; TimeoutError if ``deadline`` comes while it waits."""
         names = tuple(names)
-        expected = self.expected(names)
         if len(self._running) < self.max_scans and not self._queued:
-            scan = self._start(names, expected, 0.0)
+            scan = self._start(names, 0.0)
         else:
-            scan = await self._wait_for(names, expected, deadline)
+            scan = await self._wait_for(names, deadline)
         try:
             yield scan
         finally:
             self._end(scan)
 
-    async def _wait_for(self, names: tuple[str, ...], expected: float, deadline: float) -> Scan:
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, expected, self.clock(), self._ahead())
+    async def _wait_for(self, names: tuple[str, ...], deadline: float) -> Scan:
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, self.clock())
         self._waiters.append(waiter)
         self._queued += 1
-        self._queued_cost += expected
         try:
             async with asyncio.timeout_at(deadline):
                 return await waiter.future
@@ -373,10 +354,9 @@ class ScanQueue:
 
     def _dequeued(self, waiter: _Waiter) -> None:
         self._queued -= 1
-        self._queued_cost = max(0.0, self._queued_cost - waiter.expected) if self._queued else 0.0
 
-    def _start(self, names: tuple[str, ...], expected: float, waited: float) -> Scan:
-        scan = Scan(names, expected, self.clock(), waited)
+    def _start(self, names: tuple[str, ...], waited: float) -> Scan:
+        scan = Scan(names, self.clock(), waited)
         self._running[id(scan)] = scan
         self.counts.scans += 1
         self._event("waited", waited)
@@ -404,11 +384,7 @@ class ScanQueue:
             if waiter.future.done():
                 continue  # gone: its count was taken off when it left
             self._dequeued(waiter)
-            waited = self.clock() - waiter.since
-            if waiter.foreseen > 0:
-                self._waited.observe(waited)
-                self._foreseen.observe(waiter.foreseen)
-            waiter.future.set_result(self._start(waiter.names, waiter.expected, waited))
+            waiter.future.set_result(self._start(waiter.names, self.clock() - waiter.since))
 
 
 def _local(routes: Sequence[Route], mode: Mode) -> list[str]:
@@ -430,7 +406,7 @@ async def scan_slot(names: Sequence[str], deadline: float) -> AsyncIterator[Scan
     ``deadline`` comes first); outside a search of the service, at once and unbounded."""
     entered = _CURRENT.get()
     if entered is None:
-        yield Scan(tuple(names), 0.0, time.monotonic())
+        yield Scan(tuple(names), time.monotonic())
         return
     if entered.ticket is not None:
         entered.ticket.arrive()  # the request's reservation becomes this scan's place
