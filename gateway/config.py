@@ -51,12 +51,29 @@ _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
-def default_max_scans() -> int:
-    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
+def default_max_scans(cgroup: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may use: its affinity mask, and its cgroup's CPU quota where it has
+    one (a container's CPU limit, which the mask does not show)."""
     affinity = getattr(os, "sched_getaffinity", None)
-    if affinity is not None:
-        return max(1, len(affinity(0)))
-    return os.cpu_count() or 1  # pragma: no cover - an OS without affinity masks
+    cpus = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    quota = _cgroup_cpus(Path(cgroup))
+    return max(1, min(cpus, quota) if quota is not None else cpus)
+
+
+def _cgroup_cpus(root: Path) -> int | None:
+    """CPUs of the cgroup's quota, rounded up (cgroup v2 ``cpu.max``, else v1's CFS files); None: no quota."""
+    try:
+        parts = (root / "cpu.max").read_text().split()
+    except OSError:
+        try:
+            parts = [(root / "cpu" / name).read_text().strip() for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us")]
+        except OSError:
+            return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        return None  # "max": no quota
+    return -(-quota // period) if quota > 0 and period > 0 else None
 
 
 class ServerConfig(BaseModel):

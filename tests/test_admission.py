@@ -586,7 +586,27 @@ class TestRefusal:
 class TestConfig:
     def test_max_scans_defaults_to_the_cpus(self) -> None:
         """The default is the CPUs this process may run on."""
-        assert ServerConfig().max_scans == default_max_scans() == len(os.sched_getaffinity(0))
+        assert ServerConfig().max_scans == default_max_scans() <= len(os.sched_getaffinity(0))
+
+    @pytest.mark.parametrize(
+        ("files", "cpus"),
+        [
+            ({"cpu.max": "150000 100000\n"}, 2),  # cgroup v2: 1.5 CPUs, rounded up
+            ({"cpu.max": "max 100000\n"}, None),  # no quota
+            ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # v1
+            ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+            ({}, None),
+        ],
+    )
+    def test_a_container_cpu_limit_bounds_the_default(
+        self, tmp_path: Path, files: dict[str, str], cpus: int | None
+    ) -> None:
+        """In a container the CPU quota counts, not the node's CPUs (which the affinity mask shows)."""
+        for rel, text in files.items():
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_text(text)
+        mask = len(os.sched_getaffinity(0))
+        assert default_max_scans(str(tmp_path)) == (min(mask, cpus) if cpus is not None else mask)
 
     @pytest.mark.parametrize("value", [0, -1, 2000, "2", True, 1.5])
     def test_a_bad_max_scans_names_the_key(self, value: object) -> None:
