@@ -23,6 +23,7 @@ from gateway.errors import BackendUnavailable, ConfigError, Overloaded
 from gateway.fanout import Route
 from gateway.http.app import create_app
 from gateway.http.reload import ServiceHolder
+from gateway.http.server import per_worker
 from gateway.mcp import build_server
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery
 from gateway.request import parse_request
@@ -614,6 +615,15 @@ class TestConfig:
         with pytest.raises(ConfigError) as caught:
             parse_config({"server": {"max_scans": value}})
         assert caught.value.key == "server.max_scans"
+
+    def test_workers_share_the_default_out(self) -> None:
+        """`serve --workers N`: each worker takes its share of the CPUs; a max_scans set in the config stays."""
+        default = Config(server=ServerConfig(), defaults=DefaultsConfig(), namespaces=())
+        assert per_worker(default, 1) is default
+        assert per_worker(default, 2).server.max_scans == max(1, default_max_scans() // 2)
+        assert per_worker(default, 64).server.max_scans == 1
+        explicit = parse_config({"server": {"max_scans": 3}})
+        assert per_worker(explicit, 2).server.max_scans == 3
 
     async def test_a_reload_keeps_the_queue_and_resizes_it(self, roots: list[Path]) -> None:
         """A reloaded service shares its predecessor's queue (one bound on rg) at the new size."""

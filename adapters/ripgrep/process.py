@@ -35,9 +35,7 @@ STDERR_KEEP = 4096
 class Child:
     """A started child: :attr:`exited` is its return code once it was reaped."""
 
-    def __init__(
-        self, argv: Sequence[str], *, cwd: str | None, stdout: int, pidfd: bool = True, nice: int = 0
-    ) -> None:
+    def __init__(self, argv: Sequence[str], *, cwd: str | None, stdout: int, pidfd: bool = True, nice: int = 0) -> None:
         """Start ``argv`` (its first item a path) with ``stdout`` as its stdout; raises OSError
         if it cannot start.
 
