@@ -384,6 +384,14 @@ def summary(samples: list[tuple[float, dict[str, float]]], warm_s: float) -> str
     )
 
 
+def by_minute(samples: list[tuple[float, dict[str, float]]]) -> str:
+    """The RSS at the first sample of each minute (how it went, not only where it ended)."""
+    seen: dict[int, float] = {}
+    for t, sample in samples:
+        seen.setdefault(int(t // 60), sample["rss_mb"])
+    return " ".join(f"{m}:{v:.0f}" for m, v in sorted(seen.items()))
+
+
 def baseline_line(name: str, sample: dict[str, float]) -> str:
     return (
         f"{name:<9} RSS {sample['rss_mb']:6.1f} MB  fds {sample['fds']:4.0f}  children {sample['children']:3.0f}  "
@@ -465,6 +473,7 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
         if soak is not None:
             print(row(soak, peak))
             print(f"soak, sampled every {args.sample_s:g} s: {summary(samples, min(60.0, args.soak_s / 5))}")
+            print(f"soak RSS (MB) at each minute: {by_minute(samples)}")
         print(baseline_line("baseline", base))
         print(baseline_line("after", after))
         counts = {
@@ -488,7 +497,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=os.environ.get("FEDSEARCH_CORPUS_REAL", "/work/corpus-real"))
     parser.add_argument("--phase-s", type=float, default=20.0, help="seconds at each multiple")
-    parser.add_argument("--multiples", type=lambda s: [float(x) for x in s.split(",")], default=[1.0, 2.0, 4.0])
+    parser.add_argument(
+        "--multiples", type=lambda s: [float(x) for x in s.split(",") if x], default=[1.0, 2.0, 4.0], help="e.g. 1,2,4"
+    )
     parser.add_argument("--rounds", type=int, default=1, help="the multiples this many times over, interleaved")
     parser.add_argument("--soak-s", type=float, default=60.0, help="seconds of the soak (0: none)")
     parser.add_argument("--soak-multiple", type=float, default=2.0)

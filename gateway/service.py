@@ -31,7 +31,7 @@ from gateway.rank import Resolve, Whole, page_of, settle
 from gateway.refine import refine
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
-from gateway.resilience.admission import ScanQueue
+from gateway.resilience.admission import Estimate, ScanQueue
 from gateway.resilience.wrapper import wrap
 from gateway.streaming import Plan, SearchStream
 from gateway.wire import build_response
@@ -45,6 +45,8 @@ Access = Callable[[str], bool] | None
 DEPTH_FLOOR = 100
 #: read_file and /v1/files return at most this many lines.
 MAX_READ_LINES = 2000
+#: The most of a request's time kept from its backends for the answer's own work (learnt: below).
+ANSWER_SHARE = 0.1
 
 log = get_logger("fedsearch.service")
 
@@ -112,6 +114,10 @@ class SearchService:
         self.index = index_for(config)
         #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
         self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
+        #: How long an answer takes once its backends are done or cut (ranking, the page), learnt:
+        #: the backends' deadline comes that much (at most ANSWER_SHARE) before the request's,
+        #: so an answer cut at its deadline is still on time.
+        self.answer_time = Estimate()
 
     @classmethod
     def with_backends(
@@ -225,8 +231,13 @@ class SearchService:
             context_lines=request.context_lines,
             max_files=max(DEPTH_FLOOR, request.offset + request.files),
             threshold=request.threshold,
-            deadline=started + request.timeout_ms / 1000,
+            deadline=started + request.timeout_ms / 1000 - self.answer_margin(request.timeout_ms),
         )
+
+    def answer_margin(self, timeout_ms: int) -> float:
+        """Seconds of a request's deadline kept from its backends for its answer's own work: what
+        that took lately (mean and two deviations), at most ANSWER_SHARE of the deadline."""
+        return min(self.answer_time.cost(), ANSWER_SHARE * timeout_ms / 1000)
 
     def access_key(self, access: Access) -> bytes:
         """The caller's identity for the cache: its token and the namespaces it may see (remembered)."""
@@ -271,10 +282,13 @@ class SearchService:
         each namespace as it settles (when this request's own fan-out runs)."""
         index = self.index
 
+        fanned: list[float] = []
+
         async def fan(request: SearchRequest, everything: bool) -> Whole:
             query = self.query_for(request, plan.started)
             with self.scans.admit(plan.routes, query) as routes:  # Overloaded before anything is sent
                 outcomes = await fan_out(routes, query, self.config.server.concurrency, on_outcome)
+            fanned.append(min(time.monotonic(), query.deadline))  # the answer's own time starts
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
@@ -289,7 +303,10 @@ class SearchService:
                 _log_search(outcomes, whole.file_count, round((time.monotonic() - plan.started) * 1000))
             return whole
 
-        return await self.cache.search(plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request))
+        answer = await self.cache.search(plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request))
+        if fanned:
+            self.answer_time.observe(time.monotonic() - fanned[0])
+        return answer
 
     def _resolver(self, request: SearchRequest) -> Callable[[int], Resolve | None] | None:
         """What makes a page's files final (declarations), for a ranking begun at a time (ns)."""

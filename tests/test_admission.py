@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from prometheus_client import generate_latest
 
 from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings
 from adapters.ripgrep.batch import QUEUED
@@ -22,6 +23,7 @@ from gateway.config import Config, DefaultsConfig, ServerConfig, default_max_sca
 from gateway.errors import BackendUnavailable, ConfigError, Overloaded
 from gateway.fanout import Route
 from gateway.http.app import create_app
+from gateway.http.metrics import Metrics
 from gateway.http.reload import ServiceHolder
 from gateway.http.server import per_worker
 from gateway.mcp import build_server
@@ -439,6 +441,36 @@ class TestScans:
         for root in roots:
             estimate = service.scans.estimate(root.name)
             assert estimate.samples == 2 and estimate.mean > 0
+
+    async def test_the_answer_time_is_learnt_and_kept_from_the_backends(self, roots: list[Path]) -> None:
+        """Each answer teaches how long an answer takes once its backends are done; the backends'
+        deadline then comes that much earlier, never more than a tenth of the request's."""
+        service = local_service(roots, max_scans=2)
+        request = parse_request({"query": "needle", "timeout_ms": 1000})
+        assert service.answer_margin(1000) == 0.0
+        started = time.monotonic()
+        assert service.query_for(request, started).deadline == started + 1.0
+        await service.search(request)
+        await service.aclose()
+        assert service.answer_time.samples == 1
+        margin = service.answer_margin(1000)
+        assert 0.0 < margin == min(service.answer_time.cost(), 0.1)
+        assert service.query_for(request, started).deadline == pytest.approx(started + 1.0 - margin)
+        service.answer_time.observe(30.0)
+        assert service.answer_margin(1000) == pytest.approx(0.1)
+
+    async def test_metrics_show_the_wait_and_the_scan(self, roots: list[Path]) -> None:
+        """/metrics' histograms count each scan's wait and its time; the gauges read the queue."""
+        service = local_service(roots, max_scans=2)
+        metrics = Metrics()
+        metrics.attach(service)
+        await service.search(parse_request({"query": "needle"}))
+        await service.aclose()
+        text = generate_latest(metrics.registry).decode()
+        assert "fedsearch_scan_wait_seconds_count 1.0" in text
+        assert "fedsearch_scan_duration_seconds_count 1.0" in text
+        assert 'fedsearch_admission_total{decision="admitted"} 1.0' in text
+        assert "fedsearch_scans_max 2.0" in text and "fedsearch_scans_running 0.0" in text
 
     async def test_a_partial_answer_survives_a_busy_loop_behind_the_queue(
         self, tmp_path: Path, roots: list[Path], monkeypatch: pytest.MonkeyPatch
