@@ -4,7 +4,7 @@
                                    [--soak-s 60] [--soak-multiple 2] [--deadline-ms 5000]
                                    [--max-scans N] [--capacity RATE] [--calibrate-s 20]
                                    [--warmup-s 10] [--sample-s 5] [--rounds 1] [--no-index] [--seed 1]
-                                   [--server-log FILE]
+                                   [--server-log FILE] [--tree DIR]
     make bench    # this script at its defaults: 20 s a multiple, a 60 s soak
     make soak     # the issue's run: 180 s a multiple, then 600 s at 2x
 
@@ -33,6 +33,8 @@ and its share of the 1x goodput, admitted p50/p99/max, refusals p50/p99/max. Tar
 (issue 22): goodput at 2x and 4x >= 90 % of 1x; admitted p99 <= deadline; refusals < 10 ms;
 the soak's RSS growth after warm-up < 20 MB; descriptors and children back to baseline.
 The machine is printed (``uptime``) before and after: shared machines are noisy.
+``--tree DIR`` serves from another source tree (a baseline: ``git worktree add
+/tmp/before main``; give it the same ``--capacity`` so both are offered the same load).
 """
 
 from __future__ import annotations
@@ -170,12 +172,15 @@ def write_config(path: Path, dirs: list[Path], port: int, index_dir: Path, args:
 class Server:
     """``fedsearch serve`` in a process of its own, and what /proc and /metrics say of it."""
 
-    def __init__(self, config: Path, port: int, log: Path | None) -> None:
+    def __init__(self, config: Path, port: int, log: Path | None, tree: Path) -> None:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "PYTHONPATH": str(tree)}  # the gateway of that source tree
         with open(log or os.devnull, "wb") as stderr:  # its logs at info, as served (to nowhere by default)
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config)],
+                cwd=tree,
+                env=env,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )
@@ -411,7 +416,7 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
     index_dir = work / "index"
     config = work / "fedsearch.toml"
     write_config(config, dirs, port, index_dir, args)
-    server = Server(config, port, Path(args.server_log) if args.server_log else None)
+    server = Server(config, port, Path(args.server_log) if args.server_log else None, Path(args.tree).resolve())
     deadline_s = args.deadline_ms / 1000
     url = server.url + "/v1/search"
     rng = random.Random(args.seed)
@@ -425,7 +430,7 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
         if not args.no_index:
             waited = await asyncio.to_thread(wait_for_index, index_dir, dirs)
             print(f"declaration index built by the server in {waited:.1f} s")
-        max_scans = int((await server.metrics(watcher)).get("fedsearch_scans_max", 0))
+        max_scans = int((await server.metrics(watcher)).get("fedsearch_scans_max", 0))  # 0: a tree without it
         print(f"server: pid {server.proc.pid}, max_scans {max_scans}, deadline {args.deadline_ms} ms")
         warm = Phase("warm-up", 0)
         await closed_loop(load, url, mix, warm, max(1, max_scans), args.warmup_s, deadline_s)
@@ -513,6 +518,11 @@ def main() -> int:
     parser.add_argument("--cache-mb", type=int, default=16, help="[cache] max_bytes of the server, in MiB")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--server-log", help="write the server's log lines (info) to this file")
+    parser.add_argument(
+        "--tree",
+        default=str(Path(__file__).resolve().parents[1]),
+        help="serve from this source tree (e.g. `git worktree add /tmp/before main`: the baseline)",
+    )
     args = parser.parse_args()
     corpus = Path(args.corpus)
     dirs = checkouts(corpus)
