@@ -17,16 +17,13 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Protocol, Self
 
 from gateway.fanout import Route
 from gateway.models import Outcome
 from gateway.request import SearchRequest
 
-if TYPE_CHECKING:
-    from gateway.service import SearchService
-
-__all__ = ["Plan", "SearchStream"]
+__all__ = ["Plan", "Runner", "SearchStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +39,18 @@ class Plan:
     access_key: bytes
 
 
+class Runner(Protocol):
+    """What a stream needs of the search service (:class:`gateway.service.SearchService`)."""
+
+    async def run(self, plan: Plan, on_outcome: Callable[[Outcome], None] | None = None) -> dict[str, Any]: ...
+
+    def provisional(self, plan: Plan, outcomes: Sequence[Outcome]) -> dict[str, Any]: ...
+
+
 class SearchStream:
     """One search whose namespaces are heard of as they settle (an async iterator of outcomes)."""
 
-    def __init__(self, service: SearchService, plan: Plan) -> None:
+    def __init__(self, service: Runner, plan: Plan) -> None:
         self._service = service
         self.plan = plan
         self.settled: list[Outcome] = []
