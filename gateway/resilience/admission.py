@@ -127,15 +127,15 @@ class _Waiter:
 class Ticket:
     """An admitted request's place in the queue until its first scan takes one of its own."""
 
-    queue: ScanQueue | None
+    queue: ScanQueue
     cost: float
     held: bool = True
 
     def arrive(self) -> None:
         """The request's scan reached the queue (or the request ended): the reservation goes."""
-        if self.held and self.queue is not None:
+        if self.held:
+            self.held = False
             self.queue._unreserve(self.cost)
-        self.held = False
 
 
 @dataclass(frozen=True, slots=True)
