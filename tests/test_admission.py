@@ -29,7 +29,7 @@ from gateway.http.server import per_worker
 from gateway.mcp import build_server
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery
 from gateway.request import parse_request
-from gateway.resilience.admission import Estimate, ScanQueue
+from gateway.resilience.admission import Estimate, ScanQueue, TooLate
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.helpers import FakeClock, fake_program, held_client, no_leaks, rg_children
@@ -139,6 +139,27 @@ class TestSlots:
                     pytest.fail("started after its deadline")
             assert queue.queued == 0 and queue.counts.expired == 1
         assert queue.running == 0 and "expired" in events
+
+    async def test_a_turn_that_comes_too_late_to_do_much_goes_to_the_next(self, clock: FakeClock) -> None:
+        """Scans take 10 s here; one whose turn comes with a second left starts nothing (TooLate,
+        counted as expired) and the slot goes at once to the one behind it, which has the time."""
+        queue = ScanQueue(1, clock=clock)
+        await teach(queue, clock, ["a"], 10.0)
+        ran: list[str] = []
+
+        async def scan(deadline: float) -> None:
+            async with queue.slot(["a"], deadline):
+                ran.append(f"{deadline - time.monotonic():.0f}")
+
+        async with held(queue, ["a"]):
+            late = asyncio.create_task(scan(time.monotonic() + 1.0))
+            kept = asyncio.create_task(scan(time.monotonic() + FAR))
+            await turns()
+        with pytest.raises(TooLate):
+            await late
+        await kept
+        assert ran == [f"{FAR:.0f}"] and queue.counts.expired == 1
+        assert (queue.running, queue.queued) == (0, 0)
 
     async def test_a_waiter_that_goes_is_skipped(self) -> None:
         """A cancelled waiter leaves its turn to the next one."""

@@ -17,7 +17,8 @@ gone).
 Each rg first takes a slot of the search's scan queue (``[server] max_scans`` rg at once,
 all requests together: :mod:`gateway.resilience.admission`), and tells it, once done,
 how long it took (what the queue learns each namespace's cost from). One whose deadline
-comes while it waits starts nothing: its namespaces answer ``timeout`` (:data:`QUEUED`).
+comes while it waits, or whose turn comes too late to find much, starts nothing: its
+namespaces answer ``timeout`` (:data:`QUEUED`).
 
 rg's output is read from an :class:`~adapters.ripgrep.output.OutputPipe` when rg exits,
 at a tick while it runs once it has written something (a search that finds nothing is
@@ -60,7 +61,7 @@ __all__ = ["QUEUED", "SCAN_NICE", "Part", "RgCall", "Router"]
 #: hand-backs at a deadline) gets the CPU first; alone, rg has it all the same.
 SCAN_NICE = 10
 #: Why a namespace whose rg never started answers ``timeout``.
-QUEUED = "no local scan slot came free before the deadline (see [server] max_scans)"
+QUEUED = "no local scan slot came free in time to search before the deadline (see [server] max_scans)"
 
 
 @dataclass(slots=True)

@@ -5,6 +5,9 @@ A **scan** is one local process searching (one ``rg``, however many namespaces i
 the batching of :mod:`adapters.ripgrep.batch` works inside the bound). :class:`ScanQueue`
 lets ``max_scans`` run and keeps the rest waiting in arrival order; a scan still waiting
 when its deadline comes gives up (its namespaces answer ``timeout``, nothing was started).
+A scan whose turn comes with less time left than half of what a scan takes (its mean)
+starts nothing either: it would be cut before finding much, and the slot serves the
+next one better (they are behind it in arrival order, so their deadlines are later).
 An adapter takes its place with :func:`scan_slot`; outside a search of the service (an
 adapter called on its own) nothing is bounded.
 
@@ -63,6 +66,7 @@ __all__ = [
     "Scan",
     "ScanQueue",
     "Ticket",
+    "TooLate",
     "scan_slot",
 ]
 
@@ -121,6 +125,11 @@ class _Waiter:
     future: asyncio.Future[Scan]
     names: tuple[str, ...]
     since: float
+    deadline: float
+
+
+class TooLate(TimeoutError):
+    """A waiting scan's slot came with too little time left to do much (it starts nothing)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -212,6 +221,10 @@ class ScanQueue:
         """The namespace's estimate (the overall one until its own first scan ended)."""
         own = self._costs.get(name)
         return own if own is not None and own.samples else self._overall
+
+    def mean(self, names: Sequence[str]) -> float:
+        """The mean time of one scan over ``names`` (the costliest of them)."""
+        return max((self.estimate(n).mean for n in names), default=0.0)
 
     def cost(self, names: Sequence[str]) -> float:
         """What one scan over ``names`` is planned at: the costliest of their estimates' mean
@@ -333,7 +346,7 @@ class ScanQueue:
             self._end(scan)
 
     async def _wait_for(self, names: tuple[str, ...], deadline: float) -> Scan:
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, self.clock())
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, self.clock(), deadline)
         self._waiters.append(waiter)
         self._queued += 1
         try:
@@ -341,10 +354,12 @@ class ScanQueue:
                 return await waiter.future
         except BaseException as exc:
             future = waiter.future
-            if future.done() and not future.cancelled():  # granted as it left: the slot goes on
-                scan = future.result()
-                scan.outcome = None
-                self._end(scan)
+            if future.done() and not future.cancelled():
+                if future.exception() is None:  # granted as it left: the slot goes on
+                    scan = future.result()
+                    scan.outcome = None
+                    self._end(scan)
+                # else: too late (TooLate), taken out of the queue and counted when its turn came
             else:
                 future.cancel()  # skipped when its turn comes
                 self._dequeued(waiter)
@@ -378,13 +393,20 @@ class ScanQueue:
         self._grant()
 
     def _grant(self) -> None:
-        """Hand free slots to the waiters in arrival order (those gone are skipped)."""
+        """Hand free slots to the waiters in arrival order (those gone are skipped, and those whose
+        turn comes with less time left than half a scan takes start nothing: :class:`TooLate`)."""
         while self._waiters and len(self._running) < self.max_scans:
             waiter = self._waiters.popleft()
             if waiter.future.done():
                 continue  # gone: its count was taken off when it left
             self._dequeued(waiter)
-            waiter.future.set_result(self._start(waiter.names, self.clock() - waiter.since))
+            waited = self.clock() - waiter.since
+            left = waiter.deadline - time.monotonic()
+            if left < self.mean(waiter.names) / 2:  # cut before it found much: the slot goes on instead
+                waiter.future.set_exception(TooLate(f"{round(left * 1000)} ms left"))
+                self._event("expired", waited)
+                continue
+            waiter.future.set_result(self._start(waiter.names, waited))
 
 
 def _local(routes: Sequence[Route], mode: Mode) -> list[str]:
