@@ -17,8 +17,9 @@ served, in a store bounded to ``--cache-mb``, full by the end of warm-up), its
 declaration index built first (``--no-index``: none). Everything stays on 127.0.0.1 and every phase ends by itself.
 
 1. **Warm-up** (``--warmup-s``, a few closed-loop clients): the server learns what scans cost.
-2. **Capacity**: ``4 x max_scans`` closed-loop clients for ``--calibrate-s``; the rate of
-   complete answers is "1x" (or give it: ``--capacity``).
+2. **Capacity**: ``2 x max_scans`` closed-loop clients (each slot busy, one more waiting)
+   for ``--calibrate-s``; the rate of complete answers is "1x" (or give it: ``--capacity``).
+   A refused client waits (Retry-After, at most half a second): it must not spin.
 3. **Multiples**: for each of ``--multiples``, requests sent open-loop (Poisson arrivals, a
    seeded mix of queries) at that multiple of capacity for ``--phase-s`` seconds; with
    ``--rounds N`` the multiples N times over, interleaved (1x 2x 4x 1x 2x 4x: a neighbour's
@@ -84,6 +85,8 @@ QUERIES: tuple[dict[str, Any], ...] = (
 )
 #: Requests in flight the client allows itself (past it, an arrival is counted dropped).
 MAX_OUTSTANDING = 4000
+#: A closed-loop client refused waits Retry-After, at most this long, before asking again.
+CLOSED_LOOP_PAUSE_S = 0.5
 #: Statuses of a complete namespace answer (``capped``: the backend's own limit, not load).
 COMPLETE = frozenset({"ok", "capped"})
 
@@ -256,7 +259,8 @@ class Mix:
         return orjson.dumps({**self._rng.choice(QUERIES), "timeout_ms": self._deadline_ms})
 
 
-async def one(session: aiohttp.ClientSession, url: str, body: bytes, phase: Phase, deadline_s: float) -> None:
+async def one(session: aiohttp.ClientSession, url: str, body: bytes, phase: Phase, deadline_s: float) -> float:
+    """Send one request and count what came back; the Retry-After of a 503 (else 0)."""
     phase.sent += 1
     started = time.perf_counter()
     try:
@@ -266,15 +270,15 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, phase: Phas
             retry_after = resp.headers.get("Retry-After")
     except (aiohttp.ClientError, OSError):
         phase.errors += 1
-        return
+        return 0.0
     took = time.perf_counter() - started
     if status == 503:
         phase.refused.append(took)
         phase.no_retry_after += retry_after is None
-        return
+        return float(retry_after) if retry_after and retry_after.isdigit() else 1.0
     if status != 200:
         phase.errors += 1
-        return
+        return 0.0
     phase.answered.append(took)
     statuses = [s["status"] for s in orjson.loads(raw)["namespaces"]]
     for s in statuses:
@@ -286,6 +290,7 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, phase: Phas
         phase.goodput += 1
     if not complete:
         phase.partial += 1
+    return 0.0
 
 
 async def closed_loop(
@@ -296,7 +301,9 @@ async def closed_loop(
 
     async def client() -> None:
         while loop.time() < end:
-            await one(session, url, mix.next(), phase, deadline_s)
+            refused = await one(session, url, mix.next(), phase, deadline_s)
+            if refused:  # told to come back later: a moment later (a refused client must not spin)
+                await asyncio.sleep(min(refused, CLOSED_LOOP_PAUSE_S))
 
     started = loop.time()
     await asyncio.gather(*(client() for _ in range(clients)))
@@ -315,7 +322,7 @@ async def open_loop(
     """Poisson arrivals at ``phase.rate`` for ``seconds``, each request its own task; then wait for them."""
     loop = asyncio.get_running_loop()
     start = at = loop.time()
-    outstanding: set[asyncio.Task[None]] = set()
+    outstanding: set[asyncio.Task[float]] = set()
     while True:
         at += rng.expovariate(phase.rate)
         if at - start >= seconds:
@@ -441,7 +448,7 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
         print(HEADER)
         if not capacity:
             calib = Phase("capacity", 0)
-            await closed_loop(load, url, mix, calib, 4 * max(1, max_scans), args.calibrate_s, deadline_s)
+            await closed_loop(load, url, mix, calib, 2 * max(1, max_scans), args.calibrate_s, deadline_s)
             capacity = calib.goodput / calib.seconds
             print(row(calib, None), flush=True)
             await settle(server, watcher, 2.0)
