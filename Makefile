@@ -48,8 +48,10 @@ bench: $(STAMP)
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py
 	$(BIN)/python bench/ranking.py
+	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/remote_read.py
 	$(BIN)/python bench/load.py
 
 # Issue 22's load test at its full length: 3 minutes at 1x, 2x and 4x capacity, then

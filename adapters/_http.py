@@ -19,7 +19,12 @@ else is done here, once, the same way for every backend:
   (:meth:`HttpBackend.refusal`, given that body as JSON with the token already cut out);
 * **the body**: its content type checked, its size capped as it is read, JSON parsed once;
 * **errors**: aiohttp, JSON and OS errors become :mod:`gateway.errors`, most specific
-  first, the original chained (:func:`map_client_errors`).
+  first, the original chained (:func:`map_client_errors`);
+* **files** (:meth:`HttpBackend.read_through`): a remote file read whole under
+  :data:`gateway.files.MAX_READ_BYTES`, a 404 :class:`~gateway.errors.NotFound`, kept in the
+  backend's :class:`~gateway.files.ReadCache` by its ``ETag`` and asked again as a
+  conditional request (``If-None-Match``: a 304 sends nothing back); while the backend
+  rate-limits us, the copy kept is served.
 
 :class:`JsonBackend` is the whole adapter for the usual backend (one request, one JSON
 answer): ``request(query)`` and ``parse(data, query, keep)``. ``adapters/hound.py`` is
@@ -53,10 +58,12 @@ from gateway.errors import (
     BackendError,
     BackendTimeout,
     BackendUnavailable,
+    NotFound,
     RateLimited,
     Rejected,
     Transient,
 )
+from gateway.files import MAX_READ_BYTES, ReadCache, RemoteFile, too_large
 from gateway.globs import PathFilter
 from gateway.log import REDACTED
 from gateway.models import BackendResult, FileMatch, SearchQuery, Status
@@ -336,6 +343,8 @@ class HttpBackend(AsyncBackend[S]):
         super().__init__(name, settings)
         self.token_env = settings.token_env
         self._session: aiohttp.ClientSession | None = None
+        #: The remote files it read, by path, each with its ETag.
+        self.read_cache = ReadCache()
 
     def headers(self) -> dict[str, str]:
         """Headers sent with every request: identity, JSON, and the token in the API's own header."""
@@ -388,6 +397,48 @@ class HttpBackend(AsyncBackend[S]):
                 yield resp
             finally:
                 resp.release()
+
+    async def fetch_file(self, request: Request, until: float, validator: str = "") -> Reply | None:
+        """Send a file request: its 2xx answer read whole (under the read cap); None for a 304
+        when ``validator`` (an ETag) was sent; NotFound for a 404."""
+        self._check_token()
+        headers = dict(request.headers or {})
+        if validator:
+            headers["If-None-Match"] = validator
+        cap = min(self.settings.max_bytes, MAX_READ_BYTES)
+        sent = Request(
+            url=request.url, method=request.method, params=request.params, json=request.json, headers=headers, accept=()
+        )
+        try:
+            async with map_client_errors(), asyncio.timeout_at(until), self._send(sent) as resp:
+                if resp.status == 304 and validator:
+                    return None
+                if resp.status == 404:
+                    raise NotFound("no such file")
+                await self._check(resp, sent)
+                return Reply(await self._read(resp, cap), resp.headers)
+        except BackendCapped:
+            raise too_large() from None
+
+    async def read_through(self, key: str, request: Request, until: float) -> RemoteFile:
+        """The file ``request`` asks for, through the read cache under ``key`` (see the module docstring)."""
+        cached = self.read_cache.get(key)
+        try:
+            reply = await self.fetch_file(request, until, cached.identity if cached is not None else "")
+        except RateLimited:
+            if cached is None:
+                raise
+            return self.read_cache.served(cached)  # the copy kept, while the backend will not answer
+        except NotFound:
+            self.read_cache.drop(key)
+            raise
+        if reply is None:
+            if cached is None:  # pragma: no cover - a 304 is only asked for with a copy kept
+                raise BackendError("HTTP 304 without a copy kept")
+            return self.read_cache.served(cached)
+        file = RemoteFile(reply.body, reply.headers.get("ETag", ""))
+        self.read_cache.put(key, file)
+        return file
 
     def _check_token(self) -> None:
         if self.token_env and not token_from_env(self.token_env):

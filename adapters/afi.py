@@ -22,6 +22,8 @@ virtual path without its leading ``/``); several matches on one line are one hit
 at the first column. AFI ``Error`` objects map to our errors: ``rate_limited``/429
 -> RateLimited (``retry_after``), ``unauthorized`` -> BackendError("unauthorized"),
 ``unsupported`` -> Unsupported, anything else -> BackendError.
+
+Files: ``stat``, ``list`` and ``read`` go to the provider's own (:mod:`adapters._afi_files`).
 """
 
 from __future__ import annotations
@@ -31,22 +33,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters._http import (
-    HttpBackend,
-    HttpSettings,
-    HttpUrl,
-    Request,
-    Unreachable,
-    error_field,
-    http_error,
-    map_client_errors,
-    retry_after,
-)
-from gateway.errors import BackendError, BackendTimeout, RateLimited, Rejected, Unsupported
+from adapters._afi_files import afi_error, afi_list, afi_read, afi_stat
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, map_client_errors
+from gateway.errors import BackendError, BackendTimeout, RateLimited, Unsupported
+from gateway.files import RemoteFile
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
 
-__all__ = ["AfiBackend", "AfiSettings", "Manifest", "afi_query", "ecma_escape", "scope_of"]
+__all__ = ["AfiBackend", "AfiSettings", "Manifest", "afi_error", "afi_query", "ecma_escape", "scope_of"]
 
 MANIFEST_PATH = "/.afi/manifest.json"
 SEARCH_PATH = "/afi/search"
@@ -59,7 +53,6 @@ HIT_CAP_PER_FILE = 50
 HIT_CAP_FLOOR = 2000
 #: Another page is asked only with this much time left.
 MIN_PAGE_S = 0.05
-MAX_MESSAGE = 200
 _ECMA_SYNTAX = frozenset("^$\\.*+?()[]{}|/")
 _GLOB_META = frozenset("*?[]{}\\")
 
@@ -135,27 +128,6 @@ def scope_of(paths: Sequence[str]) -> str:
     return "/" + "/".join(literal) if literal else "/"
 
 
-def afi_error(status: int, error: Any, headers: Mapping[str, str]) -> BackendError:
-    """The gateway error an AFI ``Error`` reply (or a bare failing status) means."""
-    code = error_field(error, "code")[:40]
-    message = error_field(error, "message")[:MAX_MESSAGE]
-    if code == "rate_limited" or status == 429:
-        wait = error.get("retry_after") if isinstance(error, Mapping) else None
-        seconds = float(wait) if isinstance(wait, int | float) and not isinstance(wait, bool) else None
-        return RateLimited(
-            f"rate limited: {message or f'HTTP {status}'}",
-            retry_after=seconds if seconds is not None else retry_after(headers),
-        )
-    if code == "unauthorized" or status == 401:
-        return Rejected("unauthorized")
-    if code == "unsupported":
-        return Unsupported(f"AFI unsupported: {message}" if message else "AFI unsupported")
-    what = f"AFI {code}" if code else f"HTTP {status}"
-    if status in (502, 503, 504):
-        return Unreachable(f"{what}: {message}" if message else what, retry_after(headers))
-    return http_error(status, f"{what}: {message}" if message else what)
-
-
 class _Collected:
     """Matches grouped by file in first-seen order, one hit per line (first column wins)."""
 
@@ -228,6 +200,8 @@ class AfiBackend(HttpBackend[AfiSettings]):
     kind = "afi"
     Settings = AfiSettings
     modes: frozenset[Mode] = frozenset({"exact", "regex", "semantic"})
+    reads = True
+    lists = True
 
     def __init__(self, name: str, settings: AfiSettings) -> None:
         super().__init__(name, settings)
@@ -244,6 +218,20 @@ class AfiBackend(HttpBackend[AfiSettings]):
 
     def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
         return afi_error(status, error, headers)
+
+    def declared_modes(self) -> frozenset[str]:
+        """The modes the provider's manifest declares, once it was read (until then, all it may do)."""
+        manifest = self._manifest
+        return frozenset(self.modes) if manifest is None else frozenset(m for m in manifest.modes if m in self.modes)
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        return await afi_read(self, path, deadline)
+
+    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
+        return await afi_stat(self, path, deadline)
+
+    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
+        return await afi_list(self, path, deadline)
 
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Mapping[str, Any]:
         request = Request(url=self.settings.url + SEARCH_PATH, method="POST", json=body)

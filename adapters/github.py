@@ -17,6 +17,13 @@ content cannot be had in time gets one path-level hit (``kind="file"``, line 1, 
 matching fragment line or the path as text). File paths are
 ``"<repository.full_name>/<path>"``.
 
+Files. A file ``<owner>/<name>/<path>`` is read from the contents API with the raw
+media type (``GET /repos/{owner}/{name}/contents/{path}``), at the commit the search
+that found it saw (its item's ``ref``) when that is known, else the default branch.
+What was fetched to locate lines is kept too (by ``ETag``), so reading a file a search
+just showed is a conditional request GitHub answers ``304`` without counting it
+against the rate limit.
+
 Capped. ``incomplete_results``, the 1000-result ceiling, and a ``total_count`` above
 what was fetched make the result ``capped``.
 
@@ -30,6 +37,7 @@ import base64
 import binascii
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +66,8 @@ from adapters._text import (
     seconds_left,
     split_lines,
 )
-from gateway.errors import BackendError, RateLimited, Rejected
+from gateway.errors import BackendError, NotFound, RateLimited, Rejected
+from gateway.files import RemoteFile, clean_path
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, cut_text
 from gateway.resilience.policy import UNHEDGED
@@ -74,6 +83,8 @@ RESULT_CEILING = 1000
 RAW_MAX_BYTES = 1 << 20
 #: GitHub's advice for a secondary rate limit that names no wait.
 SECONDARY_WAIT = 60.0
+#: The commits searches saw, remembered for this many files (a read asks for that commit).
+KNOWN_REFS = 4096
 
 _SCOPE = re.compile(r"(?:org|user):[A-Za-z0-9][A-Za-z0-9-]*|repo:[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
 _FULL_NAME = re.compile(r"[A-Za-z0-9._-]+/[A-Za-z0-9._-]+")
@@ -187,6 +198,38 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
     Settings = GitHubSettings
     modes: frozenset[Mode] = frozenset({"exact"})
     policy = UNHEDGED  # a rate-limited API (code search: 10 requests a minute)
+    repository_paths = True
+    reads = True
+
+    def __init__(self, name: str, settings: GitHubSettings) -> None:
+        super().__init__(name, settings)
+        self._refs: OrderedDict[str, str] = OrderedDict()
+
+    def _saw(self, item: _Item) -> None:
+        if item.ref:
+            self._refs[item.display] = item.ref
+            self._refs.move_to_end(item.display)
+            if len(self._refs) > KNOWN_REFS:
+                self._refs.popitem(last=False)
+
+    def _contents(self, repo: str, path: str, ref: str, max_bytes: int | None = None) -> Request:
+        url = yarl.URL(
+            f"{self.settings.url}/repos/{quote(repo, safe='/')}/contents/{quote(path, safe='/')}", encoded=True
+        )
+        return Request(
+            url=url, params={"ref": ref} if ref else None, headers={"Accept": RAW_JSON}, accept=(), max_bytes=max_bytes
+        )
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """``<owner>/<name>/<path>`` through the contents API (raw media type), conditionally."""
+        owner, _, rest = clean_path(path).partition("/")
+        name, _, inner = rest.partition("/")
+        repo = f"{owner}/{name}"
+        if not inner or not _FULL_NAME.fullmatch(repo):
+            raise NotFound("no such file")
+        display = f"{repo}/{inner}"
+        request = self._contents(repo, inner, self._refs.get(display, ""))
+        return await self.read_through(display, request, deadline)
 
     def headers(self) -> dict[str, str]:
         return super().headers() | {"X-GitHub-Api-Version": API_VERSION}
@@ -218,6 +261,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
             for raw in body["items"]:
                 pages.fetched += 1
                 item = _parse_item(raw)
+                self._saw(item)
                 if item.display not in seen and keep(item.path):
                     seen.add(item.display)
                     pages.items.append(item)
@@ -282,7 +326,7 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
                 if not hits and find(item.path) is not None:
                     hits = [Hit(line=1, kind="file", text=cut_text(item.display))]
             if hits:
-                files.append(FileMatch(path=item.display, hits=tuple(hits)))
+                files.append(FileMatch(path=item.display, hits=tuple(hits), repository=item.repo))
         return files
 
     async def _fetch_all(self, items: list[_Item], deadline: float) -> list[str | None]:
@@ -310,24 +354,16 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
         segments = item.path.split("/")
         if any(s in ("", ".", "..") for s in segments):
             return None
-        url = yarl.URL(
-            f"{self.settings.url}/repos/{quote(item.repo, safe='/')}/contents/{quote(item.path, safe='/')}",
-            encoded=True,
-        )
-        request = Request(
-            url=url,
-            params={"ref": item.ref} if item.ref else None,
-            headers={"Accept": RAW_JSON},
-            accept=(),
-            max_bytes=min(self.settings.max_bytes, RAW_MAX_BYTES),
-        )
+        request = self._contents(item.repo, item.path, item.ref, min(self.settings.max_bytes, RAW_MAX_BYTES))
         reply = await self.fetch(request, deadline)
         if reply.headers.get("x-ratelimit-remaining") == "0":
             stop.set()
         body, content_type = reply.body, reply.headers.get("Content-Type", "")
         if content_type.startswith("text/html"):
             return None  # a login wall or a proxy page, not the file
-        if content_type.startswith("application/json"):  # the contents object, when the raw media type was not honoured
+        if not content_type.startswith("application/json"):  # the raw file: a later read of it is a 304
+            self.read_cache.put(item.display, RemoteFile(body, reply.headers.get("ETag", "")))
+        else:  # the contents object, when the raw media type was not honoured
             try:
                 data = orjson.loads(body)
             except orjson.JSONDecodeError:

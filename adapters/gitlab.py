@@ -22,6 +22,10 @@ file are merged. A file whose chunks hold no matching line but whose path matche
 project namespace, the blob's numeric ``project_id`` for a group namespace (a blob
 does not name its project; resolving names would cost a request per project).
 
+Files. ``<project>/<path>`` is read from the repository files API,
+``GET /api/v4/projects/:id/repository/files/:path/raw?ref=`` (the configured ``ref``, else
+``HEAD``: the default branch), kept by its ``ETag`` and asked again conditionally.
+
 Capped. A missing ``x-total`` header (GitLab omits it past 10,000 results) or pages
 left unfetched (``x-next-page``) make the result ``capped``. GitLab returns the
 chunks of a file together, so the last file of a page may continue on the next: when
@@ -51,7 +55,8 @@ from adapters._text import (
     quote_term,
     split_lines,
 )
-from gateway.errors import BackendError, Unsupported
+from gateway.errors import BackendError, NotFound, Unsupported
+from gateway.files import RemoteFile, clean_path
 from gateway.globs import PathFilter
 from gateway.languages import globs_for
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, cut_text
@@ -178,13 +183,15 @@ class _Collected(Paging):
 
     hits: dict[str, dict[int, Hit]] = field(default_factory=dict)  # display path -> line -> hit
     path_match: dict[str, bool] = field(default_factory=dict)
+    repository: dict[str, str] = field(default_factory=dict)  # display path -> its project
     last: str = ""  # the file of the last blob read: it may go on on the next page
     pages: str = ""
     more: bool = True
 
-    def add(self, display: str, path_matches: bool, hits: list[Hit]) -> None:
+    def add(self, display: str, repository: str, path_matches: bool, hits: list[Hit]) -> None:
         lines = self.hits.setdefault(display, {})
         self.path_match.setdefault(display, path_matches)
+        self.repository.setdefault(display, repository)
         for hit in hits:
             lines.setdefault(hit.line, hit)
         self.last = display
@@ -194,7 +201,11 @@ class _Collected(Paging):
 
     def result(self) -> BackendResult:
         files = [
-            FileMatch(path=p, hits=tuple(h[n] for n in sorted(h)) or (Hit(line=1, kind="file", text=cut_text(p)),))
+            FileMatch(
+                path=p,
+                hits=tuple(h[n] for n in sorted(h)) or (Hit(line=1, kind="file", text=cut_text(p)),),
+                repository=self.repository[p],
+            )
             for p, h in self.hits.items()
             if h or self.path_match[p]
         ]
@@ -219,6 +230,8 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
     auth_scheme = None
     policy = UNHEDGED  # search is rate-limited per user (gitlab.com: 10 a minute): never hedged
     modes: frozenset[Mode] = frozenset({"exact"})
+    repository_paths = True
+    reads = True
 
     def __init__(self, name: str, settings: GitLabSettings) -> None:
         super().__init__(name, settings)
@@ -230,6 +243,30 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
         project, group = self.settings.project, self.settings.group or ""
         kind, ident = ("projects", project) if project else ("groups", group)
         return yarl.URL(f"{self.settings.url}/api/v4/{kind}/{quote(ident, safe='')}/search", encoded=True)
+
+    def split(self, path: str) -> tuple[str, str]:
+        """``<project>/<path>`` -> (project, path inside it); NotFound if it names no project of ours."""
+        path = clean_path(path)
+        project = self.settings.project
+        if project is not None:
+            if not path.startswith(project + "/"):
+                raise NotFound("no such file")
+            return project, path[len(project) + 1 :]
+        ident, _, inner = path.partition("/")
+        if not ident.isdigit() or not inner:
+            raise NotFound("no such file")
+        return ident, inner
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """A file through ``repository/files/:path/raw``, conditionally (its ETag)."""
+        project, inner = self.split(path)
+        url = yarl.URL(
+            f"{self.settings.url}/api/v4/projects/{quote(project, safe='')}/repository/files/"
+            f"{quote(inner, safe='')}/raw",
+            encoded=True,
+        )
+        request = Request(url=url, params={"ref": self.settings.ref or "HEAD"}, accept=())
+        return await self.read_through(f"{project}/{inner}", request, deadline)
 
     def _prefix(self, project_id: int | None) -> str:
         if self.settings.project:
@@ -270,11 +307,10 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
                 got.reasons.append("GitLab gave no x-total (over 10,000 results)")
             for raw in blobs:
                 path, data, start, project = _blob(raw)
-                display = f"{self._prefix(project)}/{path}"
+                prefix = self._prefix(project)
                 if keep(path):
-                    got.add(
-                        display, find(path) is not None, line_hits(split_lines(data), find, start, query.context_lines)
-                    )
+                    hits = line_hits(split_lines(data), find, start, query.context_lines)
+                    got.add(f"{prefix}/{path}", prefix, find(path) is not None, hits)
             got.more = bool(headers.get("x-next-page", "").strip()) and bool(blobs)
             got.pages = headers.get("x-total-pages", "").strip() or "more"
             if len([p for p in got.matched() if p != got.last]) >= query.max_files:

@@ -13,6 +13,10 @@ found by running the same pattern (with RE2) over the line. A file's path is
 globs apply to the path inside the repository. Files come in Hound's order
 (repositories by key, then files as listed).
 
+Files: Hound serves no file content, so a read is :class:`~gateway.errors.Unsupported`,
+naming the file's URL where Hound's ``/api/v1/repos`` gives the repository's
+(``url-pattern``'s ``base-url``, at the revision the last search saw, else ``HEAD``).
+
 Capped when a repository reports more files (``FilesWithMatch``) than it sent, or
 sent as many lines as the ``limit`` (later files are then dropped uncounted). A
 search error comes back as ``{"Error": ...}`` with HTTP 200 and is raised as a
@@ -21,6 +25,7 @@ search error comes back as ``{"Error": ...}`` with HTTP 200 and is raised as a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,7 +34,8 @@ from pydantic import Field
 
 from adapters._http import HttpSettings, HttpUrl, JsonBackend, Request
 from adapters._text import path_regexes
-from gateway.errors import Rejected
+from gateway.errors import BackendError, NotFound, Rejected, Unsupported
+from gateway.files import RemoteFile, clean_path
 from gateway.log import scrub
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
 
@@ -40,6 +46,10 @@ LINE_LIMIT = 5000
 #: Hound clamps ``ctx`` to this.
 MAX_CONTEXT = 20
 YES, NO = "fosho", "nope"
+#: Hound's default ``url-pattern`` (``config/config.go``).
+DEFAULT_BASE_URL = "{url}/blob/{rev}/{path}{anchor}"
+#: The repository list is asked again after this long.
+REPOS_TTL_S = 300.0
 
 
 class HoundSettings(HttpSettings):
@@ -107,7 +117,7 @@ def _file(repo: str, raw: Mapping[str, Any], query: SearchQuery, column: Callabl
             after=_lines(match.get("After"), query.context_lines, tail=False),
         )
     hits = tuple(by_line[n] for n in sorted(by_line))
-    return FileMatch(path=f"{repo}/{raw['Filename']}", hits=hits)
+    return FileMatch(path=f"{repo}/{raw['Filename']}", hits=hits, repository=repo)
 
 
 def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
@@ -139,14 +149,60 @@ def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -
     return BackendResult(files=tuple(files), status="capped", reason="; ".join(reasons), file_count=found)
 
 
+def web_url(repo: Mapping[str, Any], rev: str, path: str) -> str:
+    """The file's page on the repository's host, as Hound's UI links it (``url-pattern``)."""
+    url = str(repo.get("url") or "")
+    if url.startswith("git@") and ":" in url:  # git@host:owner/name.git
+        host, _, rest = url[4:].partition(":")
+        url = f"https://{host}/{rest}"
+    url = url.removesuffix(".git")
+    pattern = repo.get("url-pattern")
+    base = str(pattern.get("base-url") or DEFAULT_BASE_URL) if isinstance(pattern, Mapping) else DEFAULT_BASE_URL
+    return base.replace("{url}", url).replace("{rev}", rev or "HEAD").replace("{path}", path).replace("{anchor}", "")
+
+
 class HoundBackend(JsonBackend[HoundSettings]):
     """A Hound server."""
 
     kind = "hound"
     Settings = HoundSettings
+    repository_paths = True
+
+    def __init__(self, name: str, settings: HoundSettings) -> None:
+        super().__init__(name, settings)
+        self._revisions: dict[str, str] = {}
+        self._repos: tuple[float, Mapping[str, Any]] | None = None
 
     def request(self, query: SearchQuery) -> Request:
         return Request(url=self.settings.url + "/api/v1/search", params=build_params(query, self.settings.repos))
 
     def parse(self, data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
-        return parse_response(data, query, keep)
+        result = parse_response(data, query, keep)
+        for repo, found in (data.get("Results") or {}).items():
+            if isinstance(found, Mapping) and isinstance(found.get("Revision"), str) and len(self._revisions) < 4096:
+                self._revisions[str(repo)] = found["Revision"]
+        return result
+
+    async def _repo_list(self, deadline: float) -> Mapping[str, Any]:
+        if self._repos is None or time.monotonic() - self._repos[0] > REPOS_TTL_S:
+            reply = await self.fetch(Request(url=self.settings.url + "/api/v1/repos"), deadline)
+            repos = reply.json()
+            if not isinstance(repos, Mapping):
+                raise BackendError("unexpected response shape: not a repository map")
+            self._repos = (time.monotonic(), repos)
+        return self._repos[1]
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """Unsupported: Hound serves no content. The error names the file's URL where Hound gives one."""
+        path = clean_path(path)
+        try:
+            repos = await self._repo_list(deadline)
+        except BackendError:
+            repos = {}
+        key = max((k for k in repos if path.startswith(k + "/")), key=len, default=None)
+        if key is None:
+            if repos:
+                raise NotFound("no such file")
+            raise Unsupported("hound namespaces cannot be read (Hound serves no file content)")
+        url = web_url(repos[key], self._revisions.get(key, ""), path[len(key) + 1 :])
+        raise Unsupported(f"hound namespaces cannot be read (Hound serves no file content); the file is at {url}")

@@ -18,10 +18,16 @@ livegrep sets no Content-Type of its own (Go sniffs ``text/plain``), so JSON or 
 text is accepted and anything else refused.
 
 Capped when ``info.why`` is not ``NONE`` (``MATCH_LIMIT``, ``TIMEOUT``).
+
+Files: livegrep serves no file content over its API, so a read is
+:class:`~gateway.errors.Unsupported`, naming the file's URL where ``/api/v1/repos``
+gives the tree's ``url_pattern`` (``{name}``, ``{basename}``, ``{version}`` (the one the
+last search saw, else ``HEAD``), ``{path}``, ``{lno}``).
 """
 
 from __future__ import annotations
 
+import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,7 +37,8 @@ from pydantic import Field
 
 from adapters._http import HttpSettings, HttpUrl, JsonBackend, RepoRegex, Request, error_field
 from adapters._text import go_quote_meta, path_regexes
-from gateway.errors import BackendError, Rejected
+from gateway.errors import BackendError, NotFound, Rejected, Unsupported
+from gateway.files import RemoteFile, clean_path
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
 
 __all__ = ["LivegrepBackend", "LivegrepSettings", "build_params", "parse_response", "protect"]
@@ -41,6 +48,8 @@ MATCHES_PER_FILE = 10
 MIN_MATCHES = 50
 ACCEPTED_TYPES = ("application/json", "text/plain")
 _OPERATOR_COLON = re2.compile(r"(file|path|repo|tags|case|lit|max_matches):")
+#: The repository list is asked again after this long.
+REPOS_TTL_S = 300.0
 _SPACES = {" ": "\\x20", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\v": "\\v"}
 
 
@@ -123,10 +132,15 @@ def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -
     """Our result from livegrep's ``{"info": ..., "results": [...], "file_results": [...]}``."""
     n = query.context_lines
     files: dict[str, dict[int, Hit]] = {}
+    trees: dict[str, str] = {}  # file -> its tree (repository)
     for result in data["results"]:
         if not keep(str(result["path"])):
             continue
-        hits = files.setdefault(f"{result['tree']}/{result['path']}", {})
+        key = f"{result['tree']}/{result['path']}"
+        hits = files.get(key)
+        if hits is None:
+            hits = files[key] = {}
+            trees[key] = str(result["tree"])
         number = int(result["lno"])
         column = int(result["bounds"][0]) + 1
         old = hits.get(number)
@@ -146,13 +160,23 @@ def parse_response(data: Any, query: SearchQuery, keep: Callable[[str], bool]) -
         if path in files or path in names or not keep(str(result["path"])):
             continue
         column = int(result["bounds"][0]) + 1
+        trees[path] = str(result["tree"])
         names[path] = Hit(line=1, text=cut_text(str(result["path"]), column), column=column, kind="file")
-    matches = [FileMatch(path=p, hits=tuple(h[k] for k in sorted(h))) for p, h in files.items()]
-    matches.extend(FileMatch(path=p, hits=(hit,)) for p, hit in names.items())
+    matches = [FileMatch(path=p, hits=tuple(h[k] for k in sorted(h)), repository=trees[p]) for p, h in files.items()]
+    matches.extend(FileMatch(path=p, hits=(hit,), repository=trees[p]) for p, hit in names.items())
     why = str((data.get("info") or {}).get("why") or "NONE")
     if why == "NONE":
         return BackendResult(files=tuple(matches))
     return BackendResult(files=tuple(matches), status="capped", reason=_reason(why, query))
+
+
+def web_url(pattern: str, tree: str, version: str, path: str) -> str:
+    """A file's page from its tree's ``url_pattern``, filled as livegrep's UI fills it."""
+    if "/{path}" in pattern:
+        path = path.lstrip("/")
+    basename = tree.split("/")[1] if "/" in tree else tree
+    filled = pattern.replace("{lno}", "1").replace("{version}", version or "HEAD").replace("{name}", tree)
+    return filled.replace("{basename}", basename).replace("{path}", path)
 
 
 class LivegrepBackend(JsonBackend[LivegrepSettings]):
@@ -160,6 +184,43 @@ class LivegrepBackend(JsonBackend[LivegrepSettings]):
 
     kind = "livegrep"
     Settings = LivegrepSettings
+    repository_paths = True
+
+    def __init__(self, name: str, settings: LivegrepSettings) -> None:
+        super().__init__(name, settings)
+        self._versions: dict[str, str] = {}
+        self._urls: tuple[float, Mapping[str, str]] | None = None
+
+    async def _tree_urls(self, deadline: float) -> Mapping[str, str]:
+        """Tree -> url_pattern of the configured index (the first one when none is set)."""
+        if self._urls is None or time.monotonic() - self._urls[0] > REPOS_TTL_S:
+            request = Request(url=self.settings.url + "/api/v1/repos", accept=ACCEPTED_TYPES, untyped=True)
+            data = (await self.fetch(request, deadline)).json()
+            by_index = data.get("repo_urls") if isinstance(data, Mapping) else None
+            if not isinstance(by_index, Mapping):
+                raise BackendError("unexpected response shape: no repo_urls")
+            index = self.settings.index or next(iter(by_index), "")
+            urls = by_index.get(index)
+            known = {str(k): str(v) for k, v in urls.items()} if isinstance(urls, Mapping) else {}
+            self._urls = (time.monotonic(), known)
+        return self._urls[1]
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """Unsupported: livegrep serves no content. The error names the file's URL where livegrep gives one."""
+        path = clean_path(path)
+        try:
+            urls = await self._tree_urls(deadline)
+        except BackendError:
+            urls = {}
+        tree = max((t for t in urls if path.startswith(t + "/")), key=len, default=None)
+        if tree is None:
+            if urls:
+                raise NotFound("no such file")
+            raise Unsupported("livegrep namespaces cannot be read (livegrep serves no file content)")
+        if not urls[tree]:
+            raise Unsupported("livegrep namespaces cannot be read (livegrep serves no file content)")
+        url = web_url(urls[tree], tree, self._versions.get(tree, ""), path[len(tree) + 1 :])
+        raise Unsupported(f"livegrep namespaces cannot be read (livegrep serves no file content); the file is at {url}")
 
     def request(self, query: SearchQuery) -> Request:
         index = urllib.parse.quote(self.settings.index, safe="")
@@ -167,7 +228,11 @@ class LivegrepBackend(JsonBackend[LivegrepSettings]):
         return Request(url=url, params=build_params(query, self.settings.repos), accept=ACCEPTED_TYPES, untyped=True)
 
     def parse(self, data: Any, query: SearchQuery, keep: Callable[[str], bool]) -> BackendResult:
-        return parse_response(data, query, keep)
+        result = parse_response(data, query, keep)
+        for found in data["results"]:
+            if isinstance(found.get("version"), str) and len(self._versions) < 4096:
+                self._versions[str(found["tree"])] = found["version"]
+        return result
 
     def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
         """livegrep's reason for a 400 (``{"error": {"code", "message"}}``), short."""

@@ -12,22 +12,36 @@ remote namespace, so ``rank`` shows it as ``<name>/<remote>``; files keep the
 peer's rank order. Each remote ``NamespaceStatus`` becomes a ``ChildStatus`` (a
 later page's failure wins over an earlier ``ok``), and ``rank`` turns failed
 children into our own next actions. A 400 problem from the peer (a remote glob
-matching nothing, say) is a BackendError carrying the peer's detail.
+matching nothing, say) is a BackendError carrying the peer's detail. The query's path
+filters are held locally too: a sub-namespace of a kind that serves many repositories
+(its status names the kind) names files ``<repository>/<path>``, so there a path passes
+if it passes inside some repository it may name.
+
+Children: ``GET <url>/v1/namespaces`` lists the peer's namespaces, each with the
+health and capabilities the peer declares (within the configured globs); they are
+ours as ``<name>/<remote>``. Files: the peer is an AFI provider too, so its files are
+read, stat'ed and listed through its ``/afi/read``, ``/afi/stat`` and ``/afi/list``
+(:mod:`adapters._afi_files`): ``<remote namespace>/<path>`` is ``/<remote namespace>/<path>``
+there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast, get_args
 
 from pydantic import Field, field_validator
 
+from adapters._afi_files import afi_error, afi_list, afi_read, afi_stat
 from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_field, map_client_errors
+from gateway.backend import REPOSITORY_KINDS
 from gateway.errors import BackendError, BackendTimeout, Rejected
+from gateway.files import RemoteFile
 from gateway.globs import PathFilter, namespace_matcher
 from gateway.models import (
     MAX_INTENT,
     BackendResult,
+    ChildNamespace,
     ChildStatus,
     FileMatch,
     Hit,
@@ -46,6 +60,8 @@ MAX_HIT_BUDGET = 5000
 MIN_TIMEOUT_MS = 100
 MAX_TIMEOUT_MS = 60_000
 MAX_OFFSET = 100_000
+#: The most namespace patterns one peer request may carry (SPEC §2's bound).
+MAX_PATTERNS = 64
 #: Time kept back from the peer's ``timeout_ms`` for the transfer: this share, at least the floor.
 MARGIN_SHARE = 0.1
 MARGIN_FLOOR_S = 0.05
@@ -151,6 +167,8 @@ def _hit(item: Mapping[str, Any], mode: Mode) -> Hit:
         before=_lines(context.get("before")),
         after=_lines(context.get("after")),
         score=float(score) if mode == "semantic" and score is not None else None,
+        reason=str(item.get("reason") or "")[:MAX_INTENT] if declared else "",
+        terms=tuple(str(t) for t in item.get("matched_terms") or ()) if declared else (),
     )
 
 
@@ -165,6 +183,24 @@ def _child(status: Mapping[str, Any]) -> ChildStatus:
         files=int(status.get("files") or 0),
         hits=int(status.get("hits") or 0),
         error=str(status.get("error") or ("" if state == "ok" else raw)),
+    )
+
+
+def _listed(entry: Any) -> ChildNamespace:
+    """One entry of the peer's ``/v1/namespaces`` as a child namespace, as the peer declares it."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str) or not entry["name"]:
+        raise ValueError("namespace entry without a name")
+    capabilities = entry.get("capabilities")
+    capabilities = capabilities if isinstance(capabilities, Mapping) else {}
+    modes = capabilities.get("modes")
+    return ChildNamespace(
+        name=entry["name"],
+        backend=str(entry.get("backend") or "unknown"),
+        health=str(entry.get("health") or "ok"),
+        modes=tuple(str(m) for m in modes) if isinstance(modes, list) else (),
+        read=capabilities.get("read") is True,
+        list=capabilities.get("list") is True,
+        file_paths=str(entry.get("file_paths") or "<path>"),
     )
 
 
@@ -185,34 +221,40 @@ def parse_page(answer: Any, mode: Mode) -> tuple[list[FileMatch], list[ChildStat
 class _Gathered:
     """Files and child statuses gathered over the peer's pages."""
 
-    def __init__(self, allowed: Sequence[str], keep: Callable[[str], bool]) -> None:
+    def __init__(self, allowed: Sequence[Sequence[str]], keep: PathFilter) -> None:
         self.keep = keep  # the query's path filters, held here too (the peer applies them already)
         self.files: list[FileMatch] = []
         self.children: dict[str, ChildStatus] = {}
         self.seen: set[tuple[str, str]] = set()
         self.dropped = 0
         self.file_count = 0
-        self.allow = [namespace_matcher(p) for p in allowed]
+        self.allow = [[namespace_matcher(p) for p in group] for group in allowed if group]
 
     def _allowed(self, namespace: str) -> bool:
-        return not self.allow or any(match(namespace) for match in self.allow)
+        return all(any(match(namespace) for match in group) for group in self.allow)
+
+    def _passes(self, file: FileMatch) -> bool:
+        child = self.children.get(file.namespace)
+        if child is not None and child.backend in REPOSITORY_KINDS:
+            return self.keep.inside_some_repository(file.path)
+        return self.keep(file.path)
 
     def add(self, answer: Mapping[str, Any], mode: Mode) -> None:
         files, children = parse_page(answer, mode)
         self.file_count = max(self.file_count, int(answer.get("file_count") or 0))
-        for file in files:
-            key = (file.namespace, file.path)
-            if not self._allowed(file.namespace) or not self.keep(file.path):
-                self.dropped += 1
-            elif key not in self.seen:
-                self.seen.add(key)
-                self.files.append(file)
         for child in children:
             if not self._allowed(child.name):
                 continue
             known = self.children.get(child.name)
             if known is None or (known.status == "ok" and child.status != "ok"):
                 self.children[child.name] = child
+        for file in files:
+            key = (file.namespace, file.path)
+            if not self._allowed(file.namespace) or not self._passes(file):
+                self.dropped += 1
+            elif key not in self.seen:
+                self.seen.add(key)
+                self.files.append(file)
 
     def result(self, status: Status = "ok", reason: str = "") -> BackendResult:
         count = None
@@ -235,19 +277,57 @@ class PeerBackend(HttpBackend[PeerSettings]):
     modes: frozenset[Mode] = frozenset({"exact", "regex", "semantic"})
     #: It serves namespaces of its own, ``<name>/<remote>`` (for the service's routing).
     serves_children = True
+    reads = True
+    lists = True
 
-    def remote_patterns(self, query: SearchQuery) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """(globs sent to the peer, globs its answer is held to locally).
+    def __init__(self, name: str, settings: PeerSettings) -> None:
+        super().__init__(name, settings)
+        self._children: tuple[ChildNamespace, ...] | None = None
 
-        A query naming sub-namespaces (``sub_namespaces``, once the service fills it
-        for ``<name>/<remote>`` patterns) asks for those; the configured globs still
-        bound what is shown.
+    def remote_patterns(self, query: SearchQuery) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """(globs sent to the peer, groups of globs its answer is held to locally: each must match).
+
+        A query naming sub-namespaces (``sub_namespaces``, filled by the service for
+        ``<name>/<remote>`` patterns) asks for those; the configured globs still bound
+        what is shown. More than the peer takes in one request: the configured globs
+        are sent, and the ones asked hold the answer locally.
         """
         configured = tuple(self.settings.namespaces)
         asked = query.sub_namespaces
-        if asked:
-            return asked, configured
-        return configured, ()
+        if not asked:
+            return configured, ()
+        if len(asked) > MAX_PATTERNS:
+            return configured, (configured, asked)
+        return asked, (configured,)
+
+    def declared_modes(self) -> frozenset[str]:
+        """The modes the peer's namespaces declare, once they were listed (until then, all it may pass on)."""
+        if not self._children:
+            return frozenset(self.modes)
+        return frozenset(m for child in self._children for m in child.modes if m in self.modes)
+
+    async def children(self, deadline: float) -> tuple[ChildNamespace, ...]:
+        """The peer's namespaces (``GET /v1/namespaces``) within the configured globs."""
+        reply = await self.fetch(Request(url=self.settings.url + "/v1/namespaces"), deadline)
+        async with map_client_errors():
+            entries = reply.json()["namespaces"]
+            allow = [namespace_matcher(p) for p in self.settings.namespaces]
+            found = tuple(
+                child
+                for child in (_listed(entry) for entry in entries)
+                if not allow or any(match(child.name) for match in allow)
+            )
+        self._children = found
+        return found
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        return await afi_read(self, path, deadline)
+
+    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
+        return await afi_stat(self, path, deadline)
+
+    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
+        return await afi_list(self, path, deadline)
 
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Any:
         request = Request(url=self.settings.url + "/v1/search", method="POST", json=body)
@@ -257,7 +337,10 @@ class PeerBackend(HttpBackend[PeerSettings]):
         return answer
 
     def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
-        """The peer's reason for a 400 problem (``field: detail``), short."""
+        """The peer's reason for a 400 problem (``field: detail``), short; an AFI ``Error`` (its
+        file routes) as an AFI provider's."""
+        if isinstance(error, Mapping) and "code" in error and "message" in error:
+            return afi_error(status, error, headers)
         if status != 400:
             return None
         detail, field = error_field(error, "detail"), error_field(error, "field")

@@ -15,6 +15,13 @@ repositories stays two files; path globs apply to the path inside the repository
 Files come in the order Sourcegraph streamed them; a path-only match becomes one
 ``kind="file"`` hit.
 
+Files. ``<repository>/<path>`` is read from the raw endpoint,
+``GET <url>/<repository>[@<commit>]/-/raw/<path>``: at the commit the search that found
+it saw, when that is known; else the repository is found among those searches named
+(the longest that prefixes the path), else tried as ``host/owner/name`` and then the
+other splits of the path, one request each, until one exists. Kept by ``ETag`` and
+asked again conditionally.
+
 Capped when ``progress.skipped`` names a limit (``display``, ``shard-match-limit``,
 ``shard-timeout``, missing or cloning repositories...; the by-design exclusions of
 archived repositories and forks do not count), when an ``alert`` or ``error`` event
@@ -27,17 +34,22 @@ mid-stream returns what came with status ``timeout``.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import orjson
 import re2
+import yarl
 from pydantic import Field
 
 from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request
 from adapters._text import path_regexes
-from gateway.errors import BackendError
+from gateway.errors import BackendError, NotFound
+from gateway.files import RemoteFile, clean_path
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, Status, cut_text
 
@@ -52,6 +64,11 @@ WALL_SHARE = 0.9
 MAX_TIMEOUT_S = 60
 #: Skipped reasons that are deliberate defaults, not a limit this query ran into.
 BY_DESIGN = frozenset({"excluded-archive", "repository-fork"})
+#: Files whose repository and commit a search saw, remembered for reads.
+KNOWN_FILES = 4096
+#: Splits of a path tried as ``<repository>/<path>`` at most, and their order (components
+#: in the repository's name: ``host/owner/name`` first).
+SPLIT_ORDER = (3, 2, 4, 1, 5, 6)
 _BARE = re2.compile(r"^[A-Za-z0-9_.]+$")
 _KEYWORDS = frozenset({"and", "or", "not"})
 
@@ -165,6 +182,7 @@ class _Collector:
         self.keep = keep
         self.files: dict[str, dict[int, Hit]] = {}
         self.names: dict[str, Hit] = {}
+        self.seen: dict[str, tuple[str, str]] = {}  # display path -> (repository, commit)
 
     def _add(self, path: str, line: int, text: str, column: int, before: Sequence[str], after: Sequence[str]) -> None:
         hits = self.files.setdefault(path, {})
@@ -186,6 +204,7 @@ class _Collector:
                 continue
             path = f"{item['repository']}/{item['path']}"
             self.files.setdefault(path, {})
+            self.seen[path] = (str(item["repository"]), str(item.get("commit") or ""))
             for chunk in item.get("chunkMatches") or ():
                 self._chunk(path, chunk)
             for line in item.get("lineMatches") or ():
@@ -214,10 +233,11 @@ class _Collector:
     def result(self) -> list[FileMatch]:
         out: list[FileMatch] = []
         for path, hits in self.files.items():
+            repository = self.seen[path][0]
             if hits:
-                out.append(FileMatch(path=path, hits=tuple(hits[n] for n in sorted(hits))))
+                out.append(FileMatch(path=path, hits=tuple(hits[n] for n in sorted(hits)), repository=repository))
             elif path in self.names:
-                out.append(FileMatch(path=path, hits=(self.names[path],)))
+                out.append(FileMatch(path=path, hits=(self.names[path],), repository=repository))
         return out
 
 
@@ -308,8 +328,46 @@ class SourcegraphBackend(HttpBackend[SourcegraphSettings]):
 
     kind = "sourcegraph"
     Settings = SourcegraphSettings
+    repository_paths = True
+    reads = True
 
     auth_scheme = "token"
+
+    def __init__(self, name: str, settings: SourcegraphSettings) -> None:
+        super().__init__(name, settings)
+        self._seen: OrderedDict[str, tuple[str, str]] = OrderedDict()
+
+    def _remember(self, seen: Mapping[str, tuple[str, str]]) -> None:
+        for path, where in seen.items():
+            self._seen[path] = where
+            self._seen.move_to_end(path)
+        while len(self._seen) > KNOWN_FILES:
+            self._seen.popitem(last=False)
+
+    def _candidates(self, path: str) -> list[tuple[str, str, str]]:
+        """(repository, commit, path inside it) to try for ``path``, the likeliest first."""
+        known = self._seen.get(path)
+        if known is not None:
+            return [(known[0], known[1], path[len(known[0]) + 1 :])]
+        parts = path.split("/")
+        named = {repo for repo, _ in self._seen.values()}
+        splits = sorted((n for n in range(1, len(parts)) if "/".join(parts[:n]) in named), reverse=True)
+        splits += [n for n in SPLIT_ORDER if n < len(parts) and n not in splits]
+        return [("/".join(parts[:n]), "", "/".join(parts[n:])) for n in splits]
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """A file through the raw endpoint (see the module docstring)."""
+        path = clean_path(path)
+        for repo, commit, inner in self._candidates(path):
+            where = f"{quote(repo, safe='/')}@{quote(commit, safe='')}" if commit else quote(repo, safe="/")
+            url = f"{self.settings.url}/{where}/-/raw/{quote(inner, safe='/')}"
+            request = Request(url=yarl.URL(url, encoded=True), headers={"Accept": "*/*"}, accept=())
+            try:
+                return await self.read_through(path, request, deadline)
+            except NotFound:
+                if time.monotonic() >= deadline:
+                    break
+        raise NotFound("no such file")
 
     def headers(self) -> dict[str, str]:
         return super().headers() | {"Accept": EVENT_STREAM}
@@ -329,4 +387,5 @@ class SourcegraphBackend(HttpBackend[SourcegraphSettings]):
                 if not stream.collector.result():
                     raise
                 stream.cut = "deadline"
+            self._remember(stream.collector.seen)
             return stream.result(self.settings.max_bytes)

@@ -31,11 +31,24 @@ the settings); the rest of the gateway reads them here and nowhere else:
 ``shares_calls``          its searches in one fan-out are merged into calls shared by
                           several namespaces, each inside :func:`call_slot`
                           (:mod:`adapters._coalesce`)
-``serves_children``       it serves namespaces of its own, ``<name>/<sub>`` (a peer)
+``serves_children``,      it serves namespaces of its own, ``<name>/<sub>`` (a peer),
+:meth:`children`          and lists them as that backend declares them
+``repository_paths``      it serves many repositories: each ``file_path`` is
+                          ``<repository>/<path>`` (:attr:`FileMatch.repository
+                          <gateway.models.FileMatch.repository>` set), and ``paths`` and
+                          ``languages`` match the path inside the repository (SPEC §5)
 ``scan_modes``            the modes in which a search is a local scan (a process on
                           this machine): such scans take slots of ``[server]
                           max_scans``, inside :func:`~gateway.resilience.admission.scan_slot`
 :meth:`tree`              read access to its files (a local checkout)
+``reads``,                read access to remote files: :meth:`read_file` (the whole
+:meth:`read_file`,        file, bounded by :data:`gateway.files.MAX_READ_BYTES`); with
+``lists``,                ``lists`` also :meth:`stat_file` and :meth:`list_files`. Any
+:meth:`stat_file`,        path it will not show is :class:`gateway.errors.NotFound`;
+:meth:`list_files`        where it cannot read, :class:`gateway.errors.Unsupported` says
+                          so (naming the file's URL when the backend gives one)
+:meth:`declared_modes`    the modes its namespaces can search in as the remote declares
+                          them (``/v1/namespaces``): its ``modes`` unless it knows better
 :meth:`health`            ``ok``, ``degraded`` or ``unavailable`` (the resilience
                           layer's word, from its breakers)
 :meth:`aclose`            release sessions and processes
@@ -53,14 +66,28 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.errors import Unsupported
+from gateway.files import RemoteFile
+from gateway.models import BackendResult, ChildNamespace, Mode, SearchQuery
 from gateway.resilience.policy import Policy
 from gateway.scope import call_slot
 
-__all__ = ["DEFAULT_MAX_HITS", "AsyncBackend", "BackendSettings", "FileTree", "Health", "call_slot"]
+__all__ = [
+    "DEFAULT_MAX_HITS",
+    "REPOSITORY_KINDS",
+    "AsyncBackend",
+    "BackendSettings",
+    "FileTree",
+    "Health",
+    "call_slot",
+]
 
 #: Hits one backend may hand the gateway in one answer, unless it declares otherwise.
 DEFAULT_MAX_HITS = 100_000
+
+#: Kinds whose adapters name files ``<repository>/<path>`` (``repository_paths``), by name:
+#: what a peer's sub-namespace of such a kind holds, known from the kind it reports.
+REPOSITORY_KINDS = frozenset({"zoekt", "sourcegraph", "github", "gitlab", "hound", "livegrep"})
 
 #: A namespace's health as ``/v1/namespaces`` reports it.
 Health = Literal["ok", "degraded", "unavailable"]
@@ -109,6 +136,9 @@ class AsyncBackend(abc.ABC, Generic[S]):
     token_env: str | None = None
     shares_calls: bool = False
     serves_children: bool = False
+    repository_paths: bool = False
+    reads: bool = False
+    lists: bool = False
     #: The modes in which its searches are local scans, bounded by ``[server] max_scans``.
     scan_modes: frozenset[Mode] = frozenset()
 
@@ -131,6 +161,27 @@ class AsyncBackend(abc.ABC, Generic[S]):
     def tree(self) -> FileTree | None:
         """Read access to the files, when the backend has them locally."""
         return None
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """The whole of a remote file (``path`` as this backend names it) by ``deadline``."""
+        raise Unsupported(f"{self.kind} namespaces cannot be read")
+
+    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
+        """``{"type": "file"|"dir", "size", "mtime"}`` of a remote path (a backend that ``lists``)."""
+        raise Unsupported(f"{self.kind} namespaces cannot be listed")
+
+    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
+        """The entries ``{"name", "type", "size"}`` of a remote directory, sorted by name."""
+        raise Unsupported(f"{self.kind} namespaces cannot be listed")
+
+    async def children(self, deadline: float) -> tuple[ChildNamespace, ...]:
+        """The namespaces it serves of its own (``serves_children``), as it declares them."""
+        return ()
+
+    def declared_modes(self) -> frozenset[str]:
+        """The modes its namespaces can search in, as the remote declares them (the adapter's
+        ``modes`` unless it knows better: a peer's children, an AFI manifest)."""
+        return frozenset(self.modes)
 
     def health(self) -> Health:
         """Whether it can be asked now (an adapter alone does not know: ``ok``)."""

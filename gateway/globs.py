@@ -157,6 +157,17 @@ class PathFilter:
             return False
         return self.language is None or bool(self.language.search(path))
 
+    def inside_some_repository(self, path: str) -> bool:
+        """Whether ``path``, ``<repository>/<path>`` with a repository name of unknown length,
+        passes as the path inside the repository for some split of it (SPEC §5)."""
+        path = path.lstrip("/")
+        at = path.find("/") + 1
+        while at > 0:
+            if self(path[at:]):
+                return True
+            at = path.find("/", at) + 1
+        return False
+
 
 @functools.lru_cache(maxsize=1024)
 def _build(paths: tuple[str, ...], languages: tuple[str, ...]) -> PathFilter:

@@ -262,7 +262,7 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
     async def search(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         if ctx is None:
             return _answer(await service.search_json(arguments, access))
-        async with service.stream(parse_request(arguments), access) as stream:
+        async with await service.open_stream(parse_request(arguments), access) as stream:
             # notifications/progress as namespaces settle; a no-op unless the client asked for
             # progress (a progressToken, or a callback of its own on newer protocol versions)
             async for outcome in stream:
@@ -277,7 +277,7 @@ def build_server(service: SearchService, access: Access = None) -> MCPServer:
 
     async def namespaces(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         _validate(NamespacesRequest, arguments)
-        return _answer({"namespaces": service.namespaces(access)})
+        return _answer({"namespaces": await service.list_namespaces(access)})
 
     tools = [
         _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse, access),

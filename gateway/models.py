@@ -18,6 +18,7 @@ import msgspec
 
 __all__ = [
     "BackendResult",
+    "ChildNamespace",
     "ChildStatus",
     "FileMatch",
     "Hit",
@@ -71,7 +72,8 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     A ``line`` hit is one matched line; a ``file`` hit a path match. Any other kind is
     a declaration (SPEC §3): ``line``/``end_line`` its span, ``symbol`` its qualified
     name, ``name`` its own, ``intent`` its docstring or comment, ``lines`` its matched
-    lines (``line`` hits, in order) and ``text``/``column`` those of the first one.
+    lines (``line`` hits, in order) and ``text``/``column`` those of the first one (a
+    semantic hit has no lines: ``text`` is its signature, ``score`` its score).
     """
 
     line: int
@@ -86,6 +88,9 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
     intent: str = ""
     lines: tuple[Hit, ...] = ()
+    #: A semantic hit's reason (the intent or signature that earned it) and the query's words in it.
+    reason: str = ""
+    terms: tuple[str, ...] = ()
 
     @property
     def last_line(self) -> int:
@@ -154,6 +159,8 @@ class FileMatch(msgspec.Struct, frozen=True, kw_only=True):
 
     ``namespace`` is a suffix for backends that serve several namespaces at once
     (a peer gateway): the file belongs to ``<this namespace>/<suffix>``.
+    ``repository`` is set by backends that serve many repositories (SPEC §5): ``path``
+    is ``<repository>/<path inside it>``, and path filters match the part inside.
     ``definition`` is the backend's own word on whether the file defines what was
     searched for (Zoekt's symbol matches); None lets ranking look at the hits.
     """
@@ -162,6 +169,12 @@ class FileMatch(msgspec.Struct, frozen=True, kw_only=True):
     hits: tuple[Hit, ...] | LazyHits
     namespace: str = ""
     definition: bool | None = None
+    repository: str = ""
+
+    @property
+    def inner_path(self) -> str:
+        """The path inside the repository (the whole path where there is none)."""
+        return self.path[len(self.repository) + 1 :] if self.repository else self.path
 
 
 class ChildStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -174,6 +187,22 @@ class ChildStatus(msgspec.Struct, frozen=True, kw_only=True):
     files: int = 0
     hits: int = 0
     error: str = ""
+
+
+class ChildNamespace(msgspec.Struct, frozen=True, kw_only=True):
+    """A namespace a backend serves of its own (a peer gateway's), as that backend declares it.
+
+    ``name`` is the backend's own name for it (``flask``: ours is ``<namespace>/flask``);
+    ``capabilities`` and ``file_paths`` are what the backend says, passed on as they are.
+    """
+
+    name: str
+    backend: str
+    health: str = "ok"
+    modes: tuple[str, ...] = ()
+    read: bool = False
+    list: bool = False
+    file_paths: str = "<path>"
 
 
 class BackendResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -202,6 +231,12 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     error: str = ""
     weight: float = 1.0
     retry_after: float | None = None
+    #: The sub-namespaces asked of a backend that serves several (a peer's); empty: all of them.
+    asked: tuple[str, ...] = ()
+
+    def asked_names(self) -> list[str]:
+        """The namespace patterns that search again exactly what this one searched."""
+        return [f"{self.namespace}/{sub}" for sub in self.asked] if self.asked else [self.namespace]
 
 
 def cut_text(text: str, column: int | None = None) -> str:

@@ -124,7 +124,8 @@ def fuse(
 ) -> Fused:
     """All matching files in global order (the first ``limit``), the weak hits dropped, and per-namespace counts.
 
-    A file's score is its namespace's weight / (K + its place there), times the code
+    A file's score is its namespace's weight / (K + its place there) (in semantic mode,
+    times its best hit's score: one model's scores compare across namespaces), times the code
     signals: it defines the name the query asks about (DEFINITION_BOOST, or
     OTHER_CASE_BOOST for a declaration in another case: from ``definitions``, the
     declaration index, where it knows the file; else the backend's word or the regex
@@ -132,7 +133,7 @@ def fuse(
     with case, ``_`` and ``-`` ignored (PATH_NAME_BOOST; PATH_BOOST when the name is
     only part of it), or else the query is in its name (PATH_NAME_BOOST) or path
     (PATH_BOOST); vendored/generated/minified (DEMOTION), and for a query that names
-    something, tests, examples and docs (DEMOTION).
+    something or asks by meaning, tests, examples and docs (DEMOTION).
     This is the hot loop of a wide answer, one pass per file: the signals are inline
     and each file's sort key is built once. Only the files ``limit`` asks for are put
     in order (a heap selection: a page needs its first files, not all 20,000 sorted)
@@ -162,10 +163,12 @@ def fuse(
         known = definitions.get(base) if definitions else None
         for file in result.files:
             hits = file.hits
+            best = 1.0
             if semantic:
                 strong: tuple[Hit, ...] | LazyHits = tuple(h for h in hits if h.score is None or h.score >= threshold)
                 weak += len(hits) - len(strong)
                 hits = strong
+                best = max((h.score for h in strong if h.score is not None), default=1.0)
             count = len(hits)
             if not count:
                 continue
@@ -188,7 +191,7 @@ def fuse(
             if hits is not file.hits:
                 file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
-            score = weight / (K + place)
+            score = weight * best / (K + place)
             stem = file_stem(path) if wanted is not None else ""
             if wanted is not None and wanted in stem:  # MultiDict ~ multidict.py
                 score *= PATH_NAME_BOOST if wanted == stem else PATH_BOOST
@@ -199,7 +202,7 @@ def fuse(
             if defined is None:
                 defined = EXACT if defines(file, test) else NOT
             score *= _BOOSTS[defined]
-            if demoted(path) or (wanted is not None and secondary(path)):
+            if demoted(path) or ((wanted is not None or semantic) and secondary(path)):
                 score *= DEMOTION
             at[key] = len(entries)
             entries.append((-score, namespace, path, file, path_match))
@@ -298,12 +301,13 @@ def _action(reason: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _top_directory(outcome: Outcome) -> str | None:
-    """The top-level directory holding most of a namespace's returned files."""
+    """The top-level directory holding most of a namespace's returned files (inside their
+    repository, where a backend serves many: ``paths`` globs match there)."""
     if outcome.result is None:
         return None
     tally: dict[str, int] = {}
     for file in outcome.result.files:
-        head, sep, _ = file.path.partition("/")
+        head, sep, _ = file.inner_path.partition("/")
         if sep:
             tally[head] = tally.get(head, 0) + 1
     if not tally:
@@ -315,7 +319,7 @@ def _fallback(request: SearchRequest, unsupported: Sequence[Outcome]) -> list[di
     """ONE action for every namespace that cannot search in the request's mode: all of them, in a mode they can."""
     if not unsupported:
         return []
-    names = [o.namespace for o in unsupported]
+    names = [n for o in unsupported for n in o.asked_names()]
     which = names[0] if len(names) == 1 else f"{_plural(len(names), 'namespace')} ({_names(names)})"
     base = {"namespaces": names, "offset": 0}
     criteria = request.criteria
@@ -356,8 +360,9 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     """Actions that reach what one namespace could not give (one that cannot do the mode: :func:`_fallback`)."""
     ns = outcome.namespace
     criteria = request.criteria
-    alone = request.namespaces == [ns] or (not request.namespaces and criteria.repos == (ns,))
-    base = {"namespaces": [ns], "offset": 0}
+    names = outcome.asked_names()  # never wider than what was searched (a peer asked for some of its own)
+    alone = request.namespaces == names or (not request.namespaces and list(criteria.repos) == names)
+    base = {"namespaces": names, "offset": 0}
     status = outcome.status
     why = outcome.error or status
     said = "" if why in (status, "timed out") else f" ({why})"  # never "timed out (timed out)"
@@ -367,6 +372,8 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
     if status in ("error", "unavailable"):
         when = f" after {outcome.retry_after:.0f} s" if outcome.retry_after else ""
         return [_action(f"{ns} failed{said}: retry it alone{when}", request.args(**base))]
+    if criteria.mode == "semantic" and status == "capped":  # an index still building: narrowing would not help
+        return [_action(f"{ns} was {status}{said}: search it again", request.args(**base))]
     if not alone:
         return [_action(f"{ns} was {status}{said}: search it alone", request.args(**base))]
     actions: list[dict[str, Any]] = []
@@ -436,6 +443,9 @@ def _note(
     unable = [o.namespace for o in failed if o.status == "unsupported"]
     broken = [o for o in failed if o.status != "unsupported"]
     cannot = f"{_names(unable)} cannot search in {request.criteria.mode} mode" if unable else ""
+    if request.criteria.mode == "semantic" and broken:  # say why (an intent index still building)
+        why = "; ".join(f"{o.namespace}: {o.error}" for o in broken[:3] if o.error)
+        cannot = f"{why}; {cannot}" if why and cannot else why or cannot
     if shown == 0:
         if broken and len(broken) + len(unable) == asked:
             what = ", ".join(f"{o.namespace} ({o.status})" for o in broken[:5])

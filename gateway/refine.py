@@ -4,8 +4,11 @@
   ``line`` or ``file`` hit is dropped, and a file left with no hit is dropped.
 * Include globs of the query when the request has include ``paths`` of its own
   (both must hold): backends apply the request's, the query's are checked here. A
-  backend serving many repositories names files ``<repository>/<path>``, so there a
-  glob with a ``/`` may match from any folder down.
+  backend serving many repositories names files ``<repository>/<path>`` and the globs
+  match the path inside the repository (:attr:`FileMatch.inner_path
+  <gateway.models.FileMatch.inner_path>`); where the repository is not known (a peer's
+  sub-namespace of such a kind) the path passes if it passes inside some repository it
+  may name.
 
 Outcomes with nothing to refine go through untouched (the same objects).
 """
@@ -16,14 +19,12 @@ from collections.abc import Callable, Sequence
 
 from msgspec.structs import replace
 
+from gateway.backend import REPOSITORY_KINDS
 from gateway.globs import PathFilter
 from gateway.models import FileMatch, Hit, Outcome
 from gateway.request import Criteria
 
-__all__ = ["REPOSITORY_PREFIXED", "refine"]
-
-#: Backend kinds whose file paths start with the repository's name.
-REPOSITORY_PREFIXED = frozenset({"zoekt", "sourcegraph", "github", "gitlab", "hound", "livegrep"})
+__all__ = ["refine"]
 
 #: Hit kinds that are not declarations.
 _NOT_DECLARATIONS = frozenset({"line", "file"})
@@ -40,31 +41,33 @@ def _symbol_test(symbols: Sequence[str]) -> Callable[[Hit], bool]:
     return keep
 
 
-def _path_test(globs: Sequence[str], prefixed: bool) -> Callable[[str], bool]:
+def _path_test(globs: Sequence[str], outcome: Outcome) -> Callable[[FileMatch], bool]:
+    """Whether a file of ``outcome`` passes ``globs`` inside its repository (SPEC §5)."""
     passes = PathFilter.build(globs)
-    if not prefixed:
-        return passes
+    result = outcome.result
+    prefixed = {c.name for c in result.children if c.backend in REPOSITORY_KINDS} if result is not None else set()
+    if outcome.backend in REPOSITORY_KINDS:
+        prefixed.add("")
 
-    def inside_some_repository(path: str) -> bool:
-        at = 0
-        while at >= 0:
-            if passes(path[at:]):
-                return True
-            at = path.find("/", at) + 1 or -1
-        return False
+    def test(file: FileMatch) -> bool:
+        if file.repository:
+            return passes(file.inner_path)
+        if file.namespace in prefixed:
+            return passes.inside_some_repository(file.path)
+        return passes(file.path)
 
-    return inside_some_repository
+    return test
 
 
 def _refined(outcome: Outcome, criteria: Criteria) -> Outcome:
     result = outcome.result
     if result is None:
         return outcome
-    path_ok = _path_test(criteria.also_paths, outcome.backend in REPOSITORY_PREFIXED) if criteria.also_paths else None
+    path_ok = _path_test(criteria.also_paths, outcome) if criteria.also_paths else None
     symbol_ok = _symbol_test(criteria.symbols) if criteria.symbols else None
     files: list[FileMatch] = []
     for file in result.files:
-        if path_ok is not None and not path_ok(file.path):
+        if path_ok is not None and not path_ok(file):
             continue
         if symbol_ok is not None:
             hits = tuple(h for h in file.hits if symbol_ok(h))

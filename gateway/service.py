@@ -9,7 +9,6 @@ the wire answer built by :func:`gateway.wire.build_response`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -17,16 +16,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec.structs import replace
+
 from gateway.backend import AsyncBackend
 from gateway.cache import open_cache
 from gateway.cache.keys import access_key
+from gateway.children import MIN_AGE_S, SEARCH_SHARE
 from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
-from gateway.errors import InvalidRequest, NotFound, UnknownNamespace, Unsupported
+from gateway.errors import InvalidRequest
 from gateway.fanout import Route, fan_out
-from gateway.globs import namespace_matcher
+from gateway.files import LocalView, RemoteView, View
 from gateway.index import index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
+from gateway.namespaces import Catalog
 from gateway.rank import Resolve, Whole, page_of, settle
 from gateway.refine import refine
 from gateway.registry import load_kind
@@ -81,6 +84,14 @@ def _log_search(outcomes: Sequence[Outcome], files: int, took_ms: int) -> None:
     )
 
 
+def _asked(plan: Plan, outcomes: Sequence[Outcome]) -> Sequence[Outcome]:
+    """``outcomes`` with the sub-namespaces their routes asked (what their next actions search again)."""
+    asked = {r.namespace: r.sub_namespaces for r in plan.routes if r.sub_namespaces}
+    if not asked:
+        return outcomes
+    return [replace(o, asked=asked[o.namespace]) if o.namespace in asked else o for o in outcomes]
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     config: NamespaceConfig
@@ -105,13 +116,19 @@ class SearchService:
         self._entries = {
             ns.name: _Entry(ns, given[ns.name] if ns.name in given else open_backend(ns)) for ns in config.namespaces
         }
+        #: Names: configured namespaces and peers' children (:mod:`gateway.namespaces`).
+        self.catalog = Catalog(self._entries)
         #: Called with every namespace outcome (metrics hook into this).
         self.observers: list[Callable[[Outcome], None]] = []
         #: Snapshots for cursors, cached answers, single-flight (:mod:`gateway.cache`).
         self.cache = open_cache(config.cache, process=process_cache)
         self._access_keys: dict[int, tuple[Access, bytes]] = {}
         #: The declaration index of the local namespaces (None: none, or disabled).
-        self.index = index_for(config)
+        self.index = index = index_for(config)
+        if index is not None:  # local namespaces search by meaning from its intent index
+            for name in index.sources:
+                entry = self._entries[name]
+                self._entries[name] = _Entry(entry.config, index.with_semantic(entry.backend))
         #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
         self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
         #: How long an answer takes once its backends are done or cut (ranking, the page), learnt:
@@ -151,6 +168,7 @@ class SearchService:
     async def aclose(self) -> None:
         """Close the index, every backend (in reverse order of opening), then the cache."""
         self.close_index()
+        await self.catalog.children.aclose()
         for entry in reversed(list(self._entries.values())):
             try:
                 await entry.backend.aclose()
@@ -161,61 +179,61 @@ class SearchService:
     # --- namespaces ----------------------------------------------------------------
 
     def visible(self, access: Access = None) -> list[str]:
-        """The namespace names this caller may see, in config order."""
-        return [name for name in self._entries if access is None or access(name)]
+        """The configured namespace names this caller may see, in config order."""
+        return self.catalog.visible(access)
+
+    def names(self, access: Access = None) -> list[str]:
+        """Every namespace name this caller may see: configured ones and the known children of peers."""
+        return self.catalog.names(access)
 
     def backend(self, name: str, access: Access = None) -> AsyncBackend[Any]:
-        """The backend of a visible namespace; NotFound otherwise (cloaked like a missing one)."""
-        entry = self._entries.get(name)
-        if entry is None or (access is not None and not access(name)):
-            raise NotFound(f"no namespace {name!r}")
-        return entry.backend
+        """The backend holding a visible namespace (a peer's for its children); NotFound otherwise
+        (cloaked like a missing one)."""
+        return self.catalog.owner(name, access)[0]
 
     def resolve(self, patterns: Sequence[str], access: Access = None) -> list[Route]:
-        """Routes for the visible namespaces matching ``patterns`` (all when empty).
-
-        A pattern ``<name>/<rest>`` where ``<name>`` is a visible namespace whose backend
-        serves sub-namespaces (a peer gateway) routes to it with ``<rest>`` as one of its
-        ``sub_namespaces``; a pattern matching the namespace itself asks for all of them.
-        """
-        names = self.visible(access)
-        whole: set[str] = set()
-        subs: dict[str, list[str]] = {}
-        if patterns:
-            for pattern in patterns:
-                match = namespace_matcher(pattern)
-                hits = [n for n in names if match(n)]
-                parents = [n for n in names if pattern.startswith(n + "/") and self._entries[n].backend.serves_children]
-                if not hits and not parents:
-                    raise UnknownNamespace(pattern)
-                whole.update(hits)
-                for name in parents:
-                    subs.setdefault(name, []).append(pattern[len(name) + 1 :])
-            names = [n for n in names if n in whole or n in subs]
-        routes = []
-        for name in names:
-            entry = self._entries[name]
-            sub = () if name in whole else tuple(subs.get(name, ()))
-            routes.append(Route(name, entry.backend, entry.config.weight, entry.config.timeout_ms, sub))
-        return routes
+        """Routes for the visible namespaces matching ``patterns`` (all when empty); see
+        :meth:`gateway.namespaces.Catalog.resolve`."""
+        return self.catalog.resolve(patterns, access)
 
     def namespaces(self, access: Access = None) -> list[dict[str, Any]]:
-        """Name, backend kind, health and capabilities of each visible namespace."""
-        out = []
-        for name in self.visible(access):
-            backend = self._entries[name].backend
-            out.append(
-                {
-                    "name": name,
-                    "backend": backend.kind,
-                    "health": backend.health(),
-                    "capabilities": {
-                        "modes": sorted(backend.modes),
-                        "read": backend.tree() is not None,
-                    },
-                }
-            )
-        return out
+        """Name, backend kind, health, capabilities and file path form of each visible namespace,
+        the known children of peers among them (:meth:`list_namespaces` lists them first)."""
+        return self.catalog.describe(access)
+
+    async def list_namespaces(self, access: Access = None) -> list[dict[str, Any]]:
+        """:meth:`namespaces`, the children of peers listed again when their list is old."""
+        await self.catalog.children.refresh()
+        return self.namespaces(access)
+
+    async def learn(self, request: SearchRequest, access: Access = None) -> None:
+        """List peers' children again where they are old and this request needs them (its patterns
+        are matched against them, or the caller may see only some of them), within a share of
+        its deadline."""
+        catalog = self.catalog
+        if not catalog.children.parents:
+            return
+        criteria = request.criteria
+        if not (request.namespaces or criteria.repos or criteria.skip_repos) and not catalog.partial(access):
+            return
+        await catalog.children.refresh(within=self._timeout_s(request) * SEARCH_SHARE)
+
+    def _timeout_s(self, request: SearchRequest) -> float:
+        default_ms = self.config.defaults.timeout_ms
+        return (request.timeout_ms if "timeout_ms" in request.model_fields_set else default_ms) / 1000
+
+    async def plan_learned(self, request: SearchRequest, access: Access = None) -> Plan:
+        """:meth:`plan`, after :meth:`learn` (its clock started before); a pattern matching no child
+        is asked of the peers again once (their list may be a little old) before it is a 400."""
+        started = time.monotonic()
+        await self.learn(request, access)
+        try:
+            return self.plan(request, access, started)
+        except InvalidRequest:
+            share = self._timeout_s(request) * SEARCH_SHARE
+            if not await self.catalog.children.refresh(older_than=MIN_AGE_S, within=share):
+                raise
+            return self.plan(request, access, started)
 
     # --- search --------------------------------------------------------------------
 
@@ -252,25 +270,13 @@ class SearchService:
 
     def routes(self, request: SearchRequest, access: Access = None) -> list[Route]:
         """The routes of a request: its ``namespaces`` and its query's ``repo:`` filters both hold."""
-        routes = self.resolve(request.namespaces, access)
         criteria = request.criteria
-        if criteria.repos:
-            try:
-                named = {route.namespace: route for route in self.resolve(criteria.repos, access)}
-            except UnknownNamespace as exc:
-                raise InvalidRequest("query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern})") from None
-            routes = [r if r.sub_namespaces else named[r.namespace] for r in routes if r.namespace in named]
-            if not routes:
-                repos = " ".join(f"repo:{p}" for p in criteria.repos)
-                raise InvalidRequest("namespaces", f"no namespace matches both {request.namespaces} and {repos}")
-        for pattern in criteria.skip_repos:
-            skip = namespace_matcher(pattern)
-            routes = [r for r in routes if not skip(r.namespace)]
-        return routes
+        return self.catalog.route(request.namespaces, criteria.repos, criteria.skip_repos, access)
 
-    def plan(self, request: SearchRequest, access: Access = None) -> Plan:
-        """Everything a search needs before anything is sent; InvalidRequest if it cannot start."""
-        started = time.monotonic()
+    def plan(self, request: SearchRequest, access: Access = None, started: float | None = None) -> Plan:
+        """Everything a search needs before anything is sent; InvalidRequest if it cannot start.
+        ``started``: when the request's clock started (now, unless given)."""
+        started = time.monotonic() if started is None else started
         since_ns = time.time_ns()  # a file modified after this may not be what the backend read
         default_ms = self.config.defaults.timeout_ms
         if "timeout_ms" not in request.model_fields_set and request.timeout_ms != default_ms:
@@ -287,7 +293,7 @@ class SearchService:
         async def fan(request: SearchRequest, everything: bool) -> Whole:
             query = self.query_for(request, plan.started)
             with self.scans.admit(plan.routes, query) as routes:  # Overloaded before anything is sent
-                outcomes = await fan_out(routes, query, self.config.server.concurrency, on_outcome)
+                outcomes = _asked(plan, await fan_out(routes, query, self.config.server.concurrency, on_outcome))
             fanned.append(min(time.monotonic(), query.deadline))  # the answer's own time starts
             for observe in self.observers:
                 for outcome in outcomes:
@@ -319,22 +325,33 @@ class SearchService:
         """The answer as it would be with only ``outcomes`` in (a stream's provisional page)."""
         request, index = plan.request, self.index
         definitions = index.definitions(request) if index is not None else None
-        whole = settle(request, refine(request.criteria, outcomes), definitions=definitions, since_ns=plan.since_ns)
+        whole = settle(
+            request, refine(request.criteria, _asked(plan, outcomes)), definitions=definitions, since_ns=plan.since_ns
+        )
         resolve = index.resolver(request, plan.since_ns) if index is not None else None
         return build_response(request, page_of(request, whole, resolve=resolve), 0)
 
     async def search(self, request: SearchRequest, access: Access = None) -> dict[str, Any]:
         """Answer one validated request for a caller."""
-        return await self.run(self.plan(request, access))
+        return await self.run(await self.plan_learned(request, access))
 
     def stream(self, request: SearchRequest, access: Access = None) -> SearchStream:
         """A search whose namespaces are heard of as they settle (InvalidRequest at once if it cannot
         start; Overloaded at once if the scan queue would refuse it now, before a stream begins)."""
-        plan = self.plan(request, access)
-        if request.cursor is None:  # a live cursor's page needs no scan
-            remaining = plan.started + plan.request.timeout_ms / 1000 - time.monotonic()
+        return SearchStream(self, self._admissible(self.plan(request, access)))
+
+    async def open_stream(self, request: SearchRequest, access: Access = None) -> SearchStream:
+        """:meth:`stream`, the peers' children learned first (:meth:`plan_learned`)."""
+        return SearchStream(self, self._admissible(await self.plan_learned(request, access)))
+
+    def _admissible(self, plan: Plan) -> Plan:
+        """``plan``, unless the scan queue would refuse it now (Overloaded): a stream is refused
+        before it begins (a live cursor's page needs no scan)."""
+        request = plan.request
+        if request.cursor is None:
+            remaining = plan.started + request.timeout_ms / 1000 - time.monotonic()
             self.scans.check(plan.routes, request.criteria.mode, remaining)
-        return SearchStream(self, plan)
+        return plan
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""
@@ -344,14 +361,28 @@ class SearchService:
 
     def split_path(self, virtual: str, access: Access = None) -> tuple[str, str]:
         """``<namespace>/<path>`` -> (namespace, path), the longest visible namespace winning."""
-        virtual = virtual.lstrip("/")
-        best = ""
-        for name in self.visible(access):
-            if (virtual == name or virtual.startswith(name + "/")) and len(name) > len(best):
-                best = name
-        if not best:
-            raise NotFound("no such file")
-        return best, virtual[len(best) + 1 :]
+        return self.catalog.split_path(virtual, access)
+
+    async def learned_names(self, access: Access = None) -> list[str]:
+        """:meth:`names`, the peers' children learned first when the caller may see only some."""
+        if self.catalog.partial(access):
+            await self.catalog.children.refresh()
+        return self.names(access)
+
+    async def file_of(self, virtual: str, access: Access = None) -> tuple[str, str]:
+        """:meth:`split_path`, the peers' children learned first when the caller may see only some."""
+        if self.catalog.partial(access):
+            await self.catalog.children.refresh()
+        return self.split_path(virtual, access)
+
+    def view(self, namespace: str, access: Access = None) -> View:
+        """Read access to a visible namespace's files, local or remote (NotFound otherwise)."""
+        backend, prefix = self.catalog.owner(namespace, access)
+        tree = backend.tree()
+        if tree is not None:
+            return LocalView(tree)
+        deadline = time.monotonic() + self.config.defaults.timeout_ms / 1000
+        return RemoteView(backend, lambda: deadline, prefix)
 
     async def read_file(
         self,
@@ -361,17 +392,16 @@ class SearchService:
         end_line: int | None = None,
         access: Access = None,
     ) -> dict[str, Any]:
-        """Lines of one file (at most MAX_READ_LINES), never outside the namespace root."""
-        backend = self.backend(namespace, access)
-        tree = backend.tree()
-        if tree is None:
-            raise Unsupported(f"{backend.kind} namespaces cannot be read")
+        """Lines of one file (at most MAX_READ_LINES), never outside the namespace root: a local
+        checkout's, or a remote backend's where it offers content (:mod:`gateway.files`)."""
         start = 1 if start_line is None else start_line
         if start < 1:
             raise InvalidRequest("start_line", "must be at least 1")
         if end_line is not None and end_line < start:
             raise InvalidRequest("end_line", "must not be before start_line")
-        lines, total = await asyncio.to_thread(tree.read_lines, path, start, end_line, MAX_READ_LINES)
+        if self.catalog.children.parents and self.catalog.partial(access):
+            await self.catalog.children.refresh()
+        lines, total = await self.view(namespace, access).read_lines(path, start, end_line, MAX_READ_LINES)
         return {
             "namespace": namespace,
             "path": path,

@@ -188,20 +188,33 @@ def _line(hit: Hit, with_context: bool) -> dict[str, Any]:
     return line
 
 
+def _by_meaning(hit: Hit, name: str) -> list[str]:
+    """The signals of a semantic hit: where its matched terms are (by meaning alone: its intent, else its name)."""
+    matched = []
+    if any(term in name.lower() for term in hit.terms):
+        matched.append("name")
+    if hit.intent and (any(term in hit.intent.lower() for term in hit.terms) or not matched):
+        matched.append("intent")
+    return matched or ["name"]
+
+
 def _declaration(
     of: _FileOf, hit: Hit, matches: QueryMatcher | None, path_match: bool, with_context: bool, semantic: bool
 ) -> dict[str, Any]:
-    """A declaration hit: its span, names and intent, and its matched lines."""
+    """A declaration hit: its span, names and intent, and its matched lines (a semantic one: its reason)."""
     end = hit.last_line
     name = hit.name or hit.symbol.rpartition(".")[2]
     matched: list[str] = []
-    named = matches is not None and matches(name)
-    if named:
-        matched.append("name")
-    if hit.intent and matches is not None and matches(hit.intent):
-        matched.append("intent")
-    if len(hit.lines) > (1 if named else 0):
-        matched.append("content")
+    if semantic and not hit.lines:
+        matched = _by_meaning(hit, name)
+    else:
+        named = matches is not None and matches(name)
+        if named:
+            matched.append("name")
+        if hit.intent and matches is not None and matches(hit.intent):
+            matched.append("intent")
+        if len(hit.lines) > (1 if named else 0):
+            matched.append("content")
     if path_match:
         matched.append("path")
     item: dict[str, Any] = {
@@ -216,6 +229,9 @@ def _declaration(
     if hit.intent:
         item["intent"] = hit.intent
     item["matched"] = matched or ["content"]
+    if hit.reason:
+        item["reason"] = hit.reason
+        item["matched_terms"] = list(hit.terms)
     item["namespace"] = of.namespace
     item["text"] = hit.text
     if hit.column is not None:

@@ -2,6 +2,7 @@
 
 Each test registers replies by path prefix; every request is recorded (decoded path,
 raw path, query, headers) so a test asserts on what the adapter actually sent.
+:class:`GitHubContents` serves GitHub's contents API (raw media type, ETags, the rate limit).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from tests.remote_files import etag
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -111,3 +114,48 @@ def adapter_tasks() -> list[asyncio.Task[Any]]:
         if code is not None and "/adapters/" in code.co_filename:
             alive.append(task)
     return alive
+
+
+@dataclass
+class GitHubContents:
+    """GitHub's contents API for a few files, as GitHub serves it: the raw media type, an ETag,
+    ``If-None-Match`` answered ``304`` without counting against the rate limit, the primary
+    rate limit's headers on every answer and its ``403`` once it is spent."""
+
+    files: dict[str, bytes]  # "<owner>/<name>/<path>" -> content
+    limit: int = 60
+    used: int = 0
+    statuses: list[int] = field(default_factory=list)
+
+    def _headers(self) -> dict[str, str]:
+        return {
+            "x-ratelimit-limit": str(self.limit),
+            "x-ratelimit-remaining": str(max(0, self.limit - self.used)),
+            "x-ratelimit-used": str(self.used),
+            "x-ratelimit-reset": "1785000060",
+            "x-ratelimit-resource": "core",
+            "X-GitHub-Media-Type": "github.v3; param=raw",
+        }
+
+    def _answer(self, status: int, **kw: Any) -> web.Response:
+        self.statuses.append(status)
+        return web.Response(status=status, **kw)
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        _, _, rest = request.path.partition("/repos/")
+        repo_path = rest.replace("/contents/", "/", 1)
+        data = self.files.get(repo_path)
+        if data is not None and request.headers.get("If-None-Match") == etag(data):
+            return self._answer(304, headers={"ETag": etag(data), **self._headers()})
+        if self.used >= self.limit:
+            body = {
+                "message": "API rate limit exceeded for user ID 1.",
+                "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api",
+            }
+            return self._answer(403, text=json.dumps(body), content_type="application/json", headers=self._headers())
+        self.used += 1
+        if data is None:
+            body = {"message": "Not Found", "documentation_url": "https://docs.github.com/rest/repos/contents"}
+            return self._answer(404, text=json.dumps(body), content_type="application/json", headers=self._headers())
+        headers = {"ETag": etag(data), "Content-Type": "application/vnd.github.raw+json; charset=utf-8"}
+        return self._answer(200, body=data, headers={**headers, **self._headers()})

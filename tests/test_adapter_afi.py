@@ -416,9 +416,12 @@ class TestRealProvider:
             "team/beta/vendor/dep/widget.go",
         }
 
-    async def test_semantic_undeclared(self, provider: str) -> None:
-        """The provider's manifest declares no semantic mode over ripgrep, so semantic is Unsupported."""
-        async with AfiBackend("r", AfiSettings(url=provider)) as afi:
+    async def test_semantic_undeclared(self, serve: Serve, tmp_path: Path) -> None:
+        """A provider whose manifest declares no semantic mode is not asked by meaning: Unsupported."""
+        lexical = MockBackend(semantic, name="docs", modes=frozenset({"exact", "regex"}))
+        (tmp_path / "empty").mkdir()
+        url = await serve(tmp_path / "empty", lexical)  # no local checkout: nothing there searches by meaning
+        async with AfiBackend("r", AfiSettings(url=url)) as afi:
             with pytest.raises(Unsupported, match="semantic"):
                 await afi.search(query("widgets", mode="semantic"))
 

@@ -453,6 +453,14 @@ class TestScans:
         assert (await first)["namespaces"][0]["status"] == "ok"
         await service.aclose()
 
+    async def test_a_local_namespace_scans_by_text_not_by_meaning(self, roots: list[Path]) -> None:
+        """Behind every wrapper (resilience, the intent index), a checkout's exact and regex searches
+        are scans; its searches by meaning read the index and take no slot."""
+        service = local_service(roots, max_scans=1)
+        backend = service.backend("alpha")
+        assert "semantic" in backend.modes and backend.scan_modes == SCANNING
+        await service.aclose()
+
     async def test_the_cost_is_learnt_from_real_scans(self, roots: list[Path]) -> None:
         """Each real rg teaches its namespaces how long a scan takes."""
         service = local_service(roots, max_scans=2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from aiohttp.typedefs import Handler
 from yarl import URL
 
 from gateway.afi.routes import MAX_RESULTS, add_afi_routes, afi_matches
-from gateway.config import Config, DefaultsConfig, ServerConfig, discover
+from gateway.config import Config, DefaultsConfig, IndexConfig, ServerConfig, discover
 from gateway.http.app import ACCESS, create_app
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.service import SearchService
@@ -141,7 +142,8 @@ class TestManifest:
         doc = await resp.json()
         assert doc["afi_version"] == "0.1" and doc["provider"] == "fedsearch" and doc["profile"] == 2
         assert doc["capabilities"] == ["stat", "list", "read", "search"]
-        assert doc["search"] == {"modes": ["exact", "regex"], "max_results": MAX_RESULTS, "x-ordering": "relevance"}
+        modes = ["exact", "regex", "semantic"]  # local checkouts search by meaning from their intent index
+        assert doc["search"] == {"modes": modes, "max_results": MAX_RESULTS, "x-ordering": "relevance"}
         assert doc["path"]["case_sensitive"] is True and doc["path"]["max_length"] >= 1024
         assert doc["auth"] == {"required": False, "methods": []}
 
@@ -359,8 +361,10 @@ class TestSearch:
         """A malformed search body is invalid_request."""
         await error(await client.post("/afi/search", json=body), 400, "invalid_request")
 
-    async def test_semantic_unsupported(self, client: Client) -> None:
-        """A mode no namespace declares is unsupported (405)."""
+    async def test_semantic_unsupported(self, aiohttp_client: MakeClient, config: Config) -> None:
+        """A mode no namespace declares is unsupported (405): semantic, with the index (and so the intent index) off."""
+        off = dataclasses.replace(config, index=IndexConfig(enabled=False))
+        client = await aiohttp_client(afi_app(off))
         await error(await client.post("/afi/search", json={"query": {"semantic": "x"}}), 405, "unsupported")
 
     async def test_limit_capped(self, client: Client) -> None:

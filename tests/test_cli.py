@@ -70,9 +70,19 @@ class TestAnswer:
         code, out, _ = run(capsys, "search", "zzz_no_such_thing")
         assert code == 1 and "nothing matched 'zzz_no_such_thing' in 3 namespaces" in out
 
-    def test_a_mode_no_namespace_has_exits_1_with_one_fallback(self, corpus: Path, capsys: Capture) -> None:
-        """--semantic over checkouts that cannot do it: nothing matched (1), not failed (3); one fallback for all."""
-        code, out, _ = run(capsys, "search", "widget", "--semantic", "--json")
+    def test_a_mode_no_namespace_has_exits_1_with_one_fallback(
+        self, corpus: Path, tmp_path: Path, capsys: Capture
+    ) -> None:
+        """--semantic over checkouts that cannot do it (no index): nothing matched (1), not failed (3); one fallback."""
+        config = tmp_path / "no-index.toml"
+        config.write_text(
+            "[index]\nenabled = false\n"
+            + "".join(
+                f'[[namespaces]]\nname = "{n}"\nbackend = "ripgrep"\nroot = "{corpus / n}"\n'
+                for n in ("alpha", "gamma", "team/beta")
+            )
+        )
+        code, out, _ = run(capsys, "search", "widget", "--semantic", "--json", "--config", str(config))
         answer = json.loads(out)
         assert code == 1
         (action,) = answer["next"]

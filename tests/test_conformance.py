@@ -7,8 +7,12 @@ without one fails :class:`TestCoverage`.
 
 HTTP kinds: 429 with Retry-After, 5xx, garbage, a wrong content type, a redirect (never
 followed), a server that hangs, the deadline (through the fan-out, on a busy machine),
-a secret canary in error bodies, a token variable that is not set, path filters, modes
-they cannot do. The local kind (``ripgrep``): the deadline, path filters, modes.
+a secret canary in error bodies, a token variable that is not set, path filters (matched
+inside the repository, SPEC §5, and pushed down in the backend's own syntax), modes
+they cannot do, and reading a file: its content, asked again by its identity and
+served from what was kept, a missing file, the size cap, a hang; a kind that cannot
+read says so and names the file's URL. The local kind (``ripgrep``): the deadline,
+path filters, modes, reading.
 """
 
 from __future__ import annotations
@@ -26,17 +30,29 @@ import orjson
 import pytest
 
 from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings
-from gateway.backend import AsyncBackend
-from gateway.errors import BackendError, BackendTimeout, BackendUnavailable, RateLimited, Transient
+from gateway.backend import REPOSITORY_KINDS, AsyncBackend
+from gateway.errors import (
+    BackendError,
+    BackendTimeout,
+    BackendUnavailable,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    Transient,
+    Unsupported,
+)
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.registry import KINDS, load_kind
+from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.fakeservers import (
     FakeServer,
+    Recorded,
     Reply,
     garbage,
     hang,
+    huge_body,
     json_reply,
     leftover_tasks,
     rate_limited,
@@ -47,6 +63,7 @@ from tests.fakeservers import (
     wrong_type,
 )
 from tests.helpers import fake_program, git_repo, no_leaks, rg_children
+from tests.remote_files import REGISTRY_PATH, REGISTRY_PY, etag, zoekt_read_answer
 
 TEXT = "register_widget"
 CANARY_ENV = "FEDSEARCH_TEST_CONFORMANCE_TOKEN"
@@ -130,6 +147,22 @@ def _peer_answer(fixtures: Path) -> Reply:
     return json_reply(answer)
 
 
+def _raw(content_type: str = "text/plain; charset=utf-8") -> Callable[[Path], Reply]:
+    """The registry module as a raw-file endpoint serves it, with its ETag."""
+    return lambda _: text_reply(REGISTRY_PY, content_type=content_type, headers={"ETag": etag(REGISTRY_PY)})
+
+
+def _afi_file(_: Path) -> Reply:
+    """The registry module as an AFI ``read`` answers it (fedsearch's provider sends ETag and X-AFI-EOF)."""
+    headers = {"ETag": etag(REGISTRY_PY), "X-AFI-EOF": "true", "Accept-Ranges": "bytes"}
+    return text_reply(REGISTRY_PY, content_type="text/x-python", headers=headers)
+
+
+NOT_MODIFIED = Reply(status=304, body=b"", content_type=None)
+HOUND_URL = "https://github.com/acme/widget-service/blob/HEAD/src/widgets/registry.py"
+LIVEGREP_URL = "https://github.com/acme/widget-service/blob/HEAD/src/widgets/registry.py#L1"
+
+
 @dataclass(frozen=True, slots=True)
 class Kind:
     """How the conformance suite drives one HTTP backend kind."""
@@ -137,6 +170,13 @@ class Kind:
     settings: Callable[[str], dict[str, Any]]  # the fake's URL -> the namespace's keys
     answer: Callable[[Path], Reply]  # the search request's good answer, from the fixtures
     search_path: str  # the path of the request faults are played on
+    pushed: Callable[[Recorded], str]  # where the search request says the path globs, in the backend's syntax
+    read_path: str  # the registry module's path, as the kind names it
+    read: Callable[[Path], Reply] | None  # a read's good answer; None: it cannot read
+    read_asked: Callable[[Recorded], bool]  # whether a request asked for the registry module
+    unchanged: Callable[[Path], Reply] = lambda _: NOT_MODIFIED  # a read asked again, the file unchanged
+    url: str = ""  # the file's URL a kind that cannot read names
+    repository: str = ""  # the fixtures' repository as the kind names it (files are <repository>/<path>)
     content_type: str = JSON  # what a good answer's Content-Type is
     routes: Callable[[Path], dict[str, Reply]] = lambda _: {}  # other requests' fixed answers
     auth: tuple[str, str] = ("Authorization", "Bearer ")  # header and prefix the token goes in
@@ -148,21 +188,57 @@ HTTP: dict[str, Kind] = {
         settings=lambda url: {"urls": [url]},
         answer=lambda fx: json_reply(_fixture(fx, "zoekt_search_response.json")),
         search_path="/api/search",
+        pushed=lambda r: str(r.json()["Q"]),
+        repository="github.com/acme/widget-service",
+        read_path=f"github.com/acme/widget-service/{REGISTRY_PATH}",
+        read=lambda fx: json_reply(zoekt_read_answer(fx)),
+        read_asked=lambda r: r.path == "/api/search" and r.json()["Opts"]["Whole"] is True,
+        unchanged=lambda fx: json_reply(zoekt_read_answer(fx, whole=False)),
     ),
     "hound": Kind(
         settings=lambda url: {"url": url},
         answer=lambda fx: _recorded_body(fx, "hound_search.json"),
         search_path="/api/v1/search",
+        pushed=lambda r: r.query["files"],
+        repository="widget-service",
+        read_path=f"widget-service/{REGISTRY_PATH}",
+        read=None,
+        read_asked=lambda r: r.path == "/api/v1/repos",
+        routes=lambda fx: {"/api/v1/repos": json_reply(_fixture(fx, "hound_repos.json"))},
+        url=HOUND_URL,
     ),
     "livegrep": Kind(
         settings=lambda url: {"url": url, "index": "livegrep"},
         answer=lambda fx: _recorded_body(fx, "livegrep_search.json"),
         search_path="/api/v1/search/livegrep",
+        pushed=lambda r: r.query["q"],
+        repository="acme/widget-service",
+        read_path=f"acme/widget-service/{REGISTRY_PATH}",
+        read=None,
+        read_asked=lambda r: r.path == "/api/v1/repos",
+        routes=lambda _: {
+            "/api/v1/repos": json_reply(
+                {
+                    "repo_urls": {
+                        "livegrep": {"acme/widget-service": "https://github.com/{name}/blob/{version}/{path}#L{lno}"}
+                    },
+                    "internal_view_repos": [],
+                    "default_search_repos": [],
+                    "link_configs": [],
+                }
+            )
+        },
+        url=LIVEGREP_URL,
     ),
     "sourcegraph": Kind(
         settings=lambda url: {"url": url},
         answer=lambda fx: text_reply((fx / "sourcegraph_stream.txt").read_bytes(), content_type=EVENT_STREAM),
         search_path="/.api/search/stream",
+        pushed=lambda r: r.query["q"],
+        repository="github.com/acme/widget-service",
+        read_path=f"github.com/acme/widget-service/{REGISTRY_PATH}",
+        read=_raw(),
+        read_asked=lambda r: r.path == f"/github.com/acme/widget-service/-/raw/{REGISTRY_PATH}",
         content_type=EVENT_STREAM,
         auth=("Authorization", "token "),
         partial=lambda fx: stream(
@@ -175,6 +251,14 @@ HTTP: dict[str, Kind] = {
         settings=lambda url: {"url": url, "scope": "repo:acme/widget-service", "fetch_lines": False},
         answer=lambda fx: _recorded_body(fx, "github_code_search.json"),
         search_path="/search/code",
+        pushed=lambda r: r.query["q"],
+        repository="acme/widget-service",
+        read_path=f"acme/widget-service/{REGISTRY_PATH}",
+        read=_raw("application/vnd.github.raw+json; charset=utf-8"),
+        read_asked=lambda r: (
+            r.path == f"/repos/acme/widget-service/contents/{REGISTRY_PATH}"
+            and r.headers["Accept"] == "application/vnd.github.raw+json"
+        ),
     ),
     "gitlab": Kind(
         settings=lambda url: {"url": url, "project": "acme/widget-service", "max_pages": 1},
@@ -183,18 +267,31 @@ HTTP: dict[str, Kind] = {
             headers=_fixture(fx, "gitlab_blobs.json")["response"]["headers"],
         ),
         search_path="/api/v4/projects/",
+        pushed=lambda r: r.query["search"],
+        repository="acme/widget-service",
+        read_path=f"acme/widget-service/{REGISTRY_PATH}",
+        read=_raw(),
+        read_asked=lambda r: r.path.endswith(f"/repository/files/{REGISTRY_PATH}/raw") and r.query["ref"] == "HEAD",
         auth=("PRIVATE-TOKEN", ""),
     ),
     "afi": Kind(
         settings=lambda url: {"url": url},
         answer=_afi_page,
         search_path="/afi/search",
+        pushed=lambda r: str(r.json()["path"]),
+        read_path=REGISTRY_PATH,
+        read=_afi_file,
+        read_asked=lambda r: r.path == "/afi/read" and r.query["path"] == f"/{REGISTRY_PATH}",
         routes=lambda _: {"/.afi/manifest.json": _afi_manifest()},
     ),
     "gateway": Kind(
         settings=lambda url: {"url": url},
         answer=_peer_answer,
         search_path="/v1/search",
+        pushed=lambda r: str(r.json()["paths"]),
+        read_path=f"remote/{REGISTRY_PATH}",
+        read=_afi_file,
+        read_asked=lambda r: r.path == "/afi/read" and r.query["path"] == f"/remote/{REGISTRY_PATH}",
     ),
 }
 #: Kinds that search what is on this machine: the HTTP faults do not apply to them.
@@ -365,6 +462,12 @@ class TestSecrets:
         assert server.requests == []
 
 
+def _named(kind: str, inner: str) -> str:
+    """A file's path as ``kind`` names it: ``<repository>/<inner>`` where it serves many."""
+    repository = HTTP[kind].repository
+    return f"{repository}/{inner}" if repository else inner
+
+
 class TestPathFilters:
     async def test_include_glob(self, kind: str, fixtures_dir: Path) -> None:
         """Only files under an include glob come back, whatever the backend sent."""
@@ -375,6 +478,154 @@ class TestPathFilters:
         """No file under an exclude glob comes back, whatever the backend sent."""
         result = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir, paths=("!src/**",))
         assert not any(SRC.search(f.path) for f in result.files)
+
+    async def test_an_include_glob_matches_inside_the_repository(self, kind: str, fixtures_dir: Path) -> None:
+        """`src/**` is matched against the path inside the repository: each file is
+        `<repository>/<path>` with the repository as the backend names it, and that path is under src/."""
+        result = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir, paths=("src/**",))
+        assert result.files
+        for file in result.files:
+            assert file.repository == HTTP[kind].repository
+            assert file.inner_path.startswith("src/") and file.path == _named(kind, file.inner_path)
+
+    async def test_an_exclude_glob_matches_inside_the_repository(self, kind: str, fixtures_dir: Path) -> None:
+        """`!src/**` drops exactly the files under src/ of their repository; the others stay."""
+        everything = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir)
+        result = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir, paths=("!src/**",))
+        kept = [f.path for f in everything.files if not f.inner_path.startswith("src/")]
+        assert [f.path for f in result.files] == kept
+        assert any(f.inner_path.startswith("src/") for f in everything.files)
+
+    async def test_a_glob_naming_the_repository_matches_nothing(self, kind: str, fixtures_dir: Path) -> None:
+        """The repository is not part of the path globs see: a glob on its name finds nothing
+        (for the other kinds, a glob on a folder that is not there)."""
+        top = HTTP[kind].repository.split("/")[0] if HTTP[kind].repository else "widget-service"
+        result = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir, paths=(f"{top}/**",))
+        assert list(result.files) == []
+
+    async def test_languages_match_inside_the_repository(self, kind: str, fixtures_dir: Path) -> None:
+        """A language keeps the files of its extensions (all Python here) and no other language does."""
+        python = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir, languages=("python",))
+        go = await ask(kind, HTTP[kind].answer(fixtures_dir), fixtures_dir, languages=("go",))
+        assert python.files and all(f.inner_path.endswith(".py") for f in python.files)
+        assert list(go.files) == []
+
+    async def test_the_glob_is_pushed_down(self, kind: str, fixtures_dir: Path) -> None:
+        """The search request says the include glob in the backend's own syntax (its folder at least)."""
+        async with (
+            FakeServer(HTTP[kind].answer(fixtures_dir), routes=HTTP[kind].routes(fixtures_dir)) as server,
+            backend(kind, server.url) as found,
+        ):
+            await found.search(query(paths=("src/**",)))
+        [sent] = [r for r in server.requests if r.path.startswith(HTTP[kind].search_path)][:1]
+        assert "src" in HTTP[kind].pushed(sent)
+
+
+READABLE = sorted(k for k in HTTP if HTTP[k].read is not None)
+UNREADABLE = sorted(k for k in HTTP if HTTP[k].read is None)
+
+
+async def read(kind: str, *replies: Reply, fixtures: Path, seconds: float = 5.0, **settings: Any) -> Any:
+    """What ``kind`` reads of the registry module (or raises), the fake answering ``replies``; and the fake."""
+    async with (
+        FakeServer(*replies, routes=HTTP[kind].routes(fixtures)) as server,
+        backend(kind, server.url, **settings) as found,
+    ):
+        try:
+            got: Any = await found.read_file(HTTP[kind].read_path, time.monotonic() + seconds)
+        except Exception as exc:
+            got = exc
+    return got, server
+
+
+class TestReading:
+    @pytest.mark.parametrize("kind", READABLE)
+    async def test_a_file_is_read_whole(self, kind: str, fixtures_dir: Path) -> None:
+        """The file's bytes, asked of the backend's own content API, with an identity to ask again by."""
+        reply = HTTP[kind].read
+        assert reply is not None
+        got, server = await read(kind, reply(fixtures_dir), fixtures=fixtures_dir)
+        assert got.data == REGISTRY_PY and got.identity
+        assert any(HTTP[kind].read_asked(r) for r in server.requests)
+
+    @pytest.mark.parametrize("kind", READABLE)
+    async def test_a_file_read_again_is_asked_by_its_identity(self, kind: str, fixtures_dir: Path) -> None:
+        """Read again, the file is asked by what identifies its content (an ETag, zoekt's checksum); the
+        backend saying it is unchanged, the copy kept is served."""
+        reply = HTTP[kind].read
+        assert reply is not None
+        async with (
+            FakeServer(
+                reply(fixtures_dir), HTTP[kind].unchanged(fixtures_dir), routes=HTTP[kind].routes(fixtures_dir)
+            ) as server,
+            backend(kind, server.url) as found,
+        ):
+            first = await found.read_file(HTTP[kind].read_path, time.monotonic() + 5)
+            again = await found.read_file(HTTP[kind].read_path, time.monotonic() + 5)
+            assert found.read_cache.hits == 1  # type: ignore[attr-defined]
+        assert again.data == first.data == REGISTRY_PY
+        last = server.requests[-1]
+        assert last.headers.get("If-None-Match") == etag(REGISTRY_PY) or last.json()["Opts"]["Whole"] is False
+
+    @pytest.mark.parametrize("kind", READABLE)
+    async def test_a_missing_file_is_not_found(self, kind: str, fixtures_dir: Path) -> None:
+        """A file the backend does not have is NotFound (the same error as a local file that is not there)."""
+        missing = json_reply({"Result": {"Files": None}}) if kind == "zoekt" else json_reply({}, status=404)
+        got, _ = await read(kind, missing, fixtures=fixtures_dir)
+        assert isinstance(got, NotFound)
+
+    @pytest.mark.parametrize("kind", READABLE)
+    async def test_a_file_over_the_cap_is_refused(self, kind: str, fixtures_dir: Path) -> None:
+        """A file larger than the read cap is refused naming `path`, never held whole."""
+        got, _ = await read(kind, huge_body(1 << 18), fixtures=fixtures_dir, max_bytes=1 << 16)
+        assert isinstance(got, InvalidRequest) and got.field == "path" and "larger than" in got.message
+
+    @pytest.mark.parametrize("kind", READABLE)
+    async def test_a_hanging_read_ends_at_its_deadline(self, kind: str, fixtures_dir: Path) -> None:
+        """A backend that never answers a read costs its deadline: a timeout, the request dropped."""
+        got, _ = await read(kind, hang(), fixtures=fixtures_dir, seconds=0.3)
+        assert isinstance(got, BackendTimeout)
+        assert leftover_tasks() == []
+
+    @pytest.mark.parametrize("kind", UNREADABLE)
+    async def test_a_kind_that_cannot_read_names_the_url(self, kind: str, fixtures_dir: Path) -> None:
+        """A backend that serves no content says so, naming where the file can be seen."""
+        got, server = await read(kind, json_reply({}), fixtures=fixtures_dir)
+        assert isinstance(got, Unsupported) and HTTP[kind].url in got.reason
+        assert f"{kind} namespaces cannot be read" in got.reason
+        assert any(HTTP[kind].read_asked(r) for r in server.requests)
+
+    @pytest.mark.parametrize("kind", UNREADABLE)
+    async def test_without_the_repository_list_it_still_says_so(self, kind: str, fixtures_dir: Path) -> None:
+        """When the backend will not list its repositories, the read is still a clear `unsupported`."""
+        async with FakeServer(server_error(500)) as server, backend(kind, server.url) as found:
+            with pytest.raises(Unsupported, match=f"{kind} namespaces cannot be read"):
+                await found.read_file(HTTP[kind].read_path, time.monotonic() + 5)
+
+    async def test_every_kind_that_names_repositories_says_so(self) -> None:
+        """The kinds whose files are `<repository>/<path>` declare it, and the core knows them by name."""
+        assert {k for k in KINDS if load_kind(k).repository_paths} == REPOSITORY_KINDS
+        assert {k for k in HTTP if HTTP[k].repository} == REPOSITORY_KINDS
+
+    @pytest.mark.parametrize("kind", READABLE)
+    async def test_read_through_the_service(self, kind: str, fixtures_dir: Path) -> None:
+        """Through the service (the read path of /v1/files, read_file and `fedsearch read`), a remote
+        file reads as a local one: numbered lines, the total, a range."""
+        reply = HTTP[kind].read
+        assert reply is not None
+        async with FakeServer(reply(fixtures_dir), routes=HTTP[kind].routes(fixtures_dir)) as server:
+            service = SearchService.with_backends([backend(kind, server.url)])
+            try:
+                namespace, path = service.split_path(f"{kind}/{HTTP[kind].read_path}")
+                got = await service.read_file(namespace, path, 6, 7)
+            finally:
+                await service.aclose()
+        assert (namespace, path) == (kind, HTTP[kind].read_path)
+        assert got["total_lines"] == 12 and got["start_line"] == 6 and got["end_line"] == 7
+        assert got["lines"] == [
+            "def register_widget(name, factory):",
+            '    """Register a widget factory under ``name``."""',
+        ]
 
 
 #: (kind, mode) for every mode a kind does not declare.
@@ -439,6 +690,15 @@ class TestLocal:
         [outcome] = await fan_out([Route("rg", found)], query(paths=("!src/**",)))
         assert outcome.result is not None
         assert sorted(f.path for f in outcome.result.files) == ["README.md", "tests/test_registry.py"]
+
+    async def test_a_file_is_read(self, checkout: Path) -> None:
+        """A local namespace's file reads through the same path (lines, total, a range)."""
+        service = SearchService.with_backends([RipgrepBackend("rg", RipgrepSettings(root=str(checkout)))])
+        try:
+            got = await service.read_file("rg", "src/widgets/registry.py", 1, 1)
+        finally:
+            await service.aclose()
+        assert got["lines"] == [f"def {TEXT}(name):"] and got["total_lines"] == 2
 
     async def test_semantic_is_unsupported(self, checkout: Path) -> None:
         """ripgrep cannot search by meaning: `unsupported`, no rg started."""

@@ -238,6 +238,11 @@ max_files = 40
 
 [cache]
 url = "{url}"
+
+# Pages are resolved to declarations by each process's index as far as it is built: off here, so
+# two processes' pages can only differ by where they came from.
+[index]
+enabled = false
 """
 
 

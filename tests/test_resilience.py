@@ -686,6 +686,7 @@ class TestWrapper:
         service = SearchService(config)
         try:
             zoekt, rg = service.backend("z"), service.backend("r")
+            rg = getattr(rg, "inner", rg)  # a local namespace's semantic layer (the intent index) is around it
             assert isinstance(zoekt, ResilientBackend) and len(zoekt.breakers()) == 2
             assert isinstance(rg, ResilientBackend) and rg.policy is LOCAL and rg.kind == "ripgrep"
         finally:

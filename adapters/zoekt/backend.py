@@ -16,12 +16,15 @@ repositories stays two files; path globs apply to the path inside the repository
 Files come in zoekt's rank order (by ``Score``); a file matched only by its name
 gets one ``kind="file"`` hit. Chunk-mode answers (``ChunkMatches``) are read too.
 
+Files: a file is read with a search for exactly it (:mod:`adapters.zoekt.files`).
+
 Capped when ``FilesSkipped``, ``ShardsSkipped`` or ``Crashes`` are non-zero, or
 when zoekt found more files (``FileCount``) or matches (``MatchCount``) than it sent.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
@@ -29,10 +32,12 @@ import msgspec
 from pydantic import Field, model_validator
 
 from adapters._coalesce import Call, Seat, share
-from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request, error_field
+from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request, Unreachable, error_field
 from adapters._text import go_quote_meta, path_regexes
+from adapters.zoekt.files import build_read, found, identity_of
 from adapters.zoekt.read import DECODER, RepoRouter, parse_response, parse_shared
-from gateway.errors import BackendError, Rejected
+from gateway.errors import BackendCapped, BackendError, NotFound, Rejected
+from gateway.files import MAX_READ_BYTES, RemoteFile, clean_path, too_large
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, SearchQuery
 
@@ -45,6 +50,8 @@ MIN_MATCHES = 500
 WALL_SHARE = 0.9
 #: Namespaces in one shared request at most (the answer holds a page of files for each).
 MAX_MEMBERS = 64
+#: A read's answer carries the file in base64 (a third more) beside a little JSON.
+READ_BODY_BYTES = MAX_READ_BYTES * 4 // 3 + (1 << 16)
 _QUOTE_TRIGGERS = frozenset(' \t\r\n"():')
 
 
@@ -129,10 +136,56 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
 
     kind = "zoekt"
     Settings = ZoektSettings
+    repository_paths = True
+    reads = True
 
     def __init__(self, name: str, settings: ZoektSettings) -> None:
         super().__init__(name, settings)
         self.shares_calls = settings.coalesce
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        """A file by a search for exactly it; a file read before is checked by its checksum first."""
+        path = clean_path(path)
+        if "/" not in path:
+            raise NotFound("no such file")
+        cached = self.read_cache.get(path)
+        if cached is not None:
+            file, _ = await self._ask_file(path, False, deadline)
+            if file is not None and identity_of(file) == cached.identity:
+                return self.read_cache.served(cached)
+        file, content = await self._ask_file(path, True, deadline)
+        if file is None or content is None:
+            self.read_cache.drop(path)
+            raise NotFound("no such file")
+        got = RemoteFile(content, identity_of(file))
+        self.read_cache.put(path, got)
+        return got
+
+    async def _ask_file(self, path: str, whole: bool, deadline: float) -> tuple[Any, bytes | None]:
+        """The read's answer from the first replica that gives one."""
+        wall_ns = int(max(0.001, (deadline - time.monotonic()) * WALL_SHARE) * 1e9)
+        body = build_read(path, self.settings.repos, whole, wall_ns)
+        endpoints = self.settings.endpoints
+        for i, endpoint in enumerate(endpoints):
+            request = Request(
+                url=endpoint + "/api/search",
+                method="POST",
+                json=body,
+                max_bytes=min(self.settings.max_bytes, READ_BODY_BYTES),
+            )
+            try:
+                reply = await self.fetch(request, deadline)
+            except BackendCapped:
+                raise too_large() from None
+            except Unreachable:
+                if i + 1 == len(endpoints):
+                    raise
+                continue
+            try:
+                return found(reply.body, path)
+            except (msgspec.ValidationError, msgspec.DecodeError, ValueError) as exc:
+                raise BackendError("unexpected response shape: not a zoekt search result") from exc
+        raise NotFound("no such file")  # pragma: no cover - there is always an endpoint
 
     def replicas(self) -> int:
         return len(self.settings.endpoints)

@@ -218,7 +218,12 @@ def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int, test: Defi
         return None
     symbol = _symbols((f.SymbolInfo for m in matches if m.LineFragments for f in m.LineFragments), test)
     path = f"{raw.Repository}/{raw.FileName}"
-    return FileMatch(path=path, hits=_LineMatchHits(len(numbers), matches, context, path), definition=symbol)
+    return FileMatch(
+        path=path,
+        hits=_LineMatchHits(len(numbers), matches, context, path),
+        definition=symbol,
+        repository=raw.Repository,
+    )
 
 
 def _file(raw: File, context: int, test: DefinitionTest | None) -> tuple[FileMatch | None, int]:
@@ -242,7 +247,8 @@ def _file(raw: File, context: int, test: DefinitionTest | None) -> tuple[FileMat
     if not hits:
         return None, counted
     symbol = _symbols((c.SymbolInfo for c in chunks or ()), test)
-    return FileMatch(path=f"{raw.Repository}/{raw.FileName}", hits=hits, definition=symbol), counted
+    path = f"{raw.Repository}/{raw.FileName}"
+    return FileMatch(path=path, hits=hits, definition=symbol, repository=raw.Repository), counted
 
 
 def _caps(result: Result, sent_files: int, sent_matches: int) -> list[str]:

@@ -15,8 +15,14 @@ under ``/afi/`` is ``unsupported``.
   above ``/``, NUL, a backslash, a relative path, or a percent-encoded ``..``/NUL/
   backslash still there after the query string's own decoding is ``invalid_path``.
   The namespace's :class:`~gateway.backend.FileTree` then refuses symlinks leaving
-  its root and ``.git``. A namespace without a tree answers ``unsupported`` to
-  stat/list/read inside it. Blocking file I/O runs in a thread.
+  its root and ``.git``. A remote namespace is read through its backend
+  (:meth:`SearchService.view <gateway.service.SearchService.view>`): a peer's children
+  are directories of their own (``/peer/flask``); a backend that cannot list (or read)
+  answers ``unsupported``, naming the file's URL where the backend gives one. A
+  remote listing's entries are as the backend listed them (no stat each). Blocking
+  local file I/O runs in a thread.
+* ``read`` sends an ``ETag`` (a local file's modification time and size, a remote
+  one's identity from its backend) and answers ``If-None-Match`` with ``304``.
 * ``read`` follows AFI: a range that starts at or past the end is an empty ``200``
   (``eof``), not an error; ``X-AFI-EOF`` says whether the last byte was sent.
 * Cursors are opaque (base64url JSON) and carry a digest of the request they page,
@@ -32,7 +38,6 @@ sets it.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -67,8 +72,8 @@ from gateway.afi.base import (
     normalise,
 )
 from gateway.afi.search import afi_matches, post_search
-from gateway.backend import FileTree
-from gateway.errors import NotFound
+from gateway.errors import NotFound, Unsupported
+from gateway.files import LocalView, View, local_etag
 from gateway.globs import validate_glob
 from gateway.http.middleware import json_response
 from gateway.service import Access, SearchService
@@ -104,7 +109,7 @@ def _entry(path: str, kind: str, size: int, mtime: float | None, ctype: str, **a
         "content_type": ctype,
     }
     if mtime is not None:
-        entry["etag"] = f'"{round(mtime * 1e6):x}-{size:x}"'
+        entry["etag"] = local_etag(mtime, size)
     if attrs:
         entry["attributes"] = attrs
     return entry
@@ -114,42 +119,55 @@ def _directory(path: str, mtime: float | None = None, **attrs: Any) -> dict[str,
     return _entry(path, "directory", 0, mtime, DIR_TYPE, **attrs)
 
 
-def _content_type(tree: FileTree, inner: str, head: bytes | None = None) -> str:
+async def _content_type(view: View, inner: str, head: bytes | None = None) -> str:
     """The MIME type by name, else ``text/plain`` unless the first bytes hold a NUL."""
     guessed, _ = _MIME.guess_type(inner, strict=False)
     if guessed:
         return guessed
     if head is None:
-        head = tree.read_bytes(inner, 0, _SNIFF)
+        head, _, _ = await view.read_bytes(inner, 0, _SNIFF)
     return "application/octet-stream" if b"\x00" in head[:_SNIFF] else "text/plain"
 
 
-def _tree_entry(tree: FileTree, inner: str, path: str) -> dict[str, Any]:
-    st = tree.stat(inner)
+async def _file_entry(view: View, inner: str, path: str) -> dict[str, Any]:
+    st = await view.stat(inner)
     if st["type"] == "dir":
         return _directory(path, st["mtime"])
-    return _entry(path, "file", int(st["size"]), st["mtime"], _content_type(tree, inner))
+    return _entry(path, "file", int(st["size"]), st["mtime"], await _content_type(view, inner))
 
 
-def _namespace_entry(service: SearchService, name: str, access: Access) -> dict[str, Any]:
-    """A namespace's root directory (sync: call in a thread)."""
-    backend = service.backend(name, access)
-    tree = backend.tree()
-    mtime = tree.stat("")["mtime"] if tree is not None else None
-    return _directory("/" + name, mtime, **{"x-backend": backend.kind, "x-readable": tree is not None})
+def _listed_entry(listed: dict[str, Any], inner: str, path: str) -> dict[str, Any]:
+    """An entry from a remote listing as it came (a stat of each would be a request each)."""
+    if listed["type"] == "dir":
+        return _directory(path)
+    guessed, _ = _MIME.guess_type(inner, strict=False)
+    return _entry(path, "file", int(listed["size"]), None, guessed or "text/plain")
 
 
-def _tree_of(service: SearchService, target: Target, access: Access) -> FileTree:
+def _described(service: SearchService, access: Access) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in service.namespaces(access)}
+
+
+async def _namespace_entry(
+    service: SearchService, name: str, access: Access, listed: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """A namespace's root directory: its backend kind, and whether its files can be read (``listed``:
+    :func:`_described`, when many are asked at once)."""
+    described = (listed if listed is not None else _described(service, access)).get(name)
+    view = service.view(name, access)
+    mtime = (await view.stat(""))["mtime"] if isinstance(view, LocalView) else None
+    kind = described["backend"] if described else service.backend(name, access).kind
+    readable = bool(described["capabilities"]["read"]) if described else True
+    return _directory("/" + name, mtime, **{"x-backend": kind, "x-readable": readable})
+
+
+def _view_of(service: SearchService, target: Target, access: Access) -> View:
     if target.namespace is None:
         raise NotFound(target.rel)
-    backend = service.backend(target.namespace, access)
-    tree = backend.tree()
-    if tree is None:
-        raise AfiError("unsupported", f"{backend.kind} namespaces cannot be listed or read", target.path)
-    return tree
+    return service.view(target.namespace, access)
 
 
-def _stat(service: SearchService, target: Target, access: Access) -> dict[str, Any]:
+async def _stat(service: SearchService, target: Target, access: Access) -> dict[str, Any]:
     if not target.rel:
         return _directory("/")
     if target.namespace is None:
@@ -157,10 +175,10 @@ def _stat(service: SearchService, target: Target, access: Access) -> dict[str, A
             return _directory(target.path)
         raise NotFound(target.rel)
     if not target.inner:
-        return _namespace_entry(service, target.namespace, access)
+        return await _namespace_entry(service, target.namespace, access)
     try:
-        return _tree_entry(_tree_of(service, target, access), target.inner, target.path)
-    except (NotFound, AfiError):
+        return await _file_entry(_view_of(service, target, access), target.inner, target.path)
+    except (NotFound, AfiError, Unsupported):
         if target.children:  # a namespace nested inside another one's directory
             return _directory(target.path)
         raise
@@ -176,8 +194,8 @@ async def get_stat(request: web.Request) -> web.Response:
         size = len(_manifest_bytes(request))
         return json_response(_entry(MANIFEST_PATH, "file", size, None, "application/json"))
     service, access = _context(request)
-    target = locate(normalise(raw), service.visible(access))
-    return json_response(await asyncio.to_thread(_stat, service, target, access))
+    target = locate(normalise(raw), await service.learned_names(access))
+    return json_response(await _stat(service, target, access))
 
 
 # --- list ----------------------------------------------------------------------------
@@ -195,24 +213,29 @@ def _name_matcher(glob: str | None) -> Callable[[str], bool]:
     return lambda name: bool(regex.search(name))
 
 
-def _children(service: SearchService, target: Target, access: Access) -> dict[str, str | None]:
-    """Child name -> its path inside the namespace tree, or None for a virtual directory."""
-    names: dict[str, str | None] = {}
+_Child = tuple[str, dict[str, Any]] | None
+
+
+async def _children(service: SearchService, target: Target, access: Access) -> tuple[View | None, dict[str, _Child]]:
+    """The directory's view, and each child name -> (its path inside the namespace, its listed entry),
+    or None for a virtual directory (a namespace below)."""
+    names: dict[str, _Child] = {}
+    view: View | None = None
     if target.namespace is not None:
         try:
-            tree = _tree_of(service, target, access)
-            for child in tree.list_dir(target.inner):
-                names[child["name"]] = f"{target.inner}/{child['name']}".lstrip("/")
-        except (NotFound, AfiError):
+            view = _view_of(service, target, access)
+            for child in await view.list_dir(target.inner):
+                names[child["name"]] = (f"{target.inner}/{child['name']}".lstrip("/"), child)
+        except (NotFound, AfiError, Unsupported):
             if not target.children:
                 raise
     elif target.rel and not target.children:
         raise NotFound(target.rel)
     names.update(dict.fromkeys(target.children))
-    return names
+    return view, names
 
 
-def _list_page(
+async def _list_page(
     service: SearchService,
     target: Target,
     access: Access,
@@ -221,19 +244,24 @@ def _list_page(
     limit: int,
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of entries, and the name the next page starts after (None: last page)."""
-    children = _children(service, target, access)
+    view, children = await _children(service, target, access)
     names = sorted(n for n in children if match(n) and (after is None or n > after))
-    visible = set(service.visible(access))
+    visible = set(service.names(access))
+    listed = _described(service, access)
     entries: list[dict[str, Any]] = []
     base = target.path.rstrip("/")
     for name in names[:limit]:
-        inner = children[name]
+        child = children[name]
         try:
-            if inner is None:
+            if child is None:
                 full = f"{target.rel}/{name}".lstrip("/")
-                entries.append(_namespace_entry(service, full, access) if full in visible else _directory(f"/{full}"))
+                entries.append(
+                    await _namespace_entry(service, full, access, listed) if full in visible else _directory(f"/{full}")
+                )
+            elif isinstance(view, LocalView):
+                entries.append(await _file_entry(view, child[0], f"{base}/{name}"))
             else:
-                entries.append(_tree_entry(_tree_of(service, target, access), inner, f"{base}/{name}"))
+                entries.append(_listed_entry(child[1], child[0], f"{base}/{name}"))
         except NotFound:  # gone since it was listed
             continue
     return entries, (names[limit - 1] if len(names) > limit else None)
@@ -252,8 +280,8 @@ async def get_list(request: web.Request) -> web.Response:
     after = _decode_cursor(cursor, token).get("a") if cursor else None
     if after is not None and not isinstance(after, str):
         raise AfiError("invalid_request", "cursor: not a cursor of this provider")
-    target = locate(rel, service.visible(access))
-    entries, last = await asyncio.to_thread(_list_page, service, target, access, match, after, limit)
+    target = locate(rel, await service.learned_names(access))
+    entries, last = await _list_page(service, target, access, match, after, limit)
     body: dict[str, Any] = {"entries": entries}
     if last is not None:
         body["next_cursor"] = _encode_cursor({"a": last, "t": token})
@@ -263,21 +291,12 @@ async def get_list(request: web.Request) -> web.Response:
 # --- read ----------------------------------------------------------------------------
 
 
-def _read_range(tree: FileTree, inner: str, offset: int, want: int) -> tuple[bytes, int, str]:
-    st = tree.stat(inner)
-    if st["type"] == "dir":
-        raise AfiError("invalid_path", "is a directory")
-    total = int(st["size"])
-    body = tree.read_bytes(inner, offset, want) if offset < total and want else b""
-    head = body if offset == 0 and len(body) >= min(total, _SNIFF) else None
-    grown = offset + len(body) if body else 0  # the file grew since stat
-    return body, max(total, grown), _content_type(tree, inner, head)
-
-
-def _bytes_response(body: bytes, total: int, offset: int, ranged: bool, ctype: str) -> web.Response:
+def _bytes_response(body: bytes, total: int, offset: int, ranged: bool, ctype: str, etag: str = "") -> web.Response:
     whole = offset == 0 and len(body) >= total
     headers = dict(_READ_HEADERS)
     headers["X-AFI-EOF"] = "true" if offset + len(body) >= total else "false"
+    if etag:
+        headers["ETag"] = etag
     if ranged or not whole:
         end = offset + len(body) - 1
         headers["Content-Range"] = f"bytes {offset}-{end}/{total}" if body else f"bytes */{total}"
@@ -295,14 +314,21 @@ async def get_read(request: web.Request) -> web.Response:
         data = _manifest_bytes(request)
         return _bytes_response(data[offset : offset + want], len(data), offset, ranged, "application/json")
     service, access = _context(request)
-    target = locate(normalise(raw), service.visible(access))
+    target = locate(normalise(raw), await service.learned_names(access))
     if not target.inner:
         if target.rel and target.namespace is None and not target.children:
             raise NotFound(target.rel)
         raise AfiError("invalid_path", "is a directory", target.path)
-    tree = _tree_of(service, target, access)
-    body, total, ctype = await asyncio.to_thread(_read_range, tree, target.inner, offset, want)
-    return _bytes_response(body, total, offset, ranged, ctype)
+    view = _view_of(service, target, access)
+    asked = request.headers.get("If-None-Match")
+    if asked and not ranged:  # a copy the caller keeps, still the same: nothing is read, nothing sent
+        etag = await view.etag(target.inner)
+        if etag and asked == etag:
+            return web.Response(status=304, headers={"ETag": etag, **_READ_HEADERS})
+    body, total, etag = await view.read_bytes(target.inner, offset, want)
+    head = body if offset == 0 and len(body) >= min(total, _SNIFF) else None
+    ctype = await _content_type(view, target.inner, head)
+    return _bytes_response(body, total, offset, ranged, ctype, etag)
 
 
 # --- manifest --------------------------------------------------------------------------
@@ -318,8 +344,12 @@ def _auth_methods(request: web.Request) -> tuple[str, ...]:
 def manifest(service: SearchService, access: Access, auth_methods: Sequence[str] = ()) -> dict[str, Any]:
     """The discovery manifest for one caller: modes are those its namespaces can search in."""
     modes: set[str] = {"exact"}  # mandatory at profile 2
-    for name in service.visible(access):
-        modes |= service.backend(name, access).modes
+    whole = service.visible(access)
+    for name in whole:
+        modes |= service.backend(name, access).declared_modes()
+    for entry in service.namespaces(access):
+        if entry["name"] not in whole:  # a peer's child the caller sees alone: the modes its peer declares
+            modes |= {m for m in entry["capabilities"]["modes"] if m in _MODES}
     return {
         "afi_version": "0.1",
         "provider": "fedsearch",

@@ -35,7 +35,7 @@ from gateway.afi.base import (
     locate,
     normalise,
 )
-from gateway.errors import NotFound
+from gateway.errors import NotFound, UnknownNamespace
 from gateway.globs import MAX_GLOB_LENGTH
 from gateway.http.middleware import json_response
 from gateway.models import Mode
@@ -97,24 +97,31 @@ class _Scope:
     names: list[str]
 
 
-def _scope(service: SearchService, target: Target, access: Access) -> _Scope:
-    """The namespaces and path globs that a search under ``target`` covers (sync: in a thread)."""
-    visible = service.visible(access)
+async def _scope(service: SearchService, target: Target, names: list[str], access: Access) -> _Scope:
+    """The namespaces and path globs that a search under ``target`` covers (``names``: those visible)."""
     if not target.rel:
-        return _Scope([], [], visible)
-    under = [n for n in visible if n.startswith(target.rel + "/")]
+        return _Scope([], [], names)
+    under = [n for n in names if n.startswith(target.rel + "/")]
     if target.namespace is None:
         if not under:
             raise NotFound(target.rel)
         few = len(under) <= MAX_NAMESPACE_PATTERNS
         return _Scope(under if few else [target.rel + "/*"], [], under)
     if not target.inner:
-        names = [target.namespace, *under]
-        few = len(names) <= MAX_NAMESPACE_PATTERNS
-        return _Scope(names if few else [target.namespace, target.rel + "/*"], [], names)
-    tree = service.backend(target.namespace, access).tree()
+        scoped = [target.namespace, *under]
+        few = len(scoped) <= MAX_NAMESPACE_PATTERNS
+        return _Scope(scoped if few else [target.namespace, target.rel + "/*"], [], scoped)
+    backend = service.backend(target.namespace, access)
+    tree = backend.tree()
     if tree is not None:
-        tree.stat(target.inner)  # NotFound (cloaked alike) for what the tree will not show
+        await asyncio.to_thread(tree.stat, target.inner)  # NotFound (cloaked alike) for what the tree will not show
+    elif backend.serves_children and target.namespace in service.visible(access):
+        # under a peer, its children not listed (a listed one would be the target): the first component names it
+        if service.catalog.children.known(target.namespace) is not None:
+            raise NotFound(target.rel)
+        child, _, inner = target.inner.partition("/")
+        paths = [_glob_literal(inner)] if inner else []
+        return _Scope([f"{target.namespace}/{child}"], paths, [target.namespace])
     return _Scope([target.namespace], [_glob_literal(target.inner)], [target.namespace])
 
 
@@ -139,7 +146,8 @@ def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> 
                 for line in item["lines"]:
                     matches.append(_match(path, line["line"], line, semantic, score, namespace, declaration))
                 continue
-            match = _match(path, item["start_line"], item, semantic, score, namespace, None)
+            around = {k: item[k] for k in _DECLARATION if k in item} if item["kind"] != "line" else None
+            match = _match(path, item["start_line"], item, semantic, score, namespace, around)
             if item["end_line"] != item["start_line"]:
                 match["x-end-line"] = item["end_line"]
             matches.append(match)
@@ -217,9 +225,15 @@ async def post_search(request: web.Request) -> web.Response:
     fields = _search_fields(body.query)
     limit = min(body.limit, MAX_RESULTS)
     rel = normalise(body.path)
-    target = locate(rel, service.visible(access))
+    names = await service.learned_names(access)
+    target = locate(rel, names)
+    parent = target.namespace
+    under_peer = parent is not None and bool(target.inner) and service.backend(parent, access).serves_children
+    if under_peer and parent is not None and await service.catalog.children.refresh([parent]):
+        names = service.names(access)  # a child under a peer that was not listed yet
+        target = locate(rel, names)
     try:
-        scope = await asyncio.to_thread(_scope, service, target, access)
+        scope = await _scope(service, target, names, access)
     except NotFound:
         raise AfiError("not_found", "no such path", body.path) from None
     mode: Mode = fields["mode"]
@@ -247,7 +261,10 @@ async def post_search(request: web.Request) -> web.Response:
         "cursor": snapshot,  # the service's own: later pages come from the first one's snapshot
     }
     search = parse_request(request_data)
-    answer = await service.search(search, access)
+    try:
+        answer = await service.search(search, access)
+    except UnknownNamespace:  # a peer's child that is not there
+        raise AfiError("not_found", "no such path", body.path) from None
     failure = _failure(answer)
     if failure is not None:
         raise failure

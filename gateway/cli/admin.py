@@ -31,8 +31,14 @@ def namespaces(args: argparse.Namespace) -> int:
         from gateway.service import SearchService
 
         service = SearchService(load(args))
-        items = service.namespaces()
-        asyncio.run(service.aclose())
+
+        async def listed() -> list[dict[str, Any]]:
+            try:
+                return await service.list_namespaces()
+            finally:
+                await service.aclose()
+
+        items = asyncio.run(listed())
     if args.json:
         import orjson
 

@@ -76,7 +76,7 @@ def _local(args: argparse.Namespace, target: str, start: int | None, end: int | 
     async def read() -> dict[str, Any]:
         try:
             try:
-                namespace, path = service.split_path(target)
+                namespace, path = await service.file_of(target)
             except NotFound:
                 namespace, path = _local_file(scope_of(config).roots, target)
             return await service.read_file(namespace, path, start, end)

@@ -110,19 +110,21 @@ def _context(first: int, last: int, context: Any, style: Style) -> Iterator[Row]
 
 def rows(group: dict[str, Any], style: Style) -> list[Row]:
     """A file's lines to print, in order, each once: a matched line wins over the same line as
-    context; a declaration (a hit with ``lines``) has its header above its first line."""
+    context; a declaration (a hit with ``lines``, or a semantic hit) has its header above its first line."""
     by_number: dict[int, Row] = {}
     headers: list[Row] = []
     for hit in group["hits"]:
         if hit.get("kind") == "file":
             continue  # the path matched: the heading says it
         lines = hit.get("lines")
-        if lines:
+        by_meaning = "reason" in hit  # a semantic hit: a declaration, its signature as its line
+        if lines or by_meaning:
             headers.append(_header(hit))
+        if lines:
             contexts = [(ln["line"], ln["line"], ln.get("context")) for ln in lines]
         else:
             contexts = [(hit["start_line"], hit["end_line"], hit.get("context"))]
-        score = None if lines else hit.get("score")  # a declaration's score is in its header
+        score = None if lines or by_meaning else hit.get("score")  # a declaration's score is in its header
         for line in lines or [hit]:
             number = line.get("line", line.get("start_line"))
             by_number[number] = Row(number, line["text"], True, line.get("column"), score)

@@ -47,7 +47,7 @@ async def search(request: web.Request) -> web.Response:
 
 
 async def get_namespaces(request: web.Request) -> web.Response:
-    return json_response({"namespaces": service_of(request).namespaces(_access(request))})
+    return json_response({"namespaces": await service_of(request).list_namespaces(_access(request))})
 
 
 def _line_param(request: web.Request, name: str) -> int | None:
@@ -63,7 +63,7 @@ def _line_param(request: web.Request, name: str) -> int | None:
 async def get_file(request: web.Request) -> web.Response:
     service = service_of(request)
     access = _access(request)
-    namespace, path = service.split_path(request.match_info["rest"], access)
+    namespace, path = await service.file_of(request.match_info["rest"], access)
     result = await service.read_file(
         namespace, path, _line_param(request, "start_line"), _line_param(request, "end_line"), access
     )

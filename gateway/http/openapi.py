@@ -194,7 +194,10 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
             "/v1/namespaces": {
                 "get": {
                     "operationId": "namespaces",
-                    "summary": "The visible namespaces: name, backend kind, health, capabilities",
+                    "summary": (
+                        "The visible namespaces (peers' children among them): name, backend kind, health, "
+                        "capabilities, file_paths (<path>, <repository>/<path> or <namespace>/<path>)"
+                    ),
                     "responses": {
                         "200": {
                             "description": "Namespaces",
@@ -206,7 +209,7 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
             "/v1/files/{namespace}/{path}": {
                 "get": {
                     "operationId": "readFile",
-                    "summary": "Lines of one file (at most 2,000)",
+                    "summary": "Lines of one file (at most 2,000), local or remote",
                     "parameters": [
                         {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}},
                         {"name": "path", "in": "path", "required": True, "schema": {"type": "string"}},

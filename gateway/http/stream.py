@@ -139,7 +139,7 @@ async def stream_search(request: web.Request) -> web.StreamResponse:
     """The SSE stream of one search (GET with query parameters, or POST with a JSON body)."""
     with parameter_names(request):
         data = await search_data(request)
-        search = service_of(request).stream(parse_request(data), request.get(ACCESS))  # 400 before any event
+        search = await service_of(request).open_stream(parse_request(data), request.get(ACCESS))  # 400 before any event
     response = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream; charset=utf-8",

@@ -4,7 +4,10 @@
 reads, forgets the ones that are gone and parses the ones whose (size, mtime)
 changed, committing in small batches so readers see progress and the write lock is
 never held long. Files asked for by a search (:meth:`BuilderProcess.prioritise`: a
-page met them unindexed or stale) go first.
+page met them unindexed or stale) go first. Then it embeds the declarations of the
+parsed files that have no intent vectors yet (:mod:`gateway.index.intents`), and once a
+pass has left nothing of a checkout to parse or embed, marks it built: from then on its
+semantic searches are complete.
 
 :class:`BuilderProcess` runs it as ``python -m gateway.index`` under
 ``nice``: parsing holds the GIL (measured: a thread parsing left the event loop 7 %
@@ -12,6 +15,11 @@ of its time), so it never runs inside a serving process. It rescans every
 ``refresh_s``. Processes sharing one index folder (``serve --workers``, a reload)
 each start one; an exclusive lock on ``<dir>/index.lock`` lets exactly one work, the
 others wait for it. A builder ends when its parent closes its stdin, or dies.
+
+A *one-pass* builder (:func:`start_once`: what a process without a background builder,
+the CLI, starts to catch its namespaces up before a semantic search) takes the lock,
+forks into the background and makes one pass, whether or not its parent is still
+there; when another builder holds the lock it ends at once (that one is doing the work).
 """
 
 from __future__ import annotations
@@ -26,17 +34,21 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.index.files import Source, changed, find_rg, index_file, list_files, stat_of
+from gateway.index.intents import embed_pending
 from gateway.index.store import FileRecord, Store
 from gateway.log import get_logger
 
-__all__ = ["BATCH_FILES", "BuildStats", "Builder", "BuilderProcess", "main"]
+__all__ = ["BATCH_FILES", "BuildStats", "Builder", "BuilderProcess", "lock_held", "main", "start_once"]
 
 #: Files per transaction, and the longest a transaction gathers (seconds).
 BATCH_FILES = 64
 BATCH_S = 0.25
 LOCK_NAME = "index.lock"
+#: The exit code of a one-pass builder that found another at work.
+BUSY = 3
 
 log = get_logger("fedsearch.index")
 
@@ -52,6 +64,8 @@ class BuildStats:
     parsed: int = 0
     forgotten: int = 0
     bytes: int = 0
+    embedded: int = 0  # declarations given vectors
+    embed_s: float = 0.0  # of ``seconds``, embedding them
     seconds: float = 0.0
 
 
@@ -75,22 +89,15 @@ class Builder:
         for source in self.sources.values():
             if self.should_stop():
                 break
-            states = self.store.states(source.root)
-            listed = list(list_files(source, self.rg))
-            stats.listed += len(listed)
-            present = set(listed)
-            gone = [p for p in states if p not in present]
-            if gone:
-                self.store.forget(source.root, gone)
-                stats.forgotten += len(gone)
-            self._index(source, changed(states, source, listed), stats, poll)
+            self.refresh_one(source, stats, poll)
         stats.seconds = time.monotonic() - started
-        if stats.parsed or stats.forgotten:
+        if stats.parsed or stats.forgotten or stats.embedded:
             log.info(
                 "index_pass",
                 files=stats.listed,
                 parsed=stats.parsed,
                 forgotten=stats.forgotten,
+                embedded=stats.embedded,
                 mb=round(stats.bytes / 1e6, 2),
                 seconds=round(stats.seconds, 2),
                 mb_per_s=round(stats.bytes / 1e6 / stats.seconds, 2) if stats.seconds else None,
@@ -98,6 +105,25 @@ class Builder:
                 rss_mb=_rss_mb(),
             )
         return stats
+
+    def refresh_one(self, source: Source, stats: BuildStats, poll: Poll | None = None) -> bool:
+        """One pass over one namespace: list, forget, parse, embed; whether it is built (nothing left)."""
+        states = self.store.states(source.root)
+        listed = list(list_files(source, self.rg))
+        stats.listed += len(listed)
+        self.store.mark(source.root, listed=len(listed))
+        present = set(listed)
+        gone = [p for p in states if p not in present]
+        if gone:
+            self.store.forget(source.root, gone)
+            stats.forgotten += len(gone)
+        self._index(source, changed(states, source, listed), stats, poll)
+        if self.should_stop():
+            return False
+        done = embed_pending(self.store, source.root, self.should_stop, stats)
+        if done:
+            self.store.mark(source.root, built=True)
+        return done
 
     def requested(self, pairs: Sequence[tuple[str, str]]) -> int:
         """Index files a search asked for, if they are stale; how many were parsed."""
@@ -111,6 +137,7 @@ class Builder:
             known = self.store.lookup(source.root, paths)
             stale = [p for p in paths if (k := known.get(p)) is None or stat_of(source.root, p) != (k.size, k.mtime_ns)]
             self._index(source, stale, stats, None)
+            embed_pending(self.store, source.root, self.should_stop, stats)
         return stats.parsed
 
     def _index(self, source: Source, paths: Sequence[str], stats: BuildStats, poll: Poll | None) -> None:
@@ -192,8 +219,8 @@ class _Requests:
         return self.wait(0.0)
 
 
-def _lock(directory: str, requests: _Requests) -> int | None:
-    """Wait for the index lock (None: the parent went away first)."""
+def _lock(directory: str, requests: _Requests, wait: bool = True) -> int | None:
+    """Wait for the index lock (None: the parent went away first, or it is held and ``wait`` is False)."""
     import fcntl
 
     fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
@@ -202,6 +229,9 @@ def _lock(directory: str, requests: _Requests) -> int | None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return fd
         except BlockingIOError:
+            if not wait:
+                os.close(fd)
+                return None
             requests.wait(1.0)  # their requests are the working builder's to serve
             if requests.closed:
                 os.close(fd)
@@ -218,21 +248,29 @@ def main() -> int:
     sources = [Source(s["namespace"], s["root"], tuple(s.get("exclude", ()))) for s in spec["sources"]]
     refresh_s = float(spec.get("refresh_s", 60.0))
     workers = int(spec.get("workers", 1))
+    once = bool(spec.get("once", False))
     with contextlib.suppress(OSError):
         os.nice(10)
     requests = _Requests(sys.stdin.fileno())
     try:
         os.makedirs(directory, exist_ok=True)
-        lock = _lock(directory, requests)
+        lock = _lock(directory, requests, wait=not once)
     except OSError as exc:
         log.warning("index_builder_off", error=exc.strerror or str(exc))
         return 0
     if lock is None:
-        return 0
+        return BUSY if once else 0
+    if once and os.fork():  # the parent ends now; the child keeps the lock (the same open file)
+        os._exit(0)
+    if once:
+        os.setsid()
     store = Store.open(directory, busy_s=10.0)
     if store.path is None:  # in memory: nobody could read what it built
         return 0
     builder = Builder(store, sources, workers=workers)
+    if once:
+        builder.refresh()
+        return 0
     builder.should_stop = lambda: requests.closed
     while not requests.closed:
         try:
@@ -247,16 +285,62 @@ def main() -> int:
     return 0
 
 
+def _spec(
+    directory: str, sources: Sequence[Source], refresh_s: float, workers: int, once: bool = False
+) -> dict[str, Any]:
+    return {
+        "dir": directory,
+        "sources": [{"namespace": s.namespace, "root": s.root, "exclude": list(s.exclude)} for s in sources],
+        "refresh_s": refresh_s,
+        "workers": workers,
+        "once": once,
+    }
+
+
+def start_once(directory: str, sources: Sequence[Source], workers: int = 1) -> bool:
+    """Start a one-pass builder in the background; False if another builder holds the index (or it failed).
+
+    The process started takes the lock, forks the builder into a session of its own and
+    ends at once (reaped here): the builder outlives this process if it must, holding the
+    lock until its pass is done (:func:`lock_held`).
+    """
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "gateway.index"],
+            input=json.dumps(_spec(directory, sources, 60.0, workers, once=True)).encode() + b"\n",
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        log.warning("index_builder_failed", error=str(exc)[:200])
+        return False
+    return done.returncode == 0
+
+
+def lock_held(directory: str) -> bool:
+    """Whether a builder is at work on the index under ``directory``."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(os.path.expanduser(directory), LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing the file releases a lock taken here
+    return False
+
+
 class BuilderProcess:
     """The parent's handle on a builder process."""
 
     def __init__(self, directory: str, sources: Sequence[Source], refresh_s: float, workers: int = 1) -> None:
-        self.spec = {
-            "dir": directory,
-            "sources": [{"namespace": s.namespace, "root": s.root, "exclude": list(s.exclude)} for s in sources],
-            "refresh_s": refresh_s,
-            "workers": workers,
-        }
+        self.spec = _spec(directory, sources, refresh_s, workers)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

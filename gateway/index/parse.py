@@ -12,7 +12,11 @@ the parse and makes each captured node a :class:`Declaration`:
 - **kind**: the query's, a function directly inside a class-like declaration being a
   ``method``, and a module-level ``variable`` named in capitals a ``constant``;
 - **intent**: the docstring (Python) or the comment right above it, its first
-  sentence, at most :data:`MAX_INTENT` characters.
+  sentence, at most :data:`MAX_INTENT` characters;
+- **signature**: its header as written, from its keyword to its body (``def
+  parse(value: str) -> int``, ``func (s *Server) Serve(l net.Listener) error``),
+  whitespace collapsed, at most :data:`MAX_INTENT` characters (what the intent index
+  embeds beside the name and intent).
 
 A syntax error costs only what it breaks: tree-sitter recovers, and the
 declarations it still recognises count.
@@ -30,7 +34,7 @@ import tree_sitter as ts
 from gateway.index.grammars import Grammar, Loaded, grammar
 from gateway.models import ELLIPSIS, MAX_INTENT
 
-__all__ = ["MAX_INTENT", "Declaration", "declarations", "first_sentence"]
+__all__ = ["MAX_INTENT", "Declaration", "declarations", "first_sentence", "signature"]
 
 
 class Declaration(msgspec.Struct, frozen=True, array_like=True):
@@ -43,6 +47,7 @@ class Declaration(msgspec.Struct, frozen=True, array_like=True):
     end_line: int
     intent: str = ""
     parent: int = -1
+    signature: str = ""
 
 
 #: Declarator nodes a C/C++ function's name lies inside (followed through their ``declarator``).
@@ -73,6 +78,20 @@ def first_sentence(text: str) -> str:
     if len(sentence) > MAX_INTENT:
         sentence = sentence[: MAX_INTENT - 1] + ELLIPSIS
     return sentence
+
+
+def signature(node: ts.Node) -> str:
+    """A declaration's header: its text up to its body or a comment (its first line when it has neither), on
+    one line."""
+    raw = node.text or b""
+    body = node.child_by_field_name("body")
+    end = next((c for c in node.children if c.type == "comment" or c == body), None)
+    if end is not None and end.start_byte > node.start_byte:
+        raw = raw[: end.start_byte - node.start_byte]
+    else:
+        raw = raw.split(b"\n", 1)[0]
+    flat = " ".join(raw[: 4 * MAX_INTENT].decode("utf-8", "replace").split()).rstrip("{:= ")
+    return flat if len(flat) <= MAX_INTENT else flat[: MAX_INTENT - 1] + ELLIPSIS
 
 
 def _text(node: ts.Node | None) -> str:
@@ -261,6 +280,7 @@ def _build(found: Sequence[_Found], spec: Grammar) -> list[Declaration]:
                 end_line=f.end + 1,
                 intent=first_sentence(intent) if intent else "",
                 parent=parent,
+                signature=signature(f.node),
             )
         )
         stack.append((f.node.end_byte, len(out) - 1))

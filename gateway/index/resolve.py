@@ -11,6 +11,9 @@ what was indexed, else parsed on the spot within ``parse_budget_ms``, else line 
 search began keeps its line hits: its lines may not be the ones rg read, and a wrong
 span is worse than none.
 
+:meth:`DeclarationIndex.with_semantic` gives a local namespace's backend semantic
+mode, answered from the intent index (:mod:`gateway.index.local`).
+
 Nothing here makes a search wait or fail: the database is read in well under a
 millisecond a page; a busy or broken database costs only the declarations (a broken
 one is deleted and built again, with one warning).
@@ -23,7 +26,9 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
+from gateway.backend import AsyncBackend
 from gateway.index.builder import BuilderProcess
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import language_of
@@ -34,6 +39,9 @@ from gateway.models import FileMatch
 from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
 from gateway.request import SearchRequest
 from gateway.signals import query_name
+
+if TYPE_CHECKING:
+    from gateway.index.local import IntentSearch
 
 __all__ = ["PARSE_RATE", "DeclarationIndex"]
 
@@ -84,6 +92,7 @@ class DeclarationIndex:
         self._parsed_version = -1
         self._parsed_at = 0.0
         self._builder: BuilderProcess | None = None
+        self._semantic: IntentSearch | None = None
 
     # --- life -----------------------------------------------------------------------
 
@@ -103,7 +112,24 @@ class DeclarationIndex:
         self._builder = BuilderProcess(self.directory, sources, self.refresh_s, self.build_workers)
         self._builder.start()
 
+    def building(self) -> bool:
+        """Whether a background builder keeps the index up to date (a server's)."""
+        return self._builder is not None
+
+    def with_semantic(self, backend: AsyncBackend[Any]) -> AsyncBackend[Any]:
+        """A local namespace's backend, searching by meaning from the intent index too."""
+        from gateway.index.local import IntentSearch, SemanticBackend
+
+        if self._semantic is None:
+            self._semantic = IntentSearch(self)
+        if isinstance(backend, SemanticBackend):  # kept across a reload: it searches this index now
+            backend.intents = self._semantic
+            return backend
+        return SemanticBackend(backend, self._semantic)
+
     def close(self) -> None:
+        if self._semantic is not None:
+            self._semantic.close()
         if self._builder is not None:
             self._builder.stop()
             self._builder = None

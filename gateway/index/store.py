@@ -9,9 +9,13 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
     files        (id, root, path, size, mtime_ns, language, parsed, declarations)
                  UNIQUE (root, path)                      -- declarations: the file's Outline, msgpack
     declarations (id, file_id -> files ON DELETE CASCADE, ordinal, parent, kind, name,
-                  qualified_name, start_line, end_line, intent)            UNIQUE (file_id, ordinal)
+                  qualified_name, start_line, end_line, intent, signature)  UNIQUE (file_id, ordinal)
                   INDEX on (name COLLATE NOCASE, kind, file_id)         -- name -> defining files
-    meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows
+    intents      (id AUTOINCREMENT, file_id -> files ON DELETE CASCADE UNIQUE, count, vectors)
+                                                          -- the intent index: one row a parsed file
+    meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows;
+                                                          -- "intents": what embedded them;
+                                                          -- "listed:<root>": files of a checkout
 
 A file is indexed as a whole: its row and its declarations are replaced in one
 transaction whenever its (size, mtime) changes, so a reader sees one version or the
@@ -21,11 +25,16 @@ keyed by declaration) and as one msgpack :class:`~gateway.index.hits.Outline` in
 copied as packed integers and its names decoded only where a page shows them, where
 the rows of a large module took milliseconds). ``parsed`` is 0 for a file looked at
 and not parsed (too large, binary, not UTF-8): it gets line hits, and is not looked at
-again until it changes. Data tied to a declaration lives in a table keyed by
-``declarations.id`` with ``ON DELETE CASCADE``
-(the intent vectors of semantic search: ``vectors (declaration_id PRIMARY KEY
-REFERENCES declarations(id) ON DELETE CASCADE, model, vector)``), so re-indexing a
-file drops exactly that file's and the two indexes stay in step, file by file.
+again until it changes.
+
+The intent index (semantic search) is one ``intents`` row per parsed file: the unit
+vectors of its declarations in ordinal order, float16, ``count`` of them. Writing a
+file's declarations deletes its row, and removing the file cascades, so the two
+indexes stay in step file by file; the builder embeds the files that have no row
+(:meth:`Store.unembedded`) and writes a row only if the file is still what it read
+(:meth:`Store.put_intents`). Each new row has a new ``id``, which is how a reader
+holding the vectors in memory sees what changed. Vectors of another model or recipe
+(``meta`` "intents") are dropped whole.
 
 Sharing: WAL journal (readers never wait for the writer), a busy timeout for writers,
 ``foreign_keys`` on. Faults: a database that is not one, or is damaged, is deleted and
@@ -48,9 +57,19 @@ from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
 from gateway.log import get_logger
 
-__all__ = ["DB_NAME", "SCHEMA_VERSION", "FileRecord", "Store", "Stored", "parser_version"]
+__all__ = [
+    "DB_NAME",
+    "SCHEMA_VERSION",
+    "Candidate",
+    "FileRecord",
+    "Progress",
+    "Store",
+    "Stored",
+    "Unembedded",
+    "parser_version",
+]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
@@ -81,9 +100,16 @@ CREATE TABLE IF NOT EXISTS declarations (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     intent TEXT NOT NULL,
+    signature TEXT NOT NULL,
     UNIQUE (file_id, ordinal)
 );
 CREATE INDEX IF NOT EXISTS declarations_name ON declarations (name COLLATE NOCASE, kind, file_id);
+CREATE TABLE IF NOT EXISTS intents (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    file_id INTEGER NOT NULL UNIQUE REFERENCES files (id) ON DELETE CASCADE,
+    count INTEGER NOT NULL,
+    vectors BLOB NOT NULL
+);
 """
 
 
@@ -119,6 +145,41 @@ class FileRecord:
 
 
 _EMPTY = Outline.of(()).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Unembedded:
+    """A parsed file that has no intent vectors yet, as it was when it was parsed."""
+
+    file_id: int
+    path: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One declaration as a semantic search shows it."""
+
+    file_id: int
+    ordinal: int
+    kind: str
+    name: str
+    qualified_name: str
+    start_line: int
+    end_line: int
+    intent: str
+    signature: str
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far the intent index of one checkout is: ``built`` once a whole pass has embedded it;
+    before that, files done (embedded, or not parsable) of those listed (None: not listed yet)."""
+
+    built: bool
+    done: int
+    listed: int | None
 
 
 class Stored:
@@ -207,7 +268,7 @@ class Store:
         found = db.execute("PRAGMA user_version").fetchone()[0]
         with self._write():
             if found not in (0, SCHEMA_VERSION):  # another layout: start again
-                for table in ("declarations", "files", "namespaces", "meta"):  # namespaces: version 4
+                for table in ("intents", "declarations", "files", "namespaces", "meta"):  # namespaces: version 4
                     db.execute(f"DROP TABLE IF EXISTS {table}")
             for statement in _SCHEMA.split(";"):  # executescript would commit
                 if statement.strip():
@@ -315,12 +376,24 @@ class Store:
                     ),
                 ).fetchone()
                 db.execute("DELETE FROM declarations WHERE file_id = ?", (file_id,))
+                db.execute("DELETE FROM intents WHERE file_id = ?", (file_id,))
                 if record.declarations:
                     db.executemany(
                         "INSERT INTO declarations (file_id, ordinal, parent, kind, name, qualified_name, "
-                        "start_line, end_line, intent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "start_line, end_line, intent, signature) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [
-                            (file_id, i, d.parent, d.kind, d.name, d.qualified_name, d.start_line, d.end_line, d.intent)
+                            (
+                                file_id,
+                                i,
+                                d.parent,
+                                d.kind,
+                                d.name,
+                                d.qualified_name,
+                                d.start_line,
+                                d.end_line,
+                                d.intent,
+                                d.signature,
+                            )
                             for i, d in enumerate(record.declarations)
                         ],
                     )
@@ -337,6 +410,139 @@ class Store:
                     f"DELETE FROM files WHERE root = ? AND path IN ({marks})",
                     (root, *chunk),
                 )
+
+    # --- the intent index -----------------------------------------------------------
+
+    def use_intents(self, model: str) -> None:
+        """Vectors are ``model``'s from now on: those of another are dropped (and every checkout unbuilt)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'intents'").fetchone()
+        if row is not None and row[0] == model:
+            return
+        with self._write() as db:
+            db.execute("DELETE FROM intents")
+            db.execute("DELETE FROM meta WHERE key LIKE 'built:%'")
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('intents', ?)", (model,))
+
+    def intents_of(self) -> str | None:
+        """What embedded the vectors (None: nothing yet)."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'intents'").fetchone()
+        return None if row is None else str(row[0])
+
+    def unembedded(self, root: str, limit: int) -> list[Unembedded]:
+        """Up to ``limit`` parsed files of a checkout without intent vectors."""
+        rows = self._db.execute(
+            "SELECT f.id, f.path, f.size, f.mtime_ns FROM files f WHERE f.root = ? AND f.parsed = 1 "
+            "AND NOT EXISTS (SELECT 1 FROM intents i WHERE i.file_id = f.id) LIMIT ?",
+            (root, limit),
+        )
+        return [Unembedded(*row) for row in rows]
+
+    def texts_of(self, file_ids: Sequence[int]) -> dict[int, list[tuple[str, str, str, str]]]:
+        """Each file's declarations in ordinal order: (kind, qualified_name, signature, intent)."""
+        out: dict[int, list[tuple[str, str, str, str]]] = {i: [] for i in file_ids}
+        for i in range(0, len(file_ids), _CHUNK):
+            chunk = file_ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                "SELECT file_id, kind, qualified_name, signature, intent FROM declarations "
+                f"WHERE file_id IN ({marks}) ORDER BY file_id, ordinal",
+                tuple(chunk),
+            )
+            for file_id, kind, qualified, signature, intent in rows:
+                out[file_id].append((kind, qualified, signature, intent))
+        return out
+
+    def put_intents(self, rows: Iterable[tuple[Unembedded, int, bytes]]) -> int:
+        """Write files' vectors (``count`` of them), each only if the file is still what was read; how many."""
+        written = 0
+        with self._write() as db:
+            for file, count, blob in rows:
+                done = db.execute(
+                    "INSERT OR IGNORE INTO intents (file_id, count, vectors) SELECT id, ?, ? FROM files "
+                    "WHERE id = ? AND size = ? AND mtime_ns = ? AND parsed = 1",
+                    (count, blob, file.file_id, file.size, file.mtime_ns),
+                )
+                written += done.rowcount
+        return written
+
+    def mark(self, root: str, *, listed: int | None = None, built: bool | None = None) -> None:
+        """Note how many files of a checkout were listed, and whether a whole pass has embedded it."""
+        with self._write() as db:
+            if listed is not None:
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (f"listed:{root}", str(listed)))
+            if built:
+                db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (f"built:{root}",))
+            elif built is not None:
+                db.execute("DELETE FROM meta WHERE key = ?", (f"built:{root}",))
+
+    def progress(self, root: str) -> Progress:
+        """How far the intent index of a checkout is."""
+        db = self._db
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?)", (f"listed:{root}", f"built:{root}")))
+        if f"built:{root}" in meta:
+            return Progress(True, 0, None)
+        (done,) = db.execute(
+            "SELECT count(*) FROM files f WHERE f.root = ? AND (f.parsed = 0 "
+            "OR EXISTS (SELECT 1 FROM intents i WHERE i.file_id = f.id))",
+            (root,),
+        ).fetchone()
+        listed = meta.get(f"listed:{root}")
+        return Progress(False, int(done), int(listed) if listed is not None else None)
+
+    def intent_ids(self, root: str) -> dict[int, int]:
+        """The intent rows of a checkout: row id -> file id."""
+        rows = self._db.execute(
+            "SELECT i.id, i.file_id FROM intents i JOIN files f ON f.id = i.file_id WHERE f.root = ?", (root,)
+        )
+        return dict(rows)
+
+    def intent_rows(self, ids: Sequence[int]) -> Iterator[tuple[int, int, int, bytes]]:
+        """Some intent rows: (id, file id, count, vectors)."""
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            yield from self._db.execute(
+                f"SELECT id, file_id, count, vectors FROM intents WHERE id IN ({marks})", tuple(chunk)
+            )
+
+    def paths_of(self, file_ids: Sequence[int]) -> dict[int, str]:
+        """Some files' paths, by id."""
+        out: dict[int, str] = {}
+        for i in range(0, len(file_ids), _CHUNK):
+            chunk = file_ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            out.update(self._db.execute(f"SELECT id, path FROM files WHERE id IN ({marks})", tuple(chunk)))
+        return out
+
+    def candidates(self, pairs: Sequence[tuple[int, int]]) -> list[Candidate]:
+        """The declarations at (file id, ordinal) pairs (those that still exist), read file by file
+        through the (file_id, ordinal) index."""
+        by_file: dict[int, list[int]] = {}
+        for file_id, ordinal in pairs:
+            by_file.setdefault(file_id, []).append(ordinal)
+        out: list[Candidate] = []
+        for file_id, ordinals in by_file.items():
+            for i in range(0, len(ordinals), _CHUNK):
+                chunk = ordinals[i : i + _CHUNK]
+                rows = self._db.execute(
+                    "SELECT file_id, ordinal, kind, name, qualified_name, start_line, end_line, intent, signature "
+                    f"FROM declarations WHERE file_id = ? AND ordinal IN ({','.join('?' * len(chunk))})",
+                    (file_id, *chunk),
+                )
+                out.extend(Candidate(*row) for row in rows)
+        return out
+
+    def named(self, names: Sequence[str]) -> list[tuple[int, int, str]]:
+        """Declarations named one of ``names`` in any case (``impl`` blocks aside): (file id, ordinal, name)."""
+        out: list[tuple[int, int, str]] = []
+        for name in names:
+            out.extend(
+                self._db.execute(
+                    "SELECT file_id, ordinal, name FROM declarations WHERE name = ? COLLATE NOCASE AND kind != 'impl'",
+                    (name,),
+                )
+            )
+        return out
 
     def size_bytes(self) -> int:
         """The database's size on disk (with its WAL), 0 in memory."""

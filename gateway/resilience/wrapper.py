@@ -25,6 +25,9 @@ and replicas (:mod:`gateway.backend`). One search through it is::
   unavailable, it only orders the replicas.
 * **Caps**: an answer of more than ``max_hits`` hits keeps whole files up to the cap and
   is ``capped`` (response bytes are capped by the HTTP adapters as it is read).
+* **Files and children** (``read_file``, ``stat_file``, ``list_files``, ``children``) go
+  through the first replica's breaker too, retried once when transient and time allows;
+  a file that is not there is an answer (a sign of life).
 
 A backend whose policy has nothing to decide per call (one replica, one attempt, no
 breaker, no hedge: ``ripgrep``'s ``LOCAL``) goes straight through.
@@ -34,16 +37,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from msgspec.structs import replace
 
 from gateway.backend import AsyncBackend, FileTree, Health
-from gateway.errors import BackendError, RateLimited
+from gateway.errors import BackendError, InvalidRequest, NotFound, RateLimited
+from gateway.files import RemoteFile
 from gateway.log import get_logger
-from gateway.models import BackendResult, SearchQuery
+from gateway.models import BackendResult, ChildNamespace, SearchQuery
 from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
 from gateway.resilience.policy import LOCAL, Policy
@@ -55,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["LOCAL", "Policy", "ResilientBackend", "Stats", "wrap"]
 
 log = get_logger("fedsearch.resilience")
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -94,6 +101,9 @@ class ResilientBackend(AsyncBackend[Any]):
         self.token_env = inner.token_env
         self.shares_calls = inner.shares_calls
         self.serves_children = inner.serves_children
+        self.repository_paths = inner.repository_paths
+        self.reads = inner.reads
+        self.lists = inner.lists
         self.scan_modes = inner.scan_modes
         self.policy = policy = policy or inner.policy
         self.stats = Stats()
@@ -126,6 +136,54 @@ class ResilientBackend(AsyncBackend[Any]):
 
     def tree(self) -> FileTree | None:
         return self.inner.tree()
+
+    def declared_modes(self) -> frozenset[str]:
+        return self.inner.declared_modes()
+
+    # --- files and children -------------------------------------------------------------
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        return await self._guarded(lambda: self.inner.read_file(path, deadline), deadline)
+
+    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
+        return await self._guarded(lambda: self.inner.stat_file(path, deadline), deadline)
+
+    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
+        return await self._guarded(lambda: self.inner.list_files(path, deadline), deadline)
+
+    async def children(self, deadline: float) -> tuple[ChildNamespace, ...]:
+        return await self._guarded(lambda: self.inner.children(deadline), deadline)
+
+    async def _guarded(self, call: Callable[[], Awaitable[T]], deadline: float) -> T:
+        """One call through the first replica's breaker, retried once when transient and time allows."""
+        breaker = self._breakers[0] if self._breakers else None
+        attempts = min(2, self.policy.max_attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                probe = breaker.admit() if breaker is not None else False
+            except BackendError:
+                self.stats.short_circuited += 1
+                raise
+            try:
+                result = await call()
+            except (NotFound, InvalidRequest):
+                if breaker is not None:
+                    self._judged(breaker, "success", "", probe, 0)  # it answered: there is no such file
+                raise
+            except BaseException as exc:
+                if breaker is not None:
+                    self._judge(breaker, exc, probe, 0)
+                left = deadline - time.monotonic()
+                if attempt < attempts and isinstance(exc, BackendError) and retryable(exc, left):
+                    told = getattr(exc, "retry_after", None)
+                    p = self.policy
+                    await p.sleep(backoff(attempt, p.backoff_base_s, p.backoff_max_s, p.jitter, told))
+                    continue
+                raise
+            if breaker is not None:
+                self._judged(breaker, "success", "", probe, 0)
+            return result
+        raise BackendError("no attempt made")  # pragma: no cover - the loop returns or raises
 
     def health(self) -> Health:
         """``ok``; ``degraded`` when some replica's breaker is open; ``unavailable`` when all are."""

@@ -1,0 +1,248 @@
+"""Semantic search over one checkout's intent index: vectors in memory, scored with the query's words.
+
+:class:`Intents` holds a checkout's vectors as one float32 matrix (one row per
+declaration) loaded from the database and kept in step with it: when the database
+changed (at most every :data:`SYNC_S`), only the rows whose id it has not seen are read
+and those gone are dropped.
+
+A search (:meth:`Intents.search`) scores every declaration at once (a matrix-vector
+product; 100,000 declarations take a few milliseconds), takes the best
+:func:`depth` of them and the declarations *named* like one of the query's words, and
+gives each a score in [0, 1]:
+
+- ``semantic``: the cosine of the query's vector and the declaration's, mapped
+  piecewise linearly: :data:`COS_FLOOR` and under to 0, :data:`COS_HALF` to 0.5 (the
+  default threshold), :data:`COS_FULL` and over to 1;
+- ``lexical``: the share of the query's words found (by stem) in the declaration's
+  name (:data:`NAME_WEIGHT`) or in its signature and intent (:data:`TEXT_WEIGHT`);
+- ``score = semantic + (1 - semantic) * min(1, lexical)``, and 1 for a declaration whose
+  name *is* the query (``url_for``, ``parse options header``): an exact name still wins.
+
+Declarations scoring 0 are not hits; the rest are, those under the request's threshold
+included (ranking counts those in ``weak_filtered``); a file shows its :data:`PER_FILE` best.
+Files come best first, ties by path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gateway.index.intents import vectors_of
+from gateway.index.store import Candidate, Store
+from gateway.index.words import query_terms, split_words, terms_in
+from gateway.models import FileMatch, Hit, cut_text
+
+__all__ = ["COS_FLOOR", "COS_FULL", "COS_HALF", "PER_FILE", "Intents", "Scored", "depth", "score_of"]
+
+#: Cosines at or under COS_FLOOR score 0, COS_HALF 0.5, COS_FULL and over 1. Measured on
+#: bench/semantic.py's questions: a declaration's cosine to an unrelated question has a median
+#: of 0.08 and a 99th percentile of 0.49; the expected answers' median is 0.47, their first
+#: quartile 0.37; so the default threshold (0.5) keeps about three answers in four and drops
+#: all but a few in a hundred of the rest, before the query's words lift a score.
+COS_FLOOR = 0.15
+COS_HALF = 0.35
+COS_FULL = 0.8
+#: Weights of the query's words found in a declaration's name, and in its signature or intent.
+NAME_WEIGHT = 0.5
+TEXT_WEIGHT = 0.5
+#: Hits a file shows at most (its best ones).
+PER_FILE = 3
+#: How long a matrix is trusted while the database changes (seconds).
+SYNC_S = 1.0
+#: Declarations scored in full per search: at least this many, else one per file wanted (reading and
+#: scoring them is most of a search's time after the matrix product).
+MIN_DEPTH = 100
+MAX_DEPTH = 2000
+
+
+def depth(max_files: int) -> int:
+    """How many of the best declarations by cosine a search looks at closely."""
+    return min(MAX_DEPTH, max(MIN_DEPTH, max_files))
+
+
+def _normal(text: str) -> str:
+    return "".join(split_words(text))
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """A declaration's score and what earned it."""
+
+    score: float
+    reason: str
+    terms: tuple[str, ...]
+
+
+def score_of(cosine: float, terms: Sequence[str], query: str, candidate: Candidate) -> Scored:
+    """The hybrid score of one declaration (see the module docstring), its reason and matched terms."""
+    if cosine <= COS_HALF:
+        semantic = max(0.0, 0.5 * (cosine - COS_FLOOR) / (COS_HALF - COS_FLOOR))
+    else:
+        semantic = min(1.0, 0.5 + 0.5 * (cosine - COS_HALF) / (COS_FULL - COS_HALF))
+    named = terms_in(terms, split_words(candidate.qualified_name)) if terms else []
+    in_signature = terms_in(terms, candidate.signature) if terms else []
+    in_intent = terms_in(terms, candidate.intent) if terms and candidate.intent else []
+    texts = set(in_signature) | set(in_intent)
+    lexical = 0.0
+    if terms:
+        lexical = (NAME_WEIGHT * len(named) + TEXT_WEIGHT * len(texts)) / len(terms)
+    score = semantic + (1.0 - semantic) * min(1.0, lexical)
+    if _normal(query) == _normal(candidate.name):
+        score = 1.0
+    if candidate.intent and len(in_intent) >= len(in_signature):
+        reason, found = candidate.intent, in_intent
+    else:
+        reason, found = candidate.signature or candidate.qualified_name, in_signature
+    return Scored(round(score, 4), reason, tuple(found))
+
+
+class Intents:
+    """One checkout's intent vectors in memory, in step with the database."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.matrix = np.zeros((0, 0), dtype=np.float32)
+        self.file_of = np.zeros(0, dtype=np.int64)  # per row: its file's id
+        self.ordinal = np.zeros(0, dtype=np.int64)  # per row: its declaration's ordinal in the file
+        self._rows: dict[int, tuple[int, int, int]] = {}  # intent row id -> (file id, first row, count)
+        self._start: dict[int, int] = {}  # file id -> its first row
+        self.paths: dict[int, str] = {}  # file id -> path
+        self._version = -1
+        self._synced = 0.0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return int(self.matrix.shape[0])
+
+    # --- keeping in step -------------------------------------------------------------
+
+    def sync(self, store: Store, dim: int) -> None:
+        """Read what changed in the database since the last look (at most every SYNC_S)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._version >= 0 and now - self._synced < SYNC_S:
+                return
+            version = store.data_version()
+            self._synced = now
+            if version == self._version:
+                return
+            self._reload(store, dim)
+            self._version = version
+
+    def changed(self) -> None:
+        """This process wrote to the database (its own commits do not change data_version)."""
+        self._version = -1
+
+    def _reload(self, store: Store, dim: int) -> None:
+        ids = store.intent_ids(self.root)
+        kept = [rid for rid in self._rows if rid in ids]
+        new = [rid for rid in ids if rid not in self._rows]
+        if not new and len(kept) == len(self._rows):
+            return
+        parts: list[np.ndarray] = []
+        files: list[np.ndarray] = []
+        ordinals: list[np.ndarray] = []
+        rows: dict[int, tuple[int, int, int]] = {}
+        at = 0
+        for rid in kept:
+            file_id, first, count = self._rows[rid]
+            if count:
+                parts.append(self.matrix[first : first + count])
+                files.append(np.full(count, file_id, dtype=np.int64))
+                ordinals.append(np.arange(count, dtype=np.int64))
+            rows[rid] = (file_id, at, count)
+            at += count
+        for rid, file_id, count, blob in store.intent_rows(new):
+            if count:
+                parts.append(vectors_of(blob, count, dim))
+                files.append(np.full(count, file_id, dtype=np.int64))
+                ordinals.append(np.arange(count, dtype=np.int64))
+            rows[rid] = (file_id, at, count)
+            at += count
+        self.matrix = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+        self.file_of = np.concatenate(files) if files else np.zeros(0, dtype=np.int64)
+        self.ordinal = np.concatenate(ordinals) if ordinals else np.zeros(0, dtype=np.int64)
+        self._rows = rows
+        self._start = {file_id: first for file_id, first, _ in rows.values()}
+        gone = set(self.paths) - set(self._start)
+        for file_id in gone:
+            del self.paths[file_id]
+        missing = [f for f in self._start if f not in self.paths]
+        if missing:
+            self.paths.update(store.paths_of(missing))
+
+    # --- searching -------------------------------------------------------------------
+
+    def search(
+        self, store: Store, query: str, vector: np.ndarray, limit: int, accept: Callable[[str], bool] | None
+    ) -> list[FileMatch]:
+        """The files holding the best declarations for ``query``, best first, each with its hits in line order."""
+        matrix = self.matrix
+        if not len(matrix):
+            return []
+        cosines = matrix @ vector
+        if accept is not None:
+            allowed = {f for f, p in self.paths.items() if accept(p)}
+            cosines = np.where(np.isin(self.file_of, list(allowed)), cosines, -1.0)
+        top = min(depth(limit), len(cosines))
+        best = np.argpartition(-cosines, top - 1)[:top]
+        chosen = {int(r) for r in best if cosines[r] > -1.0}
+        terms = query_terms(query)
+        for file_id, ordinal, _ in store.named(self._names(query, terms)):
+            first = self._start.get(file_id)
+            if first is not None:
+                row = first + ordinal
+                if row < len(cosines) and self.file_of[row] == file_id and cosines[row] > -1.0:
+                    chosen.add(row)
+        pairs = [(int(self.file_of[r]), int(self.ordinal[r])) for r in chosen]
+        cosine_at = {pair: float(cosines[r]) for pair, r in zip(pairs, chosen, strict=True)}
+        by_file: dict[int, list[Hit]] = {}
+        for candidate in store.candidates(pairs):
+            cosine = cosine_at.get((candidate.file_id, candidate.ordinal))
+            if cosine is None:
+                continue
+            scored = score_of(cosine, terms, query, candidate)
+            if scored.score <= 0.0:
+                continue
+            by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
+        ranked = sorted(
+            by_file.items(),
+            key=lambda item: (-max(h.score or 0.0 for h in item[1]), self.paths.get(item[0], "")),
+        )
+        out = []
+        for file_id, hits in ranked[:limit]:
+            if file_id in self.paths:
+                shown = sorted(hits, key=lambda h: -(h.score or 0.0))[:PER_FILE]
+                out.append(
+                    FileMatch(path=self.paths[file_id], hits=tuple(sorted(shown, key=lambda h: (h.line, h.last_line))))
+                )
+        return out
+
+    @staticmethod
+    def _names(query: str, terms: Sequence[str]) -> list[str]:
+        """Names to look up exactly: the query as typed when it is one word, and its words."""
+        words = query.split()
+        names = [words[0]] if len(words) == 1 else []
+        names.extend(t for t in terms if len(t) > 2 and t not in names)
+        return names[:12]
+
+
+def _hit(candidate: Candidate, scored: Scored) -> Hit:
+    text = cut_text(candidate.signature or candidate.qualified_name)
+    return Hit(
+        line=candidate.start_line,
+        end_line=candidate.end_line,
+        text=text,
+        kind=candidate.kind,
+        symbol=candidate.qualified_name,
+        name=candidate.name,
+        intent=candidate.intent,
+        score=scored.score,
+        reason=scored.reason,
+        terms=scored.terms,
+    )

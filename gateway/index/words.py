@@ -1,0 +1,151 @@
+"""Words of code and of questions: what the intent index embeds, and the lexical half of its score.
+
+Identifiers are split into the words they are made of (``parse_options_header`` ->
+parse options header, ``HTTPServerError`` -> http server error), so that a model that
+reads words sees them, and so that a query's words can be found in a name. A word is
+compared by a light stem (``registers``, ``registered``, ``registering`` -> regist...):
+enough for plurals and tenses, no dictionary.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+
+__all__ = ["STOPWORDS", "document", "name_words", "query_terms", "split_words", "stem", "terms_in"]
+
+#: Splits an identifier at ``_``, ``-``, digits and case changes (``HTTPServer`` -> HTTP Server).
+_PARTS = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_]*|\d+")
+#: Words of a question that say nothing about what it asks for (and keywords of signatures).
+STOPWORDS = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "so",
+        "some",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "this",
+        "those",
+        "to",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "will",
+        "with",
+        "you",
+        "your",
+        "def",
+        "fn",
+        "func",
+        "function",
+        "fun",
+        "pub",
+        "public",
+        "private",
+        "protected",
+        "static",
+        "final",
+        "async",
+        "await",
+        "const",
+        "let",
+        "var",
+        "val",
+        "self",
+        "cls",
+        "return",
+        "returns",
+        "void",
+    }
+)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def split_words(text: str) -> tuple[str, ...]:
+    """The lower-case words of ``text``, identifiers split into theirs (``url_for`` -> url, for)."""
+    out: list[str] = []
+    for token in _TOKEN.findall(text):
+        out.extend(part.lower() for part in _PARTS.findall(token))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """A word's light stem: an inflection (plural, ``-ing``, ``-ed``), then ``-er``/``-ly``, then a
+    final ``e`` off (``registered``, ``registers``, ``register`` -> regist; ``parse``, ``parser`` -> pars)."""
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: len(word) - len(suffix)] + keep
+            break
+    for suffix in ("er", "ly"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if word.endswith("e") and len(word) > 3 else word
+
+
+def name_words(qualified_name: str) -> str:
+    """A declaration's qualified name as words (``Blueprint.add_url_rule`` -> blueprint add url rule)."""
+    return " ".join(split_words(qualified_name))
+
+
+def document(kind: str, qualified_name: str, signature: str, intent: str) -> str:
+    """The text the intent index embeds for one declaration: its kind, its names as words, the other
+    words of its signature, and its intent (``method flask url for endpoint values Generate a URL...``)."""
+    own = set(split_words(qualified_name))
+    header = dict.fromkeys(w for w in split_words(signature) if w not in STOPWORDS and w not in own)
+    parts = [kind, name_words(qualified_name), " ".join(header), intent]
+    return " ".join(p for p in parts if p)
+
+
+def query_terms(query: str) -> tuple[str, ...]:
+    """The words of a query that say what it asks for, in order, each once (as typed, lower case)."""
+    seen: dict[str, None] = {}
+    for word in split_words(query):
+        if word not in STOPWORDS and len(word) > 1:
+            seen.setdefault(word)
+    return tuple(seen)
+
+
+def terms_in(terms: Sequence[str], text: str | Iterable[str]) -> list[str]:
+    """The terms found among the words of ``text`` (by stem), in the terms' order."""
+    words = split_words(text) if isinstance(text, str) else tuple(text)
+    stems = {stem(w) for w in words}
+    return [t for t in terms if stem(t) in stems]
