@@ -7,7 +7,7 @@ ROOT   ?= .
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
-.PHONY: run test lint typecheck pytest fuzz bench clean
+.PHONY: run test lint typecheck pytest fuzz bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -55,6 +55,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/remote_read.py
+	$(BIN)/python bench/load.py
+
+# Issue 22's load test at its full length: 3 minutes at 1x, 2x and 4x capacity, then
+# 10 minutes at 2x (about 20 minutes; over $(CORPUS_REAL), real checkouts outside the tree).
+CORPUS_REAL ?= /work/corpus-real
+soak: $(STAMP)
+	$(BIN)/python bench/load.py --corpus $(CORPUS_REAL) --phase-s 180 --soak-s 600 --calibrate-s 60 --warmup-s 30
 
 clean:
 	rm -rf $(VENV) .coverage .pytest_cache .mypy_cache .ruff_cache

@@ -37,6 +37,9 @@ the settings); the rest of the gateway reads them here and nowhere else:
                           ``<repository>/<path>`` (:attr:`FileMatch.repository
                           <gateway.models.FileMatch.repository>` set), and ``paths`` and
                           ``languages`` match the path inside the repository (SPEC §5)
+``scan_modes``            the modes in which a search is a local scan (a process on
+                          this machine): such scans take slots of ``[server]
+                          max_scans``, inside :func:`~gateway.resilience.admission.scan_slot`
 :meth:`tree`              read access to its files (a local checkout)
 ``reads``,                read access to remote files: :meth:`read_file` (the whole
 :meth:`read_file`,        file, bounded by :data:`gateway.files.MAX_READ_BYTES`); with
@@ -129,6 +132,8 @@ class AsyncBackend(abc.ABC, Generic[S]):
     repository_paths: bool = False
     reads: bool = False
     lists: bool = False
+    #: The modes in which its searches are local scans, bounded by ``[server] max_scans``.
+    scan_modes: frozenset[Mode] = frozenset()
 
     def __init__(self, name: str, settings: S) -> None:
         self.name = name

@@ -32,6 +32,7 @@ __all__ = [
     "ServerConfig",
     "TokenConfig",
     "config_from_env",
+    "default_max_scans",
     "discover",
     "enclosing_checkout",
     "load_config",
@@ -47,12 +48,39 @@ DEFAULT_CACHE_BYTES = 256 << 20
 _FROZEN = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
+def default_max_scans(cgroup: str = "/sys/fs/cgroup") -> int:
+    """The CPUs this process may use: its affinity mask, and its cgroup's CPU quota where it has
+    one (a container's CPU limit, which the mask does not show)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    cpus = len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+    quota = _cgroup_cpus(Path(cgroup))
+    return max(1, min(cpus, quota) if quota is not None else cpus)
+
+
+def _cgroup_cpus(root: Path) -> int | None:
+    """CPUs of the cgroup's quota, rounded up (cgroup v2 ``cpu.max``, else v1's CFS files); None: no quota."""
+    try:
+        parts = (root / "cpu.max").read_text().split()
+    except OSError:
+        try:
+            parts = [(root / "cpu" / name).read_text().strip() for name in ("cpu.cfs_quota_us", "cpu.cfs_period_us")]
+        except OSError:
+            return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        return None  # "max": no quota
+    return -(-quota // period) if quota > 0 and period > 0 else None
+
+
 class ServerConfig(BaseModel):
     model_config = _FROZEN
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     max_body_bytes: int = Field(default=DEFAULT_MAX_BODY, ge=1024)
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=10_000)
+    #: Local scans (rg processes) running at once, all requests together; the rest wait.
+    max_scans: int = Field(default_factory=default_max_scans, ge=1, le=1024, strict=True)
 
 
 class DefaultsConfig(BaseModel):

@@ -185,8 +185,9 @@ def criteria_of(request: Fields) -> Criteria:
 DEPTH_FLOOR = 100
 
 
-def backend_query(request: SearchRequest, started: float) -> SearchQuery:
-    """The backend-facing query of a request, with its absolute deadline (``started`` on ``time.monotonic()``)."""
+def backend_query(request: SearchRequest, started: float, margin: float = 0.0) -> SearchQuery:
+    """The backend-facing query of a request, with its absolute deadline (``started`` on
+    ``time.monotonic()``), ``margin`` seconds before the request's own (kept for the answer's work)."""
     from gateway.models import SearchQuery
 
     criteria = request.criteria
@@ -199,7 +200,7 @@ def backend_query(request: SearchRequest, started: float) -> SearchQuery:
         context_lines=request.context_lines,
         max_files=max(DEPTH_FLOOR, request.offset + request.files),
         threshold=request.threshold,
-        deadline=started + request.timeout_ms / 1000,
+        deadline=started + request.timeout_ms / 1000 - margin,
     )
 
 

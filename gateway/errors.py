@@ -7,6 +7,8 @@
     │   └── UnknownNamespace              a namespace pattern that matches nothing visible
     ├── ConfigError(ValueError)           a bad config file: names the key
     ├── NotFound(LookupError)             a file or route that does not exist (or is cloaked)
+    ├── Overloaded                        beyond capacity: refused before any fan-out (503,
+    │                                     Retry-After), retry_after in seconds
     └── BackendError                      one namespace's backend failed: costs only it
         ├── BackendTimeout(TimeoutError)  it did not answer within its deadline
         ├── BackendUnavailable(ConnectionError)   refused, circuit open, rate limited
@@ -39,6 +41,7 @@ __all__ = [
     "GatewayError",
     "InvalidRequest",
     "NotFound",
+    "Overloaded",
     "RateLimited",
     "Rejected",
     "Transient",
@@ -79,6 +82,16 @@ class ConfigError(GatewayError, ValueError):
 
 class NotFound(GatewayError, LookupError):
     """A thing that does not exist, or that the caller may not see."""
+
+
+class Overloaded(GatewayError):
+    """The gateway is beyond its capacity: the request was refused before anything was sent
+    (:mod:`gateway.resilience.admission`); ``retry_after`` says when to come back, in seconds."""
+
+    def __init__(self, detail: str, retry_after: float) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.retry_after = retry_after
 
 
 class BackendError(GatewayError):

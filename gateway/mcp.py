@@ -44,7 +44,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.config import Config
-from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
+from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
 from gateway.http.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.http.problems import problem_for
 from gateway.log import configure, get_logger
@@ -188,7 +188,7 @@ def _guarded(name: str, handler: Handler, access: Access) -> ToolFn:
         try:
             result = await handler(arguments, caller_access(ctx, access), ctx)
         except GatewayError as exc:
-            if not isinstance(exc, InvalidRequest | NotFound | Unsupported):
+            if not isinstance(exc, InvalidRequest | NotFound | Unsupported | Overloaded):
                 log.warning("mcp_tool_failed", tool=name, error=type(exc).__name__)
             result = _failure(problem_for(exc))
         except Exception as exc:  # never a bare crash: the same 500 problem as HTTP

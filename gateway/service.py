@@ -1,9 +1,10 @@
-"""SearchService: resolve namespaces -> fan out -> rank -> answer. Every surface calls it.
+"""SearchService: resolve namespaces -> admit -> fan out -> rank -> answer. Every surface calls it.
 
 The service owns the backends (opened from the config, closed in reverse order),
 resolves a request's namespace patterns against what the caller may see before
-anything is sent anywhere, and returns the wire answer built by
-:func:`gateway.wire.build_response`.
+anything is sent anywhere, admits it to the local scan queue (or refuses it,
+:class:`~gateway.errors.Overloaded`: :mod:`gateway.resilience.admission`) and returns
+the wire answer built by :func:`gateway.wire.build_response`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gateway.rank import Resolve, Whole, page_of, settle
 from gateway.refine import refine
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
+from gateway.resilience.admission import Estimate, ScanQueue
 from gateway.resilience.wrapper import wrap
 from gateway.streaming import Plan, SearchStream
 from gateway.wire import build_response
@@ -46,6 +48,8 @@ Access = Callable[[str], bool] | None
 
 #: read_file and /v1/files return at most this many lines.
 MAX_READ_LINES = 2000
+#: The most of a request's time kept from its backends for the answer's own work (learnt: below).
+ANSWER_SHARE = 0.1
 
 log = get_logger("fedsearch.service")
 
@@ -103,8 +107,10 @@ class SearchService:
         backends: Mapping[str, AsyncBackend[Any]] | None = None,
         *,
         process_cache: bool = True,
+        scans: ScanQueue | None = None,
     ) -> None:
-        """``process_cache=False`` for a one-shot process (the CLI): no in-process store (nobody could page it)."""
+        """``process_cache=False`` for a one-shot process (the CLI): no in-process store (nobody could page it);
+        ``scans``: the local scan queue to share (a reloaded service keeps its predecessor's)."""
         self.config = config
         given = backends or {}
         self._entries = {
@@ -123,6 +129,12 @@ class SearchService:
             for name in index.sources:
                 entry = self._entries[name]
                 self._entries[name] = _Entry(entry.config, index.with_semantic(entry.backend))
+        #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
+        self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
+        #: How long an answer takes once its backends are done or cut (ranking, the page), learnt:
+        #: the backends' deadline comes that much (at most ANSWER_SHARE) before the request's,
+        #: so an answer cut at its deadline is still on time.
+        self.answer_time = Estimate()
 
     @classmethod
     def with_backends(
@@ -227,7 +239,12 @@ class SearchService:
 
     def query_for(self, request: SearchRequest, started: float) -> SearchQuery:
         """The backend-facing query of a request, with its absolute deadline."""
-        return backend_query(request, started)
+        return backend_query(request, started, margin=self.answer_margin(request.timeout_ms))
+
+    def answer_margin(self, timeout_ms: int) -> float:
+        """Seconds of a request's deadline kept from its backends for its answer's own work: what
+        that took lately (mean and two deviations), at most ANSWER_SHARE of the deadline."""
+        return min(self.answer_time.cost(), ANSWER_SHARE * timeout_ms / 1000)
 
     def access_key(self, access: Access) -> bytes:
         """The caller's identity for the cache: its token and the namespaces it may see (remembered)."""
@@ -260,9 +277,13 @@ class SearchService:
         each namespace as it settles (when this request's own fan-out runs)."""
         index = self.index
 
+        fanned: list[float] = []
+
         async def fan(request: SearchRequest, everything: bool) -> Whole:
             query = self.query_for(request, plan.started)
-            outcomes = _asked(plan, await fan_out(plan.routes, query, self.config.server.concurrency, on_outcome))
+            with self.scans.admit(plan.routes, query) as routes:  # Overloaded before anything is sent
+                outcomes = _asked(plan, await fan_out(routes, query, self.config.server.concurrency, on_outcome))
+            fanned.append(min(time.monotonic(), query.deadline))  # the answer's own time starts
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
@@ -277,7 +298,10 @@ class SearchService:
                 _log_search(outcomes, whole.file_count, round((time.monotonic() - plan.started) * 1000))
             return whole
 
-        return await self.cache.search(plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request))
+        answer = await self.cache.search(plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request))
+        if fanned:
+            self.answer_time.observe(time.monotonic() - fanned[0])
+        return answer
 
     def _resolver(self, request: SearchRequest) -> Callable[[int], Resolve | None] | None:
         """What makes a page's files final (declarations), for a ranking begun at a time (ns)."""
@@ -301,12 +325,22 @@ class SearchService:
         return await self.run(await self.plan_learned(request, access))
 
     def stream(self, request: SearchRequest, access: Access = None) -> SearchStream:
-        """A search whose namespaces are heard of as they settle (InvalidRequest at once if it cannot start)."""
-        return SearchStream(self, self.plan(request, access))
+        """A search whose namespaces are heard of as they settle (InvalidRequest at once if it cannot
+        start; Overloaded at once if the scan queue would refuse it now, before a stream begins)."""
+        return SearchStream(self, self._admissible(self.plan(request, access)))
 
     async def open_stream(self, request: SearchRequest, access: Access = None) -> SearchStream:
         """:meth:`stream`, the peers' children learned first (:meth:`plan_learned`)."""
-        return SearchStream(self, await self.plan_learned(request, access))
+        return SearchStream(self, self._admissible(await self.plan_learned(request, access)))
+
+    def _admissible(self, plan: Plan) -> Plan:
+        """``plan``, unless the scan queue would refuse it now (Overloaded): a stream is refused
+        before it begins (a live cursor's page needs no scan)."""
+        request = plan.request
+        if request.cursor is None:
+            remaining = plan.started + request.timeout_ms / 1000 - time.monotonic()
+            self.scans.check(plan.routes, request.criteria.mode, remaining)
+        return plan
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""

@@ -110,3 +110,26 @@ async def test_descriptors_are_closed_after_close() -> None:
         os.close(marker_write)
     assert code != 0 and out == b""  # fstat failed in the child: the descriptor was not inherited
     assert _fds() == before
+
+
+async def test_a_nicer_child_and_the_threads_it_starts() -> None:
+    """``nice``: the child and every thread it starts afterwards run at that lower priority."""
+    code = (
+        "import os, threading\n"
+        "seen = [os.getpriority(os.PRIO_PROCESS, 0)]\n"
+        "t = threading.Thread(target=lambda: seen.append(os.getpriority(os.PRIO_PROCESS, 0)))\n"
+        "import time; time.sleep(0.2)\n"  # started before its priority is lowered, its threads after
+        "t.start(); t.join()\n"
+        "print(seen[-1])\n"
+    )
+    read_fd, write_fd = os.pipe()
+    try:
+        child = Child(_python(code), cwd=None, stdout=write_fd, nice=10)
+    finally:
+        os.close(write_fd)
+    try:
+        assert await asyncio.wait_for(child.exited, 30) == 0
+    finally:
+        child.close()
+    with os.fdopen(read_fd, "rb") as out:
+        assert int(out.read()) == os.getpriority(os.PRIO_PROCESS, 0) + 10

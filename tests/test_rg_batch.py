@@ -102,12 +102,14 @@ class TestBatch:
 
     async def test_where_rg_runs(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """Absolute roots, run from where we are; a lone namespace with excludes holding a ``/``
-        runs from its root, where rg matches them."""
+        runs from its root, where rg matches them. Always nicer than the gateway."""
         started: list[tuple[str | None, str]] = []
+        nices: set[int] = set()
 
-        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+        def spy(argv: list[str], *, cwd: str | None, stdout: int, nice: int = 0) -> Child:
             started.append((cwd, argv[-1]))
-            return Child(argv, cwd=cwd, stdout=stdout)
+            nices.add(nice)
+            return Child(argv, cwd=cwd, stdout=stdout, nice=nice)
 
         monkeypatch.setattr(rg_batch, "Child", spy)
         a = _repo(tmp_path / "a", {"x.py": "needle\n", "sub/y.py": "needle\n"})
@@ -115,6 +117,7 @@ class TestBatch:
         pruned = await RipgrepBackend("a", RipgrepSettings(root=str(a), exclude=["sub/**"])).search(_query())
         unanchored = await RipgrepBackend("a", RipgrepSettings(root=str(a), exclude=["y.py"])).search(_query())
         assert started == [(None, str(a)), (str(a), "."), (None, str(a))]
+        assert nices == {rg_batch.SCAN_NICE}
         assert sorted(f.path for f in plain.files) == ["sub/y.py", "x.py"]
         assert [f.path for f in pruned.files] == [f.path for f in unanchored.files] == ["x.py"]
 
@@ -124,9 +127,9 @@ class TestBatch:
         """Ten local namespaces behind a gate of two still run one rg: the batch takes one place."""
         started: list[list[str]] = []
 
-        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+        def spy(argv: list[str], *, cwd: str | None, stdout: int, nice: int = 0) -> Child:
             started.append(argv)
-            return Child(argv, cwd=cwd, stdout=stdout)
+            return Child(argv, cwd=cwd, stdout=stdout, nice=nice)
 
         monkeypatch.setattr(rg_batch, "Child", spy)
         roots = [_repo(tmp_path / f"r{i}", {"x.py": "needle\n"}) for i in range(10)]
@@ -151,9 +154,9 @@ class TestBatch:
         and their batch, once it gets the place, finds nobody left and starts no rg."""
         started: list[list[str]] = []
 
-        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+        def spy(argv: list[str], *, cwd: str | None, stdout: int, nice: int = 0) -> Child:
             started.append(argv)
-            return Child(argv, cwd=cwd, stdout=stdout)
+            return Child(argv, cwd=cwd, stdout=stdout, nice=nice)
 
         async def hang(query: SearchQuery) -> BackendResult:
             await asyncio.Event().wait()
@@ -254,9 +257,9 @@ class TestManyMembers:
         """Every caller of a batch cancelled within its two gathering turns: rg never starts."""
         started: list[list[str]] = []
 
-        def spy(argv: list[str], *, cwd: str | None, stdout: int) -> Child:
+        def spy(argv: list[str], *, cwd: str | None, stdout: int, nice: int = 0) -> Child:
             started.append(argv)
-            return Child(argv, cwd=cwd, stdout=stdout)
+            return Child(argv, cwd=cwd, stdout=stdout, nice=nice)
 
         monkeypatch.setattr(rg_batch, "Child", spy)
         roots = [_repo(tmp_path / f"r{i}", {"x.py": "needle\n"}) for i in range(3)]

@@ -87,6 +87,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
     modes: frozenset[Mode] = frozenset({"exact", "regex"})
     policy = LOCAL
     shares_calls = True  # one rg for the batch, inside call_slot()
+    scan_modes: frozenset[Mode] = frozenset({"exact", "regex"})  # each rg takes a slot of [server] max_scans
     caps_hits = True  # its Collector stops at max_hits
 
     def __init__(self, name: str, settings: RipgrepSettings) -> None:
@@ -108,4 +109,4 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         rg_call = RgCall(rg, query, self.settings.exclude)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
         call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)
-        return await share(call, Part(self._root, collector))
+        return await share(call, Part(self._root, collector, self.name))

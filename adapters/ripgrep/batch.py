@@ -14,6 +14,12 @@ them and skips what they name (in a batch the path filter applies them to rg's o
 rg is killed and reaped in every case (done, capped, deadline, error, or every caller
 gone).
 
+Each rg first takes a slot of the search's scan queue (``[server] max_scans`` rg at once,
+all requests together: :mod:`gateway.resilience.admission`), and tells it, once done,
+how long it took (what the queue learns each namespace's cost from). One whose deadline
+comes while it waits, or whose turn comes too late to find much, starts nothing: its
+namespaces answer ``timeout`` (:data:`QUEUED`).
+
 rg's output is read from an :class:`~adapters.ripgrep.output.OutputPipe` when rg exits,
 at a tick while it runs once it has written something (a search that finds nothing is
 not woken before rg's exit), or as it comes while rg fills the pipe; caps are checked
@@ -27,8 +33,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import itertools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from adapters._coalesce import Seat
 from adapters.ripgrep.output import (
@@ -44,16 +52,26 @@ from adapters.ripgrep.output import (
 from adapters.ripgrep.process import Child
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
+from gateway.resilience.admission import Scan, scan_slot
 
-__all__ = ["Part", "RgCall", "Router"]
+__all__ = ["QUEUED", "SCAN_NICE", "Part", "RgCall", "Router"]
+
+
+#: rg runs this much nicer than the gateway: under load the event loop (answers, refusals,
+#: hand-backs at a deadline) gets the CPU first; alone, rg has it all the same.
+SCAN_NICE = 10
+#: Why a namespace whose rg never started answers ``timeout``.
+QUEUED = "no local scan slot came free in time to search before the deadline (see [server] max_scans)"
 
 
 @dataclass(slots=True)
 class Part:
-    """One namespace's part in an rg search: its root and the collector of its files."""
+    """One namespace's part in an rg search: its root, the collector of its files, its name
+    (what the scan queue learns costs by)."""
 
     root: str
     collector: Collector
+    name: str = ""
 
 
 def _finish(seat: Seat[Part], status: Status, reason: str) -> None:
@@ -155,8 +173,26 @@ class RgCall:
     def hand_back(self, seats: Sequence[Seat[Part]]) -> None:
         for reading in self._readings:
             reading.hand_back()
+        for seat in seats:  # still waiting for a scan slot: nothing was found
+            if seat.waiting():
+                _finish(seat, "timeout", QUEUED)
 
     async def _search(self, seats: Sequence[Seat[Part]]) -> None:
+        """One rg over ``seats``, once a scan slot is free (:mod:`gateway.resilience.admission`)."""
+        started = False
+        try:
+            async with scan_slot([s.value.name for s in seats], self._query.deadline) as scan:
+                started = True
+                if any(seat.waiting() for seat in seats):  # not all gone (or handed back) while it waited
+                    await self._run(seats, scan)
+        except TimeoutError:
+            if started:
+                raise
+            for seat in seats:  # the deadline came first: nothing was started
+                if seat.waiting():
+                    _finish(seat, "timeout", QUEUED)
+
+    async def _run(self, seats: Sequence[Seat[Part]], scan: Scan) -> None:
         query, exclude = self._query, self._exclude
         cwd: str | None = None
         roots: tuple[str, ...] = (".",)
@@ -169,7 +205,8 @@ class RgCall:
         pipe = OutputPipe()
         try:
             try:
-                child = Child(build_argv(self._rg, query, exclude, roots), cwd=cwd, stdout=pipe.write_fd)
+                argv = build_argv(self._rg, query, exclude, roots)
+                child = Child(argv, cwd=cwd, stdout=pipe.write_fd, nice=SCAN_NICE)
             except OSError as exc:
                 error = BackendError(f"cannot start rg: {exc.strerror or exc}")
                 for seat in seats:
@@ -185,10 +222,19 @@ class RgCall:
                     seat.fail(exc)
                 raise
             finally:
+                scan.outcome = _learnt(child, seats, query.deadline)
                 await child.stop()
                 child.close()
         finally:
             pipe.close()
+
+
+def _learnt(child: Child, seats: Sequence[Seat[Part]], deadline: float) -> Literal["complete", "cut"] | None:
+    """What this scan says of what a scan costs: all (rg ended, or its callers' caps stopped it),
+    a lower bound (cut at the deadline), or nothing (every caller went)."""
+    if child.exited.done() or any(seat.value.collector.capped for seat in seats):
+        return "complete"
+    return "cut" if time.monotonic() >= deadline else None
 
 
 async def _read(child: Child, reading: _Reading, deadline: float) -> None:

@@ -35,13 +35,15 @@ STDERR_KEEP = 4096
 class Child:
     """A started child: :attr:`exited` is its return code once it was reaped."""
 
-    def __init__(self, argv: Sequence[str], *, cwd: str | None, stdout: int, pidfd: bool = True) -> None:
+    def __init__(self, argv: Sequence[str], *, cwd: str | None, stdout: int, pidfd: bool = True, nice: int = 0) -> None:
         """Start ``argv`` (its first item a path) with ``stdout`` as its stdout; raises OSError
         if it cannot start.
 
         Without a ``cwd`` the child is started by ``posix_spawn`` (see the module's
         note), else by ``vfork``. Descriptors are not closed one by one in the child: every
         descriptor Python opens is close-on-exec, so the child inherits only its stdio.
+        ``nice`` lowers its priority as soon as it started (before it starts its threads,
+        which inherit it): set without a ``preexec_fn``, which would cost ``posix_spawn``.
         """
         loop = asyncio.get_running_loop()
         err_read, err_write = os.pipe()
@@ -54,6 +56,9 @@ class Child:
             raise
         finally:
             os.close(err_write)
+        if nice:
+            with contextlib.suppress(OSError):  # gone already, or not ours to lower: it runs as it is
+                os.setpriority(os.PRIO_PROCESS, self._proc.pid, nice)
         self._loop = loop
         self.exited: asyncio.Future[int] = loop.create_future()
         self._kept = bytearray()

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 import orjson
 from aiohttp import web
 
-from gateway.errors import BackendUnavailable, InvalidRequest, NotFound, Unsupported
+from gateway.errors import BackendUnavailable, InvalidRequest, NotFound, Overloaded, Unsupported
 from gateway.http.middleware import ACCESS, json_response
 from gateway.http.reload import service_of
 from gateway.log import get_logger
@@ -110,6 +110,8 @@ def _translate(exc: Exception, path: str | None) -> AfiError:
         return AfiError("unsupported", exc.reason, path)
     if isinstance(exc, BackendUnavailable) and exc.retry_after is not None:
         return AfiError("rate_limited", "the backend asked us to come back later", path, exc.retry_after)
+    if isinstance(exc, Overloaded):
+        return AfiError("rate_limited", exc.detail, path, exc.retry_after)
     if isinstance(exc, web.HTTPRequestEntityTooLarge):
         return AfiError("invalid_request", "body too large", status=413)
     log.error("afi_internal_error", error=type(exc).__name__, exc_info=exc)

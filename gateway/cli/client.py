@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from gateway.cli.messages import ServerUnreachable
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import InvalidRequest, NotFound, Overloaded
 
 __all__ = ["TIMEOUT_S", "Client", "server_url"]
 
@@ -61,6 +61,16 @@ def _why(exc: BaseException) -> str:
     return "connection failed"
 
 
+def _retry_after(body: Any, header: str | None) -> float | None:
+    """A 503's retry time: the problem's ``retry_after``, else the ``Retry-After`` seconds."""
+    given = body.get("retry_after") if isinstance(body, dict) else None
+    if isinstance(given, int | float) and not isinstance(given, bool):
+        return float(given)
+    if header is not None and header.strip().isdigit():
+        return float(header.strip())
+    return None
+
+
 class Client:
     """Calls to one gateway, on one connection kept open between them."""
 
@@ -92,7 +102,7 @@ class Client:
             raise ServerUnreachable(self.url, _why(exc)) from None
 
     def _json(self, answered: tuple[int, bytes, http.client.HTTPMessage], what: str) -> Any:
-        status, raw, _ = answered
+        status, raw, headers = answered
         try:
             data = json.loads(raw) if raw else None
         except ValueError:
@@ -106,6 +116,8 @@ class Client:
             raise NotFound(str(detail))
         if status == 401:
             raise ServerUnreachable(self.url, "the server asks for a token (401)")
+        if status == 503 and (retry := _retry_after(data, headers.get("Retry-After"))) is not None:
+            raise Overloaded(str(detail or "the server is at capacity"), retry)
         if status == 404:
             raise ServerUnreachable(self.url, f"no {what} here (404): is it a fedsearch server?")
         if status == 200:

@@ -9,10 +9,11 @@ it keeps its traceback.
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
-from gateway.errors import BackendError, ConfigError, GatewayError, InvalidRequest, NotFound, Unsupported
+from gateway.errors import BackendError, ConfigError, GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
 
 __all__ = ["ServerUnreachable", "hint", "report", "warn"]
 
@@ -50,6 +51,11 @@ def describe(exc: BaseException) -> tuple[str, dict[str, Any], int] | None:
     if isinstance(exc, ConfigError):
         problem = _problem(400, "Invalid config", exc.message, exc.key or None)
         return f"config error: {exc}", problem, EXIT_BAD_INPUT
+    if isinstance(exc, Overloaded):
+        seconds = max(1, math.ceil(exc.retry_after))
+        problem = _problem(503, "Overloaded", exc.detail)
+        problem["retry_after"] = seconds
+        return f"the server is at capacity, retry in {seconds} s ({exc.detail})", problem, EXIT_ALL_FAILED
     if isinstance(exc, ServerUnreachable):
         return f"cannot reach the server: {exc}", _problem(502, "Server unreachable", str(exc)), EXIT_ALL_FAILED
     if isinstance(exc, NotFound):

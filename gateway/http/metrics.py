@@ -4,11 +4,15 @@ HTTP: requests by route and status, latency histograms, in-flight gauge.
 Namespaces: outcome counters by status and latency histograms, fed by the
 service's outcome observers. Cache: events by name (answers served from cache,
 shared in flight or computed; snapshots stored, served or missed) and the bytes
-held by the in-process store.
+held by the in-process store. Admission (:mod:`gateway.resilience.admission`): local
+scans running, waiting and allowed at once, requests admitted, refused or shed,
+scans that waited until their deadline, how long scans waited and ran; and the
+event loop's tasks (a leak shows there first).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -20,6 +24,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from gateway.cache.results import EVENTS
 from gateway.cache.store import MemoryStore
 from gateway.models import Outcome
+from gateway.resilience.admission import ScanQueue
 
 if TYPE_CHECKING:
     from gateway.service import SearchService
@@ -28,6 +33,16 @@ __all__ = ["Metrics"]
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: What admission decides about a request with local work.
+_DECISIONS = ("admitted", "refused", "shed")
+
+
+def _tasks() -> int:
+    """The event loop's tasks (0 when asked from outside a running loop)."""
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:
+        return 0
 
 
 class Metrics:
@@ -72,12 +87,62 @@ class Metrics:
             "fedsearch_cache_bytes", "Bytes held by the in-process cache store (0 with Redis)", registry=self.registry
         )
 
+        self.admission = Counter(
+            "fedsearch_admission",
+            "Requests with local work admitted, refused (503) or shed (their local namespaces not searched)",
+            ["decision"],
+            registry=self.registry,
+        )
+        self._decisions = {decision: self.admission.labels(decision) for decision in _DECISIONS}
+        self.scans_expired = Counter(
+            "fedsearch_scans_expired",
+            "Local scans whose deadline came while they waited for a slot",
+            registry=self.registry,
+        )
+        self.scan_wait = Histogram(
+            "fedsearch_scan_wait_seconds",
+            "Time a local scan waited for a slot",
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.scan_duration = Histogram(
+            "fedsearch_scan_duration_seconds",
+            "Time a local scan held its slot (scans that ran to their end)",
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.scans_running = Gauge("fedsearch_scans_running", "Local scans running", registry=self.registry)
+        self.scans_queued = Gauge("fedsearch_scans_queued", "Local scans waiting for a slot", registry=self.registry)
+        self.scans_max = Gauge(
+            "fedsearch_scans_max", "Local scans allowed at once ([server] max_scans)", registry=self.registry
+        )
+        self.tasks = Gauge("fedsearch_event_loop_tasks", "Tasks of the event loop", registry=self.registry)
+        self.tasks.set_function(_tasks)
+
     def attach(self, service: SearchService) -> None:
-        """Feed these metrics from ``service`` (its namespace outcomes and cache events)."""
+        """Feed these metrics from ``service`` (its namespace outcomes, cache events and scan queue)."""
         service.observers.append(self.observe)
         service.cache.observers.append(self.observe_cache)
         store = service.cache.store
         self.cache_bytes.set_function(lambda: store.bytes if isinstance(store, MemoryStore) else 0)
+        scans: ScanQueue = service.scans
+        if self.observe_scans not in scans.observers:  # a reloaded service keeps its predecessor's queue
+            scans.observers.append(self.observe_scans)
+        self.scans_running.set_function(lambda: scans.running)
+        self.scans_queued.set_function(lambda: scans.queued)
+        self.scans_max.set_function(lambda: scans.max_scans)
+
+    def observe_scans(self, event: str, seconds: float) -> None:
+        """Count one event of the scan queue (:data:`gateway.resilience.admission.EVENTS`)."""
+        decision = self._decisions.get(event)
+        if decision is not None:
+            decision.inc()
+        elif event == "waited":
+            self.scan_wait.observe(seconds)
+        elif event == "scanned":
+            self.scan_duration.observe(seconds)
+        elif event == "expired":
+            self.scans_expired.inc()
 
     def observe_cache(self, event: str) -> None:
         self._cache_series[event].inc()

@@ -18,7 +18,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.errors import GatewayError, InvalidRequest, NotFound, Unsupported
+from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
 from gateway.http.problems import PROBLEM_TYPE, problem, problem_for
 from gateway.http.reload import SERVICE
 from gateway.log import get_logger
@@ -88,7 +88,7 @@ _HTTP_TITLES = {400: "Bad request", 404: "Not found", 405: "Method not allowed",
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except (InvalidRequest, NotFound, Unsupported) as exc:
+    except (InvalidRequest, NotFound, Unsupported, Overloaded) as exc:  # the caller's lot, not ours
         return _problem_of(exc)
     except GatewayError as exc:
         log.warning("gateway_error", error=type(exc).__name__)
@@ -107,4 +107,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 def _problem_of(exc: BaseException) -> web.Response:
     body = problem_for(exc)
-    return web.Response(body=orjson.dumps(body), status=body["status"], content_type=PROBLEM_TYPE)
+    response = web.Response(body=orjson.dumps(body), status=body["status"], content_type=PROBLEM_TYPE)
+    if "retry_after" in body:
+        response.headers["Retry-After"] = str(body["retry_after"])
+    return response

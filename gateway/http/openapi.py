@@ -35,6 +35,7 @@ _PROBLEM = {
         "status": {"type": "integer"},
         "detail": {"type": "string"},
         "field": {"type": "string"},
+        "retry_after": {"type": "integer", "description": "503: seconds to wait before asking again"},
     },
     "required": ["type", "title", "status", "detail"],
 }
@@ -118,6 +119,10 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
         "401": _problem("A valid bearer token is required (when the gateway has tokens)"),
         "408": _problem("The body arrived too slowly"),
         "413": _problem("Body too large"),
+        "503": {
+            **_problem("Beyond capacity: refused at once, before anything was searched; retry after Retry-After"),
+            "headers": {"Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}},
+        },
     }
     answer = {"200": {"description": "The answer", "content": _json("SearchResponse")}}
     stream = {
@@ -143,7 +148,7 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                     "operationId": "searchGet",
                     "summary": "Search, with the request as query parameters",
                     "parameters": [_param(*p) for p in _GET_PARAMS],
-                    "responses": {**answer, "400": errors["400"]},
+                    "responses": {**answer, "400": errors["400"], "503": errors["503"]},
                 },
             },
             "/v1/search/stream": {
@@ -159,7 +164,7 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                     "summary": "Search as Server-Sent Events, with the request as query parameters",
                     "description": _STREAM,
                     "parameters": [_param(*p) for p in _GET_PARAMS],
-                    "responses": {**stream, "400": errors["400"]},
+                    "responses": {**stream, "400": errors["400"], "503": errors["503"]},
                 },
             },
             "/v1/query": {

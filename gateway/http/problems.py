@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound, Unsupported
+from gateway.errors import InvalidRequest, NotFound, Overloaded, Unsupported
 
-__all__ = ["PROBLEM_TYPE", "invalid_problem", "problem", "problem_for"]
+__all__ = ["PROBLEM_TYPE", "invalid_problem", "overloaded_problem", "problem", "problem_for"]
 
 PROBLEM_TYPE = "application/problem+json"
 
@@ -24,10 +25,20 @@ def invalid_problem(exc: InvalidRequest) -> dict[str, Any]:
     return problem(400, "Invalid request", exc.message, exc.field)
 
 
+def overloaded_problem(exc: Overloaded) -> dict[str, Any]:
+    """The 503 problem for a request refused beyond capacity: ``retry_after`` (whole seconds, at
+    least 1) is what HTTP also sends as ``Retry-After``, for callers that see no headers (MCP)."""
+    body = problem(503, "Overloaded", exc.detail)
+    body["retry_after"] = max(1, math.ceil(exc.retry_after))
+    return body
+
+
 def problem_for(exc: BaseException) -> dict[str, Any]:
     """The problem object for any error: one table for HTTP and MCP."""
     if isinstance(exc, InvalidRequest):
         return invalid_problem(exc)
+    if isinstance(exc, Overloaded):
+        return overloaded_problem(exc)
     if isinstance(exc, NotFound):
         return problem(404, "Not found", str(exc))
     if isinstance(exc, Unsupported):

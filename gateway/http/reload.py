@@ -146,13 +146,14 @@ class ServiceHolder:
                     backend = open_backend(ns)
                     opened.append(backend)
                     reused[ns.name] = backend
-                service = SearchService(config, reused)
+                service = SearchService(config, reused, scans=old.scans)  # one bound on rg, reloads or not
                 if self.prepare is not None:
                     self.prepare(service)
             except BaseException:
                 for backend in reversed(opened):
                     await _close_backend(backend)
                 raise
+            service.scans.resize(config.server.max_scans)
             self.swap(service)
             names = {ns.name for ns in config.namespaces}
             removed = tuple(name for name in old_ns if name not in names)

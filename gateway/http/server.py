@@ -41,7 +41,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import Any
 
@@ -57,7 +57,7 @@ from gateway.http.reload import SERVICE, reload_config
 from gateway.log import get_logger
 from gateway.serving import settle_heap
 
-__all__ = ["GRACE_S", "LIMITS", "MAX_WORKERS", "ClientLimits", "bind", "grace_period", "guard", "serve"]
+__all__ = ["GRACE_S", "LIMITS", "MAX_WORKERS", "ClientLimits", "bind", "grace_period", "guard", "per_worker", "serve"]
 
 #: Seconds that requests in flight get to finish after SIGTERM (inside Kubernetes' default 30).
 GRACE_S = 25.0
@@ -241,7 +241,22 @@ def serve(
     _announce(config, sock, workers, grace)
     if workers == 1:
         return run_worker(config, sock, load, grace)
-    return _Supervisor(config, sock, workers, load, grace).run()
+    if load is not None:
+        load = _shared_by(workers, load)
+    return _Supervisor(per_worker(config, workers), sock, workers, load, grace).run()
+
+
+def per_worker(config: Config, workers: int) -> Config:
+    """``config`` for one of ``workers`` processes: the default ``max_scans`` (the CPUs) shared out
+    among them, so the host still runs that many rg at once (one set in the config stays as set)."""
+    server = config.server
+    if workers <= 1 or "max_scans" in server.model_fields_set:
+        return config
+    return replace(config, server=server.model_copy(update={"max_scans": max(1, server.max_scans // workers)}))
+
+
+def _shared_by(workers: int, load: Load) -> Load:
+    return lambda: per_worker(load(), workers)
 
 
 def run_worker(config: Config, sock: socket.socket, load: Load | None, grace_s: float) -> int:

@@ -191,6 +191,7 @@ class SemanticBackend(AsyncBackend[Any]):
         self.token_env = inner.token_env
         self.shares_calls = inner.shares_calls
         self.serves_children = inner.serves_children
+        self.scan_modes = inner.scan_modes  # by meaning it reads the index: no scan
 
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode != "semantic":

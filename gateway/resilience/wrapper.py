@@ -104,6 +104,7 @@ class ResilientBackend(AsyncBackend[Any]):
         self.repository_paths = inner.repository_paths
         self.reads = inner.reads
         self.lists = inner.lists
+        self.scan_modes = inner.scan_modes
         self.policy = policy = policy or inner.policy
         self.stats = Stats()
         self._count = inner.replicas()

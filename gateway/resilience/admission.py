@@ -1,0 +1,436 @@
+"""Admission: at most ``[server] max_scans`` local scans at once, and a request that cannot
+make its deadline refused at once (SPEC §6, last paragraph).
+
+A **scan** is one local process searching (one ``rg``, however many namespaces it serves:
+the batching of :mod:`adapters.ripgrep.batch` works inside the bound). :class:`ScanQueue`
+lets ``max_scans`` run and keeps the rest waiting in arrival order; a scan still waiting
+when its deadline comes gives up (its namespaces answer ``timeout``, nothing was started).
+A scan whose turn comes with less time left than half of what a scan takes (its mean)
+starts nothing either: it would be cut before finding much, and the slot serves the
+next one better (they are behind it in arrival order, so their deadlines are later).
+An adapter takes its place with :func:`scan_slot`; outside a search of the service (an
+adapter called on its own) nothing is bounded.
+
+**What a scan costs is learnt, not configured**: a moving estimate per namespace of how
+long the scans that searched it took (mean and mean deviation, smoothed as TCP smooths
+round-trip times: gains 1/8 and 1/4, RFC 6298), observed under the load they ran in,
+so the estimate follows the machine. A scan cut at its deadline is a lower bound: it
+raises an estimate, never lowers one. The references are Envoy's adaptive concurrency
+filter and Netflix's concurrency-limits, which learn from latencies what a server can
+take; here the limit itself is known (the CPUs), and what is learnt is the time a
+request needs.
+
+**Admission** (:meth:`ScanQueue.admit`), before any fan-out, for a request with local
+work: its expected wait is the work ahead of it (what is left of the running scans,
+the waiting ones, and those of requests admitted a moment ago) over ``max_scans``; in
+other words the queue's length over its drain rate (``max_scans`` scans per scan
+time). Every scan is planned at its namespaces' estimate *now* (a waiting scan's cost
+moves while it waits) and at mean plus two deviations: the wait of a request at the
+back of a long queue is a sum of many scans, and the machine's speed drifts while
+they run (measured on a shared machine: a 5 s queue planned at the mean came out 30 %
+longer), so the plan's margin grows with the queue. Its own work is planned the same
+way. If the wait plus the work does not fit in what is left of its deadline it is
+refused: :class:`~gateway.errors.Overloaded`, with ``retry_after`` the time the queue
+needs to drain to a wait it could bear (503 problem JSON with ``Retry-After`` over HTTP).
+A request is never refused while a slot is free (it then waits for nothing, and what it
+costs is learnt again), so estimates from a busier moment cannot lock work out.
+
+A request whose namespaces are partly remote is never refused for its local part: that
+part is **shed** (its local namespaces answer ``unavailable`` at once, with the same
+retry time) and the remote ones are searched. A request with no local work is not
+held back by the queue at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from gateway.backend import AsyncBackend
+from gateway.errors import BackendUnavailable, Overloaded
+from gateway.models import BackendResult, Mode, SearchQuery
+
+if TYPE_CHECKING:
+    from gateway.fanout import Route
+
+__all__ = [
+    "EVENTS",
+    "Estimate",
+    "Scan",
+    "ScanQueue",
+    "Ticket",
+    "TooLate",
+    "scan_slot",
+]
+
+#: The gains of the moving estimate: its mean and its mean deviation (RFC 6298's).
+MEAN_GAIN = 1 / 8
+DEVIATION_GAIN = 1 / 4
+#: Every scan (a request's own, and those ahead of it) is planned at its mean plus this many deviations.
+DEVIATIONS = 2.0
+#: What the queue tells its observers (``/metrics`` counts them): a decision, a scan that
+#: waited (seconds), one that ran to its end (seconds), one whose deadline came first.
+EVENTS = ("admitted", "refused", "shed", "waited", "scanned", "expired")
+
+Event = Literal["admitted", "refused", "shed", "waited", "scanned", "expired"]
+
+
+@dataclass(slots=True)
+class Estimate:
+    """A moving estimate of a duration: smoothed mean and mean deviation (seconds)."""
+
+    mean: float = 0.0
+    deviation: float = 0.0
+    samples: int = 0
+
+    def observe(self, seconds: float) -> None:
+        if self.samples == 0:
+            self.mean, self.deviation = seconds, seconds / 2
+        else:
+            error = seconds - self.mean
+            self.mean += MEAN_GAIN * error
+            self.deviation += DEVIATION_GAIN * (abs(error) - self.deviation)
+        self.samples += 1
+
+    def at_least(self, seconds: float) -> None:
+        """A duration known only to be at least ``seconds`` (cut short): it can only raise the mean."""
+        if self.samples == 0 or seconds > self.mean:
+            self.observe(seconds)
+
+    def cost(self) -> float:
+        """What to plan for: the mean plus :data:`DEVIATIONS` deviations."""
+        return self.mean + DEVIATIONS * self.deviation
+
+
+@dataclass(slots=True, eq=False)
+class Scan:
+    """One scan holding a slot: set ``outcome`` when it ends (``complete``: ran to its end or
+    its caps; ``cut``: stopped at its deadline); left None, nothing is learnt from it."""
+
+    names: tuple[str, ...]
+    started: float
+    waited: float = 0.0
+    outcome: Literal["complete", "cut"] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    future: asyncio.Future[Scan]
+    names: tuple[str, ...]
+    since: float
+    deadline: float
+
+
+class TooLate(TimeoutError):
+    """A waiting scan's slot came with too little time left to do much (it starts nothing)."""
+
+
+@dataclass(slots=True, eq=False)
+class Ticket:
+    """An admitted request's place in the queue until its first scan takes one of its own."""
+
+    queue: ScanQueue
+    cost: float
+    held: bool = True
+
+    def arrive(self) -> None:
+        """The request's scan reached the queue (or the request ended): the reservation goes."""
+        if self.held:
+            self.held = False
+            self.queue._unreserve(self.cost)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entered:
+    queue: ScanQueue
+    ticket: Ticket | None
+
+
+_CURRENT: ContextVar[_Entered | None] = ContextVar("fedsearch_scan_queue", default=None)
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """Why a request cannot make its deadline: its expected wait and work (seconds)."""
+
+    wait: float
+    work: float
+
+
+class _Shed(AsyncBackend[Any]):
+    """A local namespace of an admitted request that the queue could not take in time."""
+
+    def __init__(self, inner: AsyncBackend[Any], reason: str, retry_after: float) -> None:
+        super().__init__(inner.name, inner.settings)
+        self.kind = inner.kind
+        self.modes = inner.modes
+        self._reason = reason
+        self._retry_after = retry_after
+
+    async def search(self, query: SearchQuery) -> BackendResult:
+        raise BackendUnavailable(self._reason, retry_after=self._retry_after)
+
+
+@dataclass(slots=True)
+class _Counts:
+    admitted: int = 0
+    refused: int = 0
+    shed: int = 0
+    scans: int = 0
+    expired: int = 0
+
+
+@dataclass(slots=True, eq=False)
+class ScanQueue:
+    """``max_scans`` slots for local scans, a FIFO queue for the rest, and what each namespace's
+    scans cost (an injectable ``clock`` for tests)."""
+
+    max_scans: int
+    clock: Callable[[], float] = time.monotonic
+    #: Called with every event (one of :data:`EVENTS`) and its seconds (0 for a decision).
+    observers: list[Callable[[str, float], None]] = field(default_factory=list)
+    counts: _Counts = field(default_factory=_Counts)
+    _running: dict[int, Scan] = field(default_factory=dict)
+    _waiters: deque[_Waiter] = field(default_factory=deque)
+    _queued: int = 0
+    _reserved: int = 0
+    _reserved_cost: float = 0.0
+    _costs: dict[str, Estimate] = field(default_factory=dict)
+    _overall: Estimate = field(default_factory=Estimate)
+
+    # --- what is known --------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Scans holding a slot now."""
+        return len(self._running)
+
+    @property
+    def queued(self) -> int:
+        """Scans waiting for a slot now (the queue's length)."""
+        return self._queued
+
+    def estimate(self, name: str) -> Estimate:
+        """The namespace's estimate (the overall one until its own first scan ended)."""
+        own = self._costs.get(name)
+        return own if own is not None and own.samples else self._overall
+
+    def mean(self, names: Sequence[str]) -> float:
+        """The mean time of one scan over ``names`` (the costliest of them)."""
+        return max((self.estimate(n).mean for n in names), default=0.0)
+
+    def cost(self, names: Sequence[str]) -> float:
+        """What one scan over ``names`` is planned at: the costliest of their estimates' mean
+        plus two deviations."""
+        return max((self.estimate(n).cost() for n in names), default=0.0)
+
+    def wait(self) -> float:
+        """The expected wait of a scan arriving now: 0 while a slot is free for it, else the
+        work ahead of it (running, waiting, reserved; each at its cost now) over ``max_scans``."""
+        if len(self._running) + self._queued + self._reserved < self.max_scans:
+            return 0.0
+        now = self.clock()
+        costs: dict[tuple[str, ...], float] = {}  # most scans ahead are over the same namespaces
+
+        def cost(names: tuple[str, ...]) -> float:
+            found = costs.get(names)
+            if found is None:
+                found = costs[names] = self.cost(names)
+            return found
+
+        ahead = sum(max(0.0, s.started + cost(s.names) - now) for s in self._running.values())
+        ahead += sum(cost(w.names) for w in self._waiters if not w.future.done())
+        return (ahead + self._reserved_cost) / self.max_scans
+
+    def resize(self, max_scans: int) -> None:
+        """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
+        self.max_scans = max_scans
+        self._grant()
+
+    # --- admission ----------------------------------------------------------------------
+
+    def _judge(self, names: Sequence[str], remaining: float) -> _Verdict | None:
+        """None if work over ``names`` fits in ``remaining`` seconds, else why not."""
+        if not names:
+            return None
+        wait = self.wait()
+        if wait <= 0.0:
+            return None
+        work = self.cost(names)
+        if wait + work <= remaining:
+            return None
+        return _Verdict(wait, work)
+
+    def _overloaded(self, verdict: _Verdict, remaining: float) -> Overloaded:
+        retry = verdict.wait - max(0.0, remaining - verdict.work)
+        seconds = max(1, math.ceil(retry))
+        detail = (
+            f"local scans are at capacity: {self._queued} waiting for {self.max_scans} slots; "
+            f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
+            f"do not fit in the {round(remaining * 1000)} ms left; retry in {seconds} s"
+        )
+        return Overloaded(detail, retry)
+
+    def check(self, routes: Sequence[Route], mode: Mode, remaining: float) -> None:
+        """Raise :class:`Overloaded` if a request over ``routes`` would be refused now (nothing reserved)."""
+        local = _local(routes, mode)
+        if len(local) == len(routes):
+            verdict = self._judge(local, remaining)
+            if verdict is not None:
+                raise self._overloaded(verdict, remaining)
+
+    @contextlib.contextmanager
+    def admit(self, routes: Sequence[Route], query: SearchQuery) -> Iterator[Sequence[Route]]:
+        """Admit a request over ``routes`` (raising :class:`Overloaded` if every route is local and
+        they cannot make the deadline); inside, its scans take slots of this queue. Yields the
+        routes to search: the local ones shed when the request is partly remote and they cannot."""
+        local = _local(routes, query.mode)
+        ticket: Ticket | None = None
+        if local:
+            remaining = query.remaining()
+            verdict = self._judge(local, remaining)
+            if verdict is not None:
+                overloaded = self._overloaded(verdict, remaining)
+                if len(local) == len(routes):
+                    self._event("refused")
+                    raise overloaded
+                self._event("shed")
+                routes = _shed(routes, query.mode, overloaded)
+            else:
+                self._event("admitted")
+                ticket = self._reserve(self.cost(local))
+        token = _CURRENT.set(_Entered(self, ticket))
+        try:
+            yield routes
+        finally:
+            _CURRENT.reset(token)
+            if ticket is not None:
+                ticket.arrive()
+
+    def _reserve(self, cost: float) -> Ticket:
+        self._reserved += 1
+        self._reserved_cost += cost
+        return Ticket(self, cost)
+
+    def _unreserve(self, cost: float) -> None:
+        self._reserved -= 1
+        self._reserved_cost = max(0.0, self._reserved_cost - cost) if self._reserved else 0.0
+
+    def _event(self, name: Event, seconds: float = 0.0) -> None:
+        counts = self.counts
+        if name in ("admitted", "refused", "shed", "expired"):
+            setattr(counts, name, getattr(counts, name) + 1)
+        for observe in self.observers:
+            observe(name, seconds)
+
+    # --- slots --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def slot(self, names: Sequence[str], deadline: float) -> AsyncIterator[Scan]:
+        """Hold a slot for one scan over ``names``; TimeoutError if ``deadline`` comes while it waits."""
+        names = tuple(names)
+        if len(self._running) < self.max_scans and not self._queued:
+            scan = self._start(names, 0.0)
+        else:
+            scan = await self._wait_for(names, deadline)
+        try:
+            yield scan
+        finally:
+            self._end(scan)
+
+    async def _wait_for(self, names: tuple[str, ...], deadline: float) -> Scan:
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, self.clock(), deadline)
+        self._waiters.append(waiter)
+        self._queued += 1
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await waiter.future
+        except BaseException as exc:
+            future = waiter.future
+            if future.done() and not future.cancelled():
+                if future.exception() is None:  # granted as it left: the slot goes on
+                    scan = future.result()
+                    scan.outcome = None
+                    self._end(scan)
+                # else: too late (TooLate), taken out of the queue and counted when its turn came
+            else:
+                future.cancel()  # skipped when its turn comes
+                self._dequeued(waiter)
+                if isinstance(exc, TimeoutError) or asyncio.get_running_loop().time() >= deadline:
+                    self._event("expired", self.clock() - waiter.since)  # its own timer, or the fan-out's
+            raise
+
+    def _dequeued(self, waiter: _Waiter) -> None:
+        self._queued -= 1
+
+    def _start(self, names: tuple[str, ...], waited: float) -> Scan:
+        scan = Scan(names, self.clock(), waited)
+        self._running[id(scan)] = scan
+        self.counts.scans += 1
+        self._event("waited", waited)
+        return scan
+
+    def _end(self, scan: Scan) -> None:
+        if self._running.pop(id(scan), None) is None:
+            return
+        took = self.clock() - scan.started
+        if scan.outcome == "complete":
+            for name in scan.names:
+                self._costs.setdefault(name, Estimate()).observe(took)
+            self._overall.observe(took)
+            self._event("scanned", took)
+        elif scan.outcome == "cut":
+            for name in scan.names:
+                self._costs.setdefault(name, Estimate()).at_least(took)
+            self._overall.at_least(took)
+        self._grant()
+
+    def _grant(self) -> None:
+        """Hand free slots to the waiters in arrival order (those gone are skipped, and those whose
+        turn comes with less time left than half a scan takes start nothing: :class:`TooLate`)."""
+        while self._waiters and len(self._running) < self.max_scans:
+            waiter = self._waiters.popleft()
+            if waiter.future.done():
+                continue  # gone: its count was taken off when it left
+            self._dequeued(waiter)
+            waited = self.clock() - waiter.since
+            left = waiter.deadline - time.monotonic()
+            if left < self.mean(waiter.names) / 2:  # cut before it found much: the slot goes on instead
+                waiter.future.set_exception(TooLate(f"{round(left * 1000)} ms left"))
+                self._event("expired", waited)
+                continue
+            waiter.future.set_result(self._start(waiter.names, waited))
+
+
+def _local(routes: Sequence[Route], mode: Mode) -> list[str]:
+    """The namespaces of ``routes`` whose search in ``mode`` is a local scan."""
+    return [r.namespace for r in routes if mode in r.backend.scan_modes]
+
+
+def _shed(routes: Sequence[Route], mode: Mode, overloaded: Overloaded) -> list[Route]:
+    reason = f"not searched: {overloaded.detail}"
+    return [
+        replace(r, backend=_Shed(r.backend, reason, overloaded.retry_after)) if mode in r.backend.scan_modes else r
+        for r in routes
+    ]
+
+
+@contextlib.asynccontextmanager
+async def scan_slot(names: Sequence[str], deadline: float) -> AsyncIterator[Scan]:
+    """Hold a slot of the current search's queue for one scan over ``names`` (TimeoutError if
+    ``deadline`` comes first); outside a search of the service, at once and unbounded."""
+    entered = _CURRENT.get()
+    if entered is None:
+        yield Scan(tuple(names), time.monotonic())
+        return
+    if entered.ticket is not None:
+        entered.ticket.arrive()  # the request's reservation becomes this scan's place
+    async with entered.queue.slot(names, deadline) as scan:
+        yield scan
