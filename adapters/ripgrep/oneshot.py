@@ -37,16 +37,15 @@ from adapters.ripgrep.output import (
     collector_for,
     error_line,
     excludes,
+    read_stderr,
 )
 from gateway.errors import BackendError
 from gateway.models import DEFAULT_MAX_HITS, BackendResult, SearchQuery, Status
 
-__all__ = ["STDERR_KEEP", "Answer", "Scan", "start"]
+__all__ = ["Answer", "Scan", "start"]
 
 #: A namespace's answer: what the backend returns, or the BackendError it raises.
 Answer = BackendResult | BackendError
-#: How much of rg's stderr is kept, as :data:`adapters.ripgrep.process.STDERR_KEEP` (which imports asyncio).
-STDERR_KEEP = 4096
 _SIGKILL = 9
 
 
@@ -147,17 +146,9 @@ class Scan:
         return not self._settle_capped()
 
     def _read_stderr(self) -> None:
-        while self._stderr >= 0:
-            try:
-                chunk = os.read(self._stderr, 65536)
-            except BlockingIOError:
-                return
-            if not chunk:
-                os.close(self._stderr)
-                self._stderr = -1
-                return
-            if len(self._kept) < STDERR_KEEP:
-                self._kept += chunk[: STDERR_KEEP - len(self._kept)]
+        if self._stderr >= 0 and read_stderr(self._stderr, self._kept):
+            os.close(self._stderr)
+            self._stderr = -1
 
     def _exited(self, block: bool) -> int | None:
         """rg's return code once it exited and was reaped (negative: killed by that signal), else None."""

@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_MAX_FILES",
     "RANK_HIT_CAP",
     "SKIPPED",
+    "STDERR_KEEP",
     "TICK_S",
     "Collector",
     "LineSplitter",
@@ -59,6 +60,7 @@ __all__ = [
     "error_line",
     "excludes",
     "find_rg",
+    "read_stderr",
 ]
 
 DEFAULT_MAX_FILES = 10_000
@@ -79,6 +81,8 @@ PIPE_BYTES = 1024 * 1024
 PIPE_BYTES_DEFAULT = 16 * 1024
 #: How often rg's output is looked at while rg runs: rarely, unless it fills the pipe.
 TICK_S = 0.01
+#: How much of rg's stderr is kept (an error message; the rest is read and dropped).
+STDERR_KEEP = 4096
 
 #: A match line ("line:column:text"); context lines are "line-text".
 _MATCH_LINE = re.compile(rb"\d+:").match
@@ -641,6 +645,20 @@ class OutputPipe:
             if fd >= 0:
                 os.close(fd)
         self.read_fd = self.write_fd = -1
+
+
+def read_stderr(fd: int, kept: bytearray) -> bool:
+    """Read what the non-blocking ``fd`` holds now, its first :data:`STDERR_KEEP` bytes kept in
+    ``kept``; whether it reached its end (the caller closes it)."""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            return True
+        if len(kept) < STDERR_KEEP:
+            kept.extend(chunk[: STDERR_KEEP - len(kept)])
 
 
 def error_line(stderr: bytes) -> str:

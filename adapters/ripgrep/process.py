@@ -26,10 +26,9 @@ import os
 import subprocess
 from collections.abc import Sequence
 
-__all__ = ["STDERR_KEEP", "Child"]
+from adapters.ripgrep.output import STDERR_KEEP, read_stderr
 
-#: How much of the child's stderr is kept (an error message; the rest is read and dropped).
-STDERR_KEEP = 4096
+__all__ = ["STDERR_KEEP", "Child"]
 
 
 class Child:
@@ -124,16 +123,8 @@ class Child:
             self._pidfd = -1
 
     def _read_stderr(self) -> None:
-        while self._stderr >= 0:
-            try:
-                chunk = os.read(self._stderr, 65536)
-            except BlockingIOError:
-                return
-            if not chunk:
-                self._close_stderr()
-                return
-            if len(self._kept) < STDERR_KEEP:
-                self._kept += chunk[: STDERR_KEEP - len(self._kept)]
+        if self._stderr >= 0 and read_stderr(self._stderr, self._kept):
+            self._close_stderr()
 
     def _close_stderr(self) -> None:
         if self._stderr >= 0:
