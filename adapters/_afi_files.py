@@ -17,16 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from adapters._http import Request, Unreachable, error_field, http_error, retry_after
+from adapters._http import HttpBackend, Request, S, Unreachable, error_field, http_error, retry_after
 from gateway.errors import BackendError, NotFound, RateLimited, Rejected, Unsupported
 from gateway.files import MAX_READ_BYTES, RemoteFile, clean_path, too_large
 
-if TYPE_CHECKING:
-    from adapters._http import HttpBackend
-
-__all__ = ["MAX_ENTRIES", "afi_error", "afi_list", "afi_read", "afi_stat"]
+__all__ = ["MAX_ENTRIES", "AfiFilesBackend", "afi_error", "afi_list", "afi_read", "afi_stat"]
 
 #: A listing stops after this many entries.
 MAX_ENTRIES = 10_000
@@ -160,3 +157,19 @@ async def afi_read(backend: HttpBackend[Any], path: str, until: float) -> Remote
     whole = RemoteFile(b"".join(chunks), reply.headers.get("ETag", ""))
     cache.put(absolute, whole)
     return whole
+
+
+class AfiFilesBackend(HttpBackend[S]):
+    """An HTTP backend whose files are read over the AFI binding (the ``afi`` and peer adapters)."""
+
+    reads = True
+    lists = True
+
+    async def read_file(self, path: str, deadline: float) -> RemoteFile:
+        return await afi_read(self, path, deadline)
+
+    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
+        return await afi_stat(self, path, deadline)
+
+    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
+        return await afi_list(self, path, deadline)

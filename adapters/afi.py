@@ -33,10 +33,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adapters._afi_files import afi_error, afi_list, afi_read, afi_stat
-from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, map_client_errors
+from adapters._afi_files import AfiFilesBackend, afi_error
+from adapters._http import HttpSettings, HttpUrl, Request, map_client_errors
 from gateway.errors import BackendError, BackendTimeout, RateLimited, Unsupported
-from gateway.files import RemoteFile
 from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
 
@@ -194,14 +193,12 @@ class _Collected:
         return BackendResult(files=files, status=status, reason=reason, file_count=count)
 
 
-class AfiBackend(HttpBackend[AfiSettings]):
+class AfiBackend(AfiFilesBackend[AfiSettings]):
     """A provider of the Agent Filesystem Interface, searched over its HTTP binding."""
 
     kind = "afi"
     Settings = AfiSettings
     modes: frozenset[Mode] = frozenset({"exact", "regex", "semantic"})
-    reads = True
-    lists = True
 
     def __init__(self, name: str, settings: AfiSettings) -> None:
         super().__init__(name, settings)
@@ -223,15 +220,6 @@ class AfiBackend(HttpBackend[AfiSettings]):
         """The modes the provider's manifest declares, once it was read (until then, all it may do)."""
         manifest = self._manifest
         return frozenset(self.modes) if manifest is None else frozenset(m for m in manifest.modes if m in self.modes)
-
-    async def read_file(self, path: str, deadline: float) -> RemoteFile:
-        return await afi_read(self, path, deadline)
-
-    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
-        return await afi_stat(self, path, deadline)
-
-    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
-        return await afi_list(self, path, deadline)
 
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Mapping[str, Any]:
         request = Request(url=self.settings.url + SEARCH_PATH, method="POST", json=body)

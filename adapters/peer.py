@@ -32,11 +32,10 @@ from typing import Any, cast, get_args
 
 from pydantic import Field, field_validator
 
-from adapters._afi_files import afi_error, afi_list, afi_read, afi_stat
-from adapters._http import HttpBackend, HttpSettings, HttpUrl, Request, error_field, map_client_errors
+from adapters._afi_files import AfiFilesBackend, afi_error
+from adapters._http import HttpSettings, HttpUrl, Request, error_field, map_client_errors
 from gateway.backend import REPOSITORY_KINDS
 from gateway.errors import BackendError, BackendTimeout, Rejected
-from gateway.files import RemoteFile
 from gateway.globs import PathFilter, namespace_matcher
 from gateway.models import (
     MAX_INTENT,
@@ -269,7 +268,7 @@ class _Gathered:
         )
 
 
-class PeerBackend(HttpBackend[PeerSettings]):
+class PeerBackend(AfiFilesBackend[PeerSettings]):
     """Another fedsearch gateway; its namespaces appear as ``<name>/<remote namespace>``."""
 
     kind = "gateway"
@@ -277,8 +276,6 @@ class PeerBackend(HttpBackend[PeerSettings]):
     modes: frozenset[Mode] = frozenset({"exact", "regex", "semantic"})
     #: It serves namespaces of its own, ``<name>/<remote>`` (for the service's routing).
     serves_children = True
-    reads = True
-    lists = True
 
     def __init__(self, name: str, settings: PeerSettings) -> None:
         super().__init__(name, settings)
@@ -319,15 +316,6 @@ class PeerBackend(HttpBackend[PeerSettings]):
             )
         self._children = found
         return found
-
-    async def read_file(self, path: str, deadline: float) -> RemoteFile:
-        return await afi_read(self, path, deadline)
-
-    async def stat_file(self, path: str, deadline: float) -> dict[str, Any]:
-        return await afi_stat(self, path, deadline)
-
-    async def list_files(self, path: str, deadline: float) -> list[dict[str, Any]]:
-        return await afi_list(self, path, deadline)
 
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Any:
         request = Request(url=self.settings.url + "/v1/search", method="POST", json=body)
