@@ -77,6 +77,29 @@ class TestStore:
         assert views["second"]("w.py") == views["first"]("w.py") == 2
         index.close()
 
+    def test_definitions_among_some_files_agree_with_the_whole_view(self, tmp_path: Path) -> None:
+        """Asked about some files (the one-shot search), each says what the whole view says of it:
+        defines exactly, in another case, not at all (parsed), or unknown (not indexed)."""
+        from gateway.index.resolve import DeclarationIndex
+        from gateway.request import parse_request
+
+        lower = "def widget():\n    return 1\n"
+        root = _tree(tmp_path / "repo", {"w.py": PY, "low.py": lower, "none.py": "x = 1\n", "b/w.py": PY})
+        Builder(Store.open(str(tmp_path / "idx")), [Source("ns", str(root))]).refresh()
+        (root / "new.py").write_text(PY)  # not indexed yet
+        index = DeclarationIndex(str(tmp_path / "idx"), [Source("ns", str(root)), Source("gone", str(tmp_path))])
+        paths = ["w.py", "low.py", "none.py", "new.py"]
+        for query in ("Widget", "widget"):
+            request = parse_request({"query": query})
+            whole, some = index.definitions(request), index.definitions(request, {"ns": paths, "gone": ["a.py"]})
+            assert whole is not None and some is not None and set(some) == {"ns"}
+            assert [some["ns"](p) for p in paths] == [whole["ns"](p) for p in paths]
+        answers = index.definitions(parse_request({"query": "widget"}), {"ns": paths[1:]})
+        assert answers is not None and [answers["ns"](p) for p in paths] == [1, 2, 0, None]
+        assert answers["ns"]("b/w.py") == 1  # a defining file is known whether asked about or not
+        assert index.definitions(parse_request({"query": "widget"}), {"ns": ["low.py"]})["ns"]("none.py") is None
+        index.close()
+
     def test_rows_of_another_parser_are_dropped(self, tmp_path: Path) -> None:
         """Changed queries or grammars: every file is parsed again."""
         Store.open(str(tmp_path), version="1:old").put("ns", [_record()])

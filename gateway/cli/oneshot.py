@@ -109,7 +109,8 @@ class OneShot:
         outcomes = _outcomes(scan, started)
         wanted = request.as_request()
         index = self._index_for(outcomes)
-        definitions = index.definitions(wanted) if index is not None else None
+        among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
+        definitions = index.definitions(wanted, among) if index is not None else None
         whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
         resolve = index.resolver(wanted, whole.since_ns) if index is not None else None
         answer = build_response(wanted, page_of(wanted, whole, None, resolve), 0)

@@ -25,7 +25,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
@@ -178,8 +178,15 @@ class DeclarationIndex:
         """This process wrote to the database (its own commits do not change data_version)."""
         self._parsed_version = -1
 
-    def definitions(self, request: SearchRequest) -> Definitions | None:
-        """Per local namespace, whether a file defines the name the query asks about (None: unknown)."""
+    def definitions(
+        self, request: SearchRequest, among: Mapping[str, Sequence[str]] | None = None
+    ) -> Definitions | None:
+        """Per local namespace, whether a file defines the name the query asks about (None: unknown).
+
+        ``among``: the only files that will be asked about (namespace -> paths), for a process that
+        searches once: it asks the database about those rather than read the set of every parsed
+        file (which a server keeps, a one-shot search would read each time: ~20 ms over 5,000 files).
+        """
         criteria = request.criteria
         if not self.sources or criteria.mode == "semantic":
             return None
@@ -189,6 +196,8 @@ class DeclarationIndex:
         sensitive = request.effective_case()
         try:
             store = self.store()
+            if among is not None:
+                return self._definitions_among(store, name, sensitive, among)
             files = self._parsed_files(store)
             views = self._defining.get((name, sensitive))
             if views is None:
@@ -207,6 +216,20 @@ class DeclarationIndex:
         except sqlite3.Error as exc:
             self._fault(exc)
             return None
+        return views
+
+    def _definitions_among(
+        self, store: Store, name: str, sensitive: bool, among: Mapping[str, Sequence[str]]
+    ) -> Definitions:
+        found = store.defining_paths(name, sensitive)
+        views: dict[str, Callable[[str], int | None]] = {}
+        for ns, paths in among.items():
+            source = self.sources.get(ns)
+            if source is None or not paths:
+                continue
+            parsed = store.parsed_among(source.root, paths)
+            if parsed:
+                views[ns] = _view(found.get(source.root, {}), parsed)
         return views
 
     # --- a page's files -------------------------------------------------------------

@@ -351,6 +351,31 @@ class Store:
         rows = self._db.execute("SELECT path FROM files WHERE root = ? AND parsed = 1", (root,))
         return frozenset(path for (path,) in rows)
 
+    def parsed_among(self, root: str, paths: Sequence[str]) -> frozenset[str]:
+        """Which of ``paths`` (files of one checkout) have their declarations known."""
+        found: set[str] = set()
+        for i in range(0, len(paths), _CHUNK):
+            chunk = paths[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT path FROM files WHERE root = ? AND parsed = 1 AND path IN ({marks})", (root, *chunk)
+            )
+            found.update(path for (path,) in rows)
+        return frozenset(found)
+
+    def defining_paths(self, name: str, sensitive: bool) -> dict[str, dict[str, bool]]:
+        """:meth:`defining` by place: root -> path -> whether in exactly that case."""
+        rows = self._db.execute(
+            "SELECT f.root, f.path, max(d.name = ?1) FROM declarations d JOIN files f ON f.id = d.file_id "
+            "WHERE d.name = ?1 COLLATE NOCASE AND d.kind != 'impl' AND f.parsed = 1 GROUP BY d.file_id",
+            (name,),
+        )
+        found: dict[str, dict[str, bool]] = {}
+        for root, path, exact in rows:
+            if exact or not sensitive:
+                found.setdefault(root, {})[path] = bool(exact)
+        return found
+
     def lookup(self, root: str, paths: Sequence[str]) -> dict[str, Stored]:
         """The indexed state of some files of one checkout (those it has), outlines decoded when used."""
         out: dict[str, Stored] = {}
