@@ -8,12 +8,14 @@ Without them the tests that need them skip, and the run's header says so; under
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
 
+from tests.fake_github_gitlab import FakeApi
 from tests.redis_server import REDIS_SERVER, RedisServer, need_redis, redis_missing
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "backends"
@@ -30,6 +32,16 @@ def fixtures_dir() -> Path:
     if not FIXTURES.is_dir():  # pragma: no cover - CI lays shared/ beside the clone
         pytest.skip("../shared/fixtures/backends is not present")
     return FIXTURES
+
+
+@pytest.fixture
+async def api(aiohttp_server: Callable[..., Any]) -> AsyncIterator[FakeApi]:
+    """A fake GitHub and GitLab API (the recorded formats) on 127.0.0.1; requests it holds are let go at the end."""
+    fake = FakeApi()
+    server = await aiohttp_server(fake.app())
+    fake.url = str(server.make_url("")).rstrip("/")
+    yield fake
+    fake.release.set()
 
 
 @pytest.fixture(scope="session", autouse=True)

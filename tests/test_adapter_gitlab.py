@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,15 +46,6 @@ def token(recorded: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> str:
     value: str = recorded["request"]["headers"]["PRIVATE-TOKEN"]
     monkeypatch.setenv(TOKEN_ENV, value)
     return value
-
-
-@pytest.fixture
-async def api(aiohttp_server: Callable[..., Any]) -> AsyncIterator[FakeApi]:
-    fake = FakeApi()
-    server = await aiohttp_server(fake.app())
-    fake.url = str(server.make_url("")).rstrip("/")
-    yield fake
-    fake.release.set()
 
 
 def settings(api: FakeApi, **kw: Any) -> GitLabSettings:

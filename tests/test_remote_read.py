@@ -43,15 +43,6 @@ def soon(seconds: float = 5.0) -> float:
 
 
 @pytest.fixture
-async def api(aiohttp_server: Callable[..., Any]) -> AsyncIterator[FakeApi]:
-    fake = FakeApi()
-    server = await aiohttp_server(fake.app())
-    fake.url = str(server.make_url("")).rstrip("/")
-    yield fake
-    fake.release.set()
-
-
-@pytest.fixture
 def token(monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv(TOKEN_ENV, "ghp_fictional-read-token")
     return "ghp_fictional-read-token"
