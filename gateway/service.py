@@ -23,7 +23,6 @@ from gateway.cache import open_cache
 from gateway.cache.keys import access_key
 from gateway.children import MIN_AGE_S, SEARCH_SHARE
 from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
-from gateway.criteria import DEPTH_FLOOR as DEPTH_FLOOR  # where it was, for whoever reads it here
 from gateway.criteria import backend_query
 from gateway.errors import InvalidRequest
 from gateway.fanout import Route, fan_out
@@ -354,15 +353,17 @@ class SearchService:
 
     async def learned_names(self, access: Access = None) -> list[str]:
         """:meth:`names`, the peers' children learned first when the caller may see only some."""
-        if self.catalog.partial(access):
-            await self.catalog.children.refresh()
+        await self._learn_for(access)
         return self.names(access)
 
     async def file_of(self, virtual: str, access: Access = None) -> tuple[str, str]:
         """:meth:`split_path`, the peers' children learned first when the caller may see only some."""
+        await self._learn_for(access)
+        return self.split_path(virtual, access)
+
+    async def _learn_for(self, access: Access) -> None:
         if self.catalog.partial(access):
             await self.catalog.children.refresh()
-        return self.split_path(virtual, access)
 
     def view(self, namespace: str, access: Access = None) -> View:
         """Read access to a visible namespace's files, local or remote (NotFound otherwise)."""
