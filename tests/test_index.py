@@ -47,10 +47,9 @@ class TestStore:
         store = Store.open(str(tmp_path))
         store.put("ns", [_record("a.py", Declaration("class", "Widget", "Widget", 1, 2))])
         store.put("ns", [_record("b.rs", Declaration("impl", "Widget", "Widget", 1, 2))])
-        files = {path: file_id for file_id, (_, path) in store.parsed_files().items()}
-        assert store.defining("Widget", True) == {files["a.py"]: True}
-        assert store.defining("widget", True) == {}
-        assert store.defining("widget", False) == {files["a.py"]: False}
+        assert store.defining_paths("Widget", True) == {"ns": {"a.py": True}}
+        assert store.defining_paths("widget", True) == {}
+        assert store.defining_paths("widget", False) == {"ns": {"a.py": False}}
         store.close()
 
     def test_a_file_indexed_again_replaces_its_declarations(self, tmp_path: Path) -> None:
@@ -58,7 +57,7 @@ class TestStore:
         store = Store.open(str(tmp_path))
         store.put("ns", [_record("a.py", Declaration("function", "old", "old", 1, 2))])
         store.put("ns", [_record("a.py", Declaration("function", "new", "new", 1, 2))])
-        assert store.defining("old", True) == {} and list(store.defining("new", True).values()) == [True]
+        assert store.defining_paths("old", True) == {} and store.defining_paths("new", True) == {"ns": {"a.py": True}}
         store.close()
 
     def test_files_are_keyed_by_checkout_not_by_namespace_name(self, tmp_path: Path) -> None:
@@ -188,8 +187,7 @@ class TestBuilder:
         store = Store.open(str(tmp_path / "idx"))
         stats = Builder(store, [Source("ns", str(root))]).refresh()
         assert set(store.states(str(root))) == {"a.py", "b.go"} and stats.parsed == 2
-        (file_id,) = store.defining("B", True)
-        assert store.parsed_files()[file_id] == (str(root), "b.go")
+        assert store.defining_paths("B", True) == {str(root): {"b.go": True}}
 
     def test_a_second_pass_parses_only_what_changed(self, tmp_path: Path) -> None:
         """Touching one file re-indexes that file alone; a deleted file is forgotten."""
@@ -297,7 +295,7 @@ class TestBuilderParts:
             outs.append(
                 (
                     done.stdout.strip().splitlines()[-1],
-                    store.defining("Widget77", True) != {},
+                    store.defining_paths("Widget77", True) != {},
                     len(store.parsed_paths(str(root))),
                 )
             )

@@ -87,7 +87,6 @@ class DeclarationIndex:
         self._rate = float(PARSE_RATE)  # bytes a second parsed on the spot, as measured here
         self._store: Store | None = None
         self._parsed: dict[str, frozenset[str]] = {}
-        self._files: dict[int, tuple[str, str]] = {}
         self._defining: dict[tuple[str, bool], Definitions] = {}  # while the database does not change
         self._parsed_version = -1
         self._parsed_at = 0.0
@@ -144,7 +143,7 @@ class DeclarationIndex:
         if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
             return
         store, self._store = self._store, None
-        self._parsed, self._files, self._parsed_version = {}, {}, -1
+        self._parsed, self._parsed_version = {}, -1
         self._defining.clear()
         if store is not None:
             store.close()
@@ -156,23 +155,18 @@ class DeclarationIndex:
 
     # --- ranking --------------------------------------------------------------------
 
-    def _parsed_files(self, store: Store) -> dict[int, tuple[str, str]]:
-        """id -> (namespace, path) of every parsed file; read again when the database changed (at most every
+    def _parsed_sets(self, store: Store) -> None:
+        """Read each namespace's set of parsed files again when the database changed (at most every
         PARSED_TTL_S)."""
         now = time.monotonic()
         if now - self._parsed_at >= PARSED_TTL_S or self._parsed_version < 0:
             version = store.data_version()
             if version != self._parsed_version:
-                files = store.parsed_files()
-                self._files = files
-                by_root: dict[str, set[str]] = {}
-                for root, path in files.values():
-                    by_root.setdefault(root, set()).add(path)
-                self._parsed = {ns: frozenset(by_root[s.root]) for ns, s in self.sources.items() if by_root.get(s.root)}
+                by_root = {root: store.parsed_paths(root) for root in {s.root for s in self.sources.values()}}
+                self._parsed = {ns: by_root[s.root] for ns, s in self.sources.items() if by_root[s.root]}
                 self._defining.clear()
                 self._parsed_version = version
             self._parsed_at = now
-        return self._files
 
     def _changed(self) -> None:
         """This process wrote to the database (its own commits do not change data_version)."""
@@ -198,14 +192,10 @@ class DeclarationIndex:
             store = self.store()
             if among is not None:
                 return self._definitions_among(store, name, sensitive, among)
-            files = self._parsed_files(store)
+            self._parsed_sets(store)
             views = self._defining.get((name, sensitive))
             if views is None:
-                found: dict[str, dict[str, bool]] = {}  # root -> path -> exact
-                for file_id, exact in store.defining(name, sensitive).items():
-                    where = files.get(file_id)
-                    if where is not None:
-                        found.setdefault(where[0], {})[where[1]] = exact
+                found = store.defining_paths(name, sensitive)
                 empty: dict[str, bool] = {}
                 views = {
                     ns: _view(found.get(self.sources[ns].root, empty), paths) for ns, paths in self._parsed.items()

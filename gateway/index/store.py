@@ -364,7 +364,9 @@ class Store:
         return frozenset(found)
 
     def defining_paths(self, name: str, sensitive: bool) -> dict[str, dict[str, bool]]:
-        """:meth:`defining` by place: root -> path -> whether in exactly that case."""
+        """The parsed files that declare ``name`` (an ``impl`` declares nothing): root -> path ->
+        whether in exactly that case. Case-sensitive: only exact declarations; otherwise also
+        those in another case (False)."""
         rows = self._db.execute(
             "SELECT f.root, f.path, max(d.name = ?1) FROM declarations d JOIN files f ON f.id = d.file_id "
             "WHERE d.name = ?1 COLLATE NOCASE AND d.kind != 'impl' AND f.parsed = 1 GROUP BY d.file_id",
@@ -395,19 +397,6 @@ class Store:
         """Every parsed file: id -> (root, path)."""
         rows = self._db.execute("SELECT id, root, path FROM files WHERE parsed = 1")
         return {file_id: (root, path) for file_id, root, path in rows}
-
-    def defining(self, name: str, sensitive: bool) -> dict[int, bool]:
-        """File id -> whether it declares ``name`` in exactly that case (an ``impl`` declares nothing).
-
-        Case-sensitive: only exact declarations; otherwise also those in another case (False).
-        Read from the covering index alone.
-        """
-        rows = self._db.execute(
-            "SELECT file_id, max(name = ?1) FROM declarations WHERE name = ?1 COLLATE NOCASE AND kind != 'impl' "
-            "GROUP BY file_id",
-            (name,),
-        )
-        return {file_id: bool(exact) for file_id, exact in rows if exact or not sensitive}
 
     def declared(self, root: str) -> Iterator[tuple[str, str, str, str]]:
         """Every declaration of a checkout: (name, kind, path, language)."""
