@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters._coalesce import Seat
 from adapters.ripgrep.batch import Part, Router
-from adapters.ripgrep.output import PIPE_BYTES, Collector, OutputReader, build_argv, find_rg
+from adapters.ripgrep.output import Collector, OutputReader, build_argv, find_rg
+from adapters.ripgrep.spawn import PIPE_BYTES
 from gateway.models import BackendResult, Outcome, SearchQuery
 from gateway.rank import rank
 from gateway.request import parse_request

@@ -474,3 +474,138 @@ class TestTheProcess:
         err = proc.stderr.read()
         proc.stderr.close()
         assert proc.wait(timeout=60) == 0 and err == b""
+
+
+class TestTheEarlyStart:
+    """gateway.cli.early: rg started from the flags before the request is built, used only if it is the
+    very rg the request asks for."""
+
+    def spawns(self, monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+        """Every rg the one-shot scan starts itself (not counting one started early)."""
+        import adapters.ripgrep.oneshot as scan_module
+
+        started: list[list[str]] = []
+        real = scan_module.spawn
+
+        def counted(argv: list[str], cwd: str | None = None) -> Any:
+            started.append(argv)
+            return real(argv, cwd)
+
+        monkeypatch.setattr(scan_module, "spawn", counted)
+        return started
+
+    @pytest.mark.parametrize(
+        "data",
+        [
+            {"query": "register_widget"},
+            {"query": "Register", "case_sensitive": False},
+            {"query": "needle", "context_lines": 2, "files": 3},
+            {"query": r"regis\w+", "mode": "regex"},
+        ],
+    )
+    def test_a_plain_query_is_answered_by_the_rg_started_early(
+        self, root: Path, data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from gateway.cli.early import speculate
+
+        expected = strip(quick(root, data))
+        started = self.spawns(monkeypatch)
+        roots = discovered_scope(str(root)).roots
+        early = speculate(roots, data)
+        assert early is not None
+        request = quick_request(data)
+        assert request is not None
+        one = OneShot(roots)
+        try:
+            assert strip(one.search(request, early)) == expected
+        finally:
+            one.close()
+        assert started == [] and early.child is None  # adopted: no other rg was started
+        assert rg_children() == set()
+
+    def test_a_wrong_guess_is_killed_and_the_right_rg_answers(
+        self, root: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An early rg whose vector is not the request's (here: started for another query) is killed and
+        reaped; the answer is the request's own."""
+        from gateway.cli.early import speculate
+
+        data = {"query": "register_widget"}
+        expected = strip(quick(root, data))
+        started = self.spawns(monkeypatch)
+        roots = discovered_scope(str(root)).roots
+        wrong = speculate(roots, {"query": "needle"})
+        assert wrong is not None and wrong.child is not None
+        pid = wrong.child.pid
+        request = quick_request(data)
+        assert request is not None
+        one = OneShot(roots)
+        try:
+            assert strip(one.search(request, wrong)) == expected
+        finally:
+            one.close()
+        assert len(started) == 1 and started[0][-len(roots) - 3 :][:2] == ["-e", "register_widget"]
+        with pytest.raises(ChildProcessError):  # reaped
+            os.waitpid(pid, os.WNOHANG)
+        assert rg_children() == set()
+
+    def test_an_early_rg_nobody_takes_is_reaped(self, root: Path) -> None:
+        """A request that goes to the service, or fails validation, leaves no rg behind."""
+        from gateway.cli.early import speculate
+
+        early = speculate(discovered_scope(str(root)).roots, {"query": "needle"})
+        assert early is not None and rg_children() != set()
+        early.close()
+        early.close()  # twice: nothing more happens
+        assert rg_children() == set()
+        one = OneShot(discovered_scope(str(root)).roots)
+        late = quick_request({"query": "needle", "timeout_ms": 100})
+        bad = speculate(one.roots, {"query": "needle", "timeout_ms": 100})
+        assert bad is not None and late is not None
+        time.sleep(0.15)  # the search's deadline (from the early start) passes before its scan
+        answer = one.search(late, bad)
+        one.close()
+        assert [s["status"] for s in answer["namespaces"]] == ["timeout"] * len(one.roots)
+        assert rg_children() == set()
+
+    @pytest.mark.parametrize(
+        "data",
+        [
+            {"query": "lang:go needle"},
+            {"query": '"needle"'},
+            {"query": "/needle/"},
+            {"query": "needle", "namespaces": ["alpha"]},
+            {"query": "needle", "paths": ["**/*.py"]},
+            {"query": "needle", "languages": ["python"]},
+            {"query": "needle", "mode": "semantic"},
+            {"query": "needle", "case_sensitive": "yes"},
+            {"query": "needle", "context_lines": 11},
+            {"query": "   "},
+            {"query": 3},
+        ],
+    )
+    def test_what_it_cannot_guess_is_not_started(self, root: Path, data: dict[str, Any]) -> None:
+        from gateway.cli.early import speculate
+
+        assert speculate(discovered_scope(str(root)).roots, data) is None
+        assert rg_children() == set()
+
+    def test_it_imports_only_the_standard_library(self) -> None:
+        """What starts rg early imports nothing that would delay it (msgspec, re2, the models)."""
+        import subprocess
+        import sys
+
+        code = "import sys, gateway.cli.early; print(' '.join(sorted(sys.modules)))"
+        modules = set(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+        )
+        ours = {m for m in modules if m.split(".")[0] in ("gateway", "adapters")}
+        assert ours == {
+            "gateway",
+            "gateway.cli",
+            "gateway.cli.early",
+            "adapters",
+            "adapters.ripgrep",
+            "adapters.ripgrep.spawn",
+        }
+        assert {"msgspec", "re2", "typing_extensions", "gateway.models"}.isdisjoint(modules)

@@ -30,7 +30,6 @@ from adapters.ripgrep.output import (
     DEFAULT_MAX_FILES,
     TICK_S,
     Collector,
-    OutputPipe,
     OutputReader,
     anchored,
     build_argv,
@@ -39,6 +38,7 @@ from adapters.ripgrep.output import (
     excludes,
     read_stderr,
 )
+from adapters.ripgrep.spawn import Child, OutputPipe, spawn
 from gateway.errors import BackendError
 from gateway.models import DEFAULT_MAX_HITS, BackendResult, SearchQuery, Status
 
@@ -72,7 +72,7 @@ class Scan:
 
     # --- start --------------------------------------------------------------------------
 
-    def _spawn(self, rg: str, roots: dict[str, str], exclude: Sequence[str]) -> None:
+    def _spawn(self, rg: str, roots: dict[str, str], exclude: Sequence[str], early: Child | None) -> None:
         query = self.query
         cwd: str | None = None
         paths: tuple[str, ...] = (".",)
@@ -83,37 +83,16 @@ class Scan:
             for name, root in roots.items():
                 self.collectors[name].strip = len(root.rstrip("/")) + 1
         argv = build_argv(rg, query, exclude, paths)
-        pipe = self._pipe = OutputPipe()
-        err_read, err_write = os.pipe()
-        try:
-            if cwd is None:  # as Popen starts it without a cwd: posix_spawn, no Python between fork and exec
-                actions = [
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_DUP2, pipe.write_fd, 1),
-                    (os.POSIX_SPAWN_DUP2, err_write, 2),
-                ]
-                self._pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
-            else:
-                import subprocess
+        if early is not None and early.argv == argv and early.cwd == cwd:
+            self._adopt(early)  # started before this query was built: the very rg it asks for
+            return
+        if early is not None:
+            early.close()
+        self._adopt(spawn(argv, cwd))
 
-                self._popen = subprocess.Popen(
-                    argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=pipe.write_fd, stderr=err_write, close_fds=False
-                )
-                self._pid = self._popen.pid
-        except OSError:
-            os.close(err_read)
-            raise
-        finally:
-            os.close(err_write)
-        pipe.started()
-        self._stderr = err_read
-        os.set_blocking(err_read, False)
-        pidfd_open = getattr(os, "pidfd_open", None)
-        if pidfd_open is not None:
-            try:
-                self._pidfd = pidfd_open(self._pid)
-            except OSError:  # pragma: no cover - a kernel before 5.3, or a seccomp filter
-                self._pidfd = -1
+    def _adopt(self, child: Child) -> None:
+        self._pid, self._popen, self._pidfd, self._stderr = child.pid, child.popen, child.pidfd, child.stderr
+        self._pipe = child.pipe
 
     # --- reading ------------------------------------------------------------------------
 
@@ -257,29 +236,35 @@ def start(
     exclude: Sequence[str] = (),
     max_files: int = DEFAULT_MAX_FILES,
     max_hits: int = DEFAULT_MAX_HITS,
+    early: Child | None = None,
 ) -> Scan:
     """Start one rg over ``roots`` (namespace -> folder, none inside another: discovered checkouts) for ``query``.
 
-    What fails before rg runs is each namespace's answer at once (:attr:`Scan.answers`):
-    no rg binary, a deadline already passed, a path filter that cannot be built, rg not starting.
+    ``early``, an rg started before ``query`` was built (:mod:`gateway.cli.early`), is adopted
+    when it runs the very vector from the very folder this search would start; else it is
+    killed and reaped, and the right rg started. What fails before rg runs is each
+    namespace's answer at once (:attr:`Scan.answers`): no rg binary, a deadline already
+    passed, a path filter that cannot be built, rg not starting.
     """
     scan = Scan(roots, query)
-    if rg is None:
-        error = BackendError("the rg binary was not found (install the 'ripgrep' package)")
-        scan.answers = dict.fromkeys(roots, error)
-    elif query.remaining() <= 0:
-        late = BackendResult(status="timeout", reason="the deadline passed before rg started")
-        scan.answers = dict.fromkeys(roots, late)
-    else:
-        try:
+    try:
+        if rg is None:
+            error = BackendError("the rg binary was not found (install the 'ripgrep' package)")
+            scan.answers = dict.fromkeys(roots, error)
+        elif query.remaining() <= 0:
+            late = BackendResult(status="timeout", reason="the deadline passed before rg started")
+            scan.answers = dict.fromkeys(roots, late)
+        else:
             scan.collectors.update((name, collector_for(query, exclude, max_files, max_hits)) for name in roots)
-        except BackendError as exc:
-            scan.answers = dict.fromkeys(roots, exc)
-            return scan
-        try:
-            scan._spawn(rg, roots, exclude)
-        except OSError as exc:
-            scan.answers = dict.fromkeys(roots, BackendError(f"cannot start rg: {exc.strerror or exc}"))
+            scan._spawn(rg, roots, exclude, early)
+            early = None  # adopted, or closed there
+    except BackendError as exc:
+        scan.answers = dict.fromkeys(roots, exc)
+    except OSError as exc:
+        scan.answers = dict.fromkeys(roots, BackendError(f"cannot start rg: {exc.strerror or exc}"))
+    finally:
+        if early is not None:
+            early.close()
     now = time.monotonic()
     scan.answered_at = dict.fromkeys(scan.answers, now)
     return scan

@@ -22,26 +22,16 @@ enough that it seldom waits, read in a few large reads rather than once per file
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: the pipe keeps its size
-    fcntl = None  # type: ignore[assignment]
-
+from adapters.ripgrep.spawn import OutputPipe, argv_of, find_rg
 from gateway.errors import BackendError
 from gateway.globs import PathFilter
 from gateway.models import DEFAULT_MAX_HITS, FileMatch, Hit, LazyHits, SearchQuery, cut_text
 from gateway.signals import DEFINITION_SCAN, DefinitionTest, definition_test
-
-if TYPE_CHECKING:  # the event loop only where rg is watched from one (the one-shot CLI reads rg without)
-    import asyncio
 
 __all__ = [
     "BLOCK_LIMIT",
@@ -75,10 +65,6 @@ _MAX_PATH_BYTES = 64 * 1024
 #: Output held while waiting for the end of a file; a file block longer than this is
 #: read line by line instead (see :meth:`OutputReader.feed_bytes`).
 BLOCK_LIMIT = 1024 * 1024
-#: The size asked for rg's output pipe (Linux grants up to /proc/sys/fs/pipe-max-size,
-#: 1 MiB by default), and the size assumed where a pipe's size cannot be known.
-PIPE_BYTES = 1024 * 1024
-PIPE_BYTES_DEFAULT = 16 * 1024
 #: How often rg's output is looked at while rg runs: rarely, unless it fills the pipe.
 TICK_S = 0.01
 #: How much of rg's stderr is kept (an error message; the rest is read and dropped).
@@ -478,24 +464,6 @@ def _blank(lines: list[bytes], start: int, end: int) -> int:
 # -- running rg ---------------------------------------------------------------------
 
 
-@functools.cache
-def find_rg() -> str | None:
-    """The ``rg`` of the ``ripgrep`` wheel (beside this Python), else the one on PATH."""
-    name = "rg.exe" if os.name == "nt" else "rg"
-    if sys.prefix != sys.base_prefix and os.name != "nt":  # a venv: its scripts are in its bin/, as sysconfig says
-        scripts = os.path.join(sys.prefix, "bin")  # without loading sysconfig's data at every start
-    else:
-        import sysconfig
-
-        scripts = sysconfig.get_path("scripts")
-    candidate = os.path.join(scripts, name)
-    if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-        return candidate
-    import shutil  # with bz2 and lzma: not at start-up, for the rare rg found on PATH
-
-    return shutil.which("rg")
-
-
 def excludes(query: SearchQuery, exclude: Iterable[str]) -> list[str]:
     """Every glob to exclude: the namespace's, then the request's ``!`` paths."""
     return [*exclude, *(g[1:] for g in query.paths if g.startswith("!"))]
@@ -513,19 +481,17 @@ def build_argv(rg: str, query: SearchQuery, exclude: Iterable[str] = (), roots: 
     it searches several roots at once only unanchored excludes are passed; the others
     are applied to its output by the local path filter, as every include is.
     """
-    argv = [rg, "--no-config", "--null", "--heading", "--with-filename", "--line-number", "--column"]
-    argv += ["--no-context-separator", "--color=never"]
-    if query.mode == "exact":
-        argv.append("-F")
-    argv.append("-s" if query.case_sensitive else "-i")
-    if query.context_lines > 0:
-        argv += ["-C", str(query.context_lines)]
     several = tuple(roots) != (".",)
-    for glob in excludes(query, exclude):
-        if not (several and anchored(glob)):
-            argv += ["-g", "!" + glob]
-    argv += ["-e", query.text, "--", *roots]
-    return argv
+    globs = [glob for glob in excludes(query, exclude) if not (several and anchored(glob))]
+    return argv_of(
+        rg,
+        query.text,
+        exact=query.mode == "exact",
+        case_sensitive=query.case_sensitive,
+        context_lines=query.context_lines,
+        excludes=globs,
+        roots=roots,
+    )
 
 
 class LineSplitter:
@@ -567,84 +533,6 @@ class LineSplitter:
             return None
         pending, self._pending = bytes(self._pending), bytearray()
         return pending
-
-
-class OutputPipe:
-    """The pipe rg writes its output into, as large as the system allows, read when we choose.
-
-    asyncio would read a subprocess's pipe whenever it holds anything: one wake-up of
-    this process per file rg prints, each taking a core from rg's own threads (rg ran
-    measurably slower read that way: bench/README.md). With a large pipe, rg writes on
-    undisturbed and its output is read in a few large reads: when rg exits, or at a tick
-    while it runs (:data:`TICK_S`), from its first output on (before it, ticks only took a
-    core from rg). A tick that finds the pipe half full or more reads as rg writes until
-    it is not: rg must never wait on us long (a pipe can be small: past the user's
-    pipe-user-pages-soft, a page).
-    """
-
-    def __init__(self) -> None:
-        self.read_fd, self.write_fd = os.pipe()  # both close-on-exec; rg gets its copy as stdout
-        os.set_blocking(self.read_fd, False)
-        self.capacity = PIPE_BYTES_DEFAULT
-        with contextlib.suppress(OSError, AttributeError):  # Linux only, and within pipe-max-size
-            self.capacity = fcntl.fcntl(self.write_fd, fcntl.F_GETPIPE_SZ)
-            # Refused past the user's pipe-user-pages-soft: the pipe keeps the size it was given.
-            self.capacity = fcntl.fcntl(self.write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        self.read = 0  # bytes read so far
-        self.ended = False  # the writer is gone and everything was read
-
-    def started(self) -> None:
-        """rg holds the write end now: close ours, so that rg's exit ends the output."""
-        if self.write_fd >= 0:
-            os.close(self.write_fd)
-            self.write_fd = -1
-
-    async def wait(self, exited: asyncio.Future[int], tick: float | None, readable: bool) -> None:
-        """Until rg exits, ``tick`` seconds pass (None: no timer), or (if ``readable``) the pipe holds something."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-
-        def wake(*_: object) -> None:
-            if not waiter.done():
-                waiter.set_result(None)
-
-        timer = loop.call_later(tick, wake) if tick is not None else None
-        exited.add_done_callback(wake)
-        if readable:
-            loop.add_reader(self.read_fd, wake)
-        try:
-            await waiter
-        finally:
-            if timer is not None:
-                timer.cancel()
-            exited.remove_done_callback(wake)
-            if readable:
-                loop.remove_reader(self.read_fd)
-
-    def drain(self, feed: Callable[[bytes], bool]) -> int:
-        """Feed what the pipe holds now, a pipeful at most (``feed`` answers whether to go on); bytes read."""
-        total = 0
-        while not self.ended and total < self.capacity:
-            try:
-                chunk = os.read(self.read_fd, self.capacity - total)
-            except BlockingIOError:
-                break
-            if not chunk:
-                self.ended = True
-                break
-            total += len(chunk)
-            if not feed(chunk):
-                break
-        self.read += total
-        return total
-
-    def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
-            if fd >= 0:
-                os.close(fd)
-        self.read_fd = self.write_fd = -1
 
 
 def read_stderr(fd: int, kept: bytearray) -> bool:

@@ -37,16 +37,10 @@ from gateway.globs import namespace_matcher
 
 if TYPE_CHECKING:
     from adapters.ripgrep.oneshot import Scan
+    from gateway.cli.early import Early
     from gateway.index.resolve import DeclarationIndex
 
-__all__ = ["OneShot", "applies"]
-
-
-def applies(config: str | None, env: dict[str, str] | os._Environ[str] | None = None) -> bool:
-    """Whether the namespaces are discovered ones (no config file): the one-shot search may answer
-    (on POSIX: it starts rg by posix_spawn and waits for it with poll)."""
-    env = os.environ if env is None else env
-    return os.name == "posix" and not (config or env.get("FEDSEARCH_CONFIG"))
+__all__ = ["OneShot"]
 
 
 def _routes(names: Sequence[str], request: QuickRequest) -> list[str]:
@@ -89,19 +83,31 @@ class OneShot:
         self.roots = roots
         self._index: DeclarationIndex | None = None
 
-    def start(self, request: QuickRequest) -> tuple[Scan, float, int]:
-        """Plan and start the search: rg runs when this returns (with when the search began)."""
+    def start(self, request: QuickRequest, early: Early | None = None) -> tuple[Scan, float, int]:
+        """Plan and start the search: rg runs when this returns (with when the search began).
+
+        ``early``, an rg :func:`gateway.cli.early.speculate` started for this request, is
+        adopted if it is the rg the request asks for (else killed); the search began then."""
         from adapters.ripgrep.oneshot import start
-        from adapters.ripgrep.output import find_rg
+        from adapters.ripgrep.spawn import find_rg
 
-        started, since_ns = time.monotonic(), time.time_ns()
-        names = _routes(list(self.roots), request)
-        query = backend_query(request.as_request(), started)
-        return start(find_rg(), {n: self.roots[n] for n in names}, query), started, since_ns
+        if early is not None:
+            started, since_ns = early.started, early.since_ns
+        else:
+            started, since_ns = time.monotonic(), time.time_ns()
+        child = early.take() if early is not None else None
+        try:
+            names = _routes(list(self.roots), request)
+            query = backend_query(request.as_request(), started)
+        except BaseException:
+            if child is not None:
+                child.close()
+            raise
+        return start(find_rg(), {n: self.roots[n] for n in names}, query, early=child), started, since_ns
 
-    def search(self, request: QuickRequest) -> dict[str, Any]:
+    def search(self, request: QuickRequest, early: Early | None = None) -> dict[str, Any]:
         """The answer to ``request``: what ``SearchService.search`` answers (timing aside)."""
-        scan, started, since_ns = self.start(request)
+        scan, started, since_ns = self.start(request, early)
         from gateway.rank import page_of, settle
         from gateway.refine import refine
         from gateway.wire import build_response

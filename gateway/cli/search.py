@@ -23,6 +23,7 @@ from gateway.cli.scope import Scope
 from gateway.errors import InvalidRequest
 
 if TYPE_CHECKING:
+    from gateway.cli.early import Early
     from gateway.config import Config
 
 __all__ = ["exit_code", "looks_like_regex", "request_data", "run"]
@@ -221,16 +222,35 @@ def run(args: argparse.Namespace) -> int:
 
 def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
     """In this process: by :mod:`gateway.cli.oneshot` over discovered checkouts when it takes the
-    request (no event loop, no pydantic: most of a one-shot search's start-up), else by the service."""
+    request (no event loop, no pydantic: most of a one-shot search's start-up), else by the service.
+    Over discovered checkouts, rg starts first (:mod:`gateway.cli.early`), the rest imported meanwhile."""
+    from gateway.cli.early import applies, speculate
+    from gateway.cli.scope import discovered_scope
+
+    found: Scope | None = None
+    early: Early | None = None
+    if applies(args.config):
+        found = discovered_scope(args.root)
+        if not args.paths:
+            early = speculate(found.roots, data)
+    try:
+        return _searched(args, data, found, early)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _searched(args: argparse.Namespace, data: dict[str, Any], found: Scope | None, early: Early | None) -> int:
+    """``_local``'s search, over the checkouts ``found`` by discovery (None: the config's namespaces)."""
     from gateway.cli import oneshot
     from gateway.cli.quick import quick_request
-    from gateway.cli.scope import discovered_scope, load, scope_of
+    from gateway.cli.scope import load, scope_of
     from gateway.log import configure
 
     configure(level="warning", lazy=True, stdlib=False)  # only what goes wrong; structlog imported then
     config: Config | None = None
-    if oneshot.applies(args.config):
-        scope = discovered_scope(args.root)
+    if found is not None:
+        scope = found
     else:
         config = load(args)
         scope = scope_of(config)
@@ -246,7 +266,9 @@ def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
     later = _Later(args, scope)
 
     def ask(asked: dict[str, Any]) -> dict[str, Any]:
-        quick = first if asked is data else quick_request(asked)
+        if asked is data:
+            return one.search(first, early)
+        quick = quick_request(asked)
         return one.search(quick) if quick is not None else later.ask(asked)
 
     try:
