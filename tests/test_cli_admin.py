@@ -82,6 +82,8 @@ def imported(argv: list[str], cwd: Path) -> set[str]:
 #: What a one-shot search over discovered checkouts (gateway.cli.oneshot) does without, besides HEAVY:
 #: the service and its event loop, pydantic (config, request), stdlib logging, importlib.metadata.
 NOT_ONE_SHOT = (
+    "inspect",  # typing_extensions', and with it ast and dis: hidden from msgspec (gateway.cli.lean)
+    "ast",
     "pydantic",
     "pydantic_core",
     "asyncio",
@@ -129,6 +131,27 @@ class TestStartup:
             modules = imported(argv, corpus)
             assert {"gateway.service", "adapters.ripgrep.batch"} <= modules
             assert among(modules, HEAVY) == []
+
+    def test_msgspec_without_typing_extensions_reads_structs_alike(self) -> None:
+        """gateway.cli.lean: msgspec imported with typing_extensions hidden decodes this project's structs
+        as before, and typing_extensions is importable afterwards (for pydantic)."""
+        code = (
+            "import sys\n"
+            "from gateway.cli.lean import import_msgspec\n"
+            "import_msgspec()\n"
+            "assert 'typing_extensions' not in sys.modules and 'inspect' not in sys.modules\n"
+            "import msgspec\n"
+            "from gateway.models import Hit, SearchQuery\n"
+            "line = Hit(line=3, text='def f')\n"
+            "hit = Hit(line=3, text='def f', kind='function', symbol='m.f', name='f', lines=(line,))\n"
+            "assert msgspec.json.decode(msgspec.json.encode(hit), type=Hit) == hit\n"
+            'q = msgspec.json.decode(b\'{"text": "x", "paths": ["a"]}\', type=SearchQuery)\n'
+            "assert q.paths == ('a',) and q.mode == 'exact'\n"
+            "import typing_extensions, pydantic\n"
+            "print('ok')\n"
+        )
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert done.stdout.strip() == "ok", done.stderr[-2000:]
 
     def test_help_imports_argparse_alone(self, corpus: Path) -> None:
         """`fedsearch --help` and a command's --help import neither pydantic, asyncio nor the service."""

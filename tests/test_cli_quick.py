@@ -356,6 +356,20 @@ class TestTheScan:
         assert answer.reason.startswith("stopped at the deadline after")
         assert rg_children() == set()
 
+    def test_what_to_do_after_rg_starts_once_it_writes(self, tmp_path: Path) -> None:
+        """``results(on_output)`` calls it once while rg still runs (its output fills the pipe, so it
+        cannot have ended), and never when rg writes nothing."""
+        root = git_repo(tmp_path / "big", {"a.txt": "needle\n"})
+        (root / "many.txt").write_bytes(b"needle in a haystack\n" * 60_000)  # 1.3 MB: more than a pipeful
+        calls: list[int] = []
+        scan = start(find_rg(), {"ns": str(root)}, SearchQuery(text="needle", deadline=time.monotonic() + 30))
+        answer = scan.results(lambda: calls.append(len(scan.answers)))["ns"]
+        assert isinstance(answer, BackendResult) and answer.status == "ok" and calls == [0]
+        quiet: list[int] = []
+        scan = start(find_rg(), {"ns": str(root)}, SearchQuery(text="zzz_nothing", deadline=time.monotonic() + 30))
+        assert scan.results(lambda: quiet.append(1))["ns"].status == "ok" and quiet == []  # type: ignore[union-attr]
+        assert rg_children() == set()
+
     def test_when_every_namespace_is_capped_rg_is_stopped(self, tmp_path: Path) -> None:
         root = git_repo(tmp_path / "big", {f"f{n}.txt": "needle\n" * 50 for n in range(200)})
         scan = start(find_rg(), {"ns": str(root)}, SearchQuery(text="needle"), max_files=2)

@@ -99,6 +99,41 @@ class TestStore:
         assert index.definitions(parse_request({"query": "widget"}), {"ns": ["low.py"]})["ns"]("none.py") is None
         index.close()
 
+    def test_a_prefetch_answers_the_next_search_once(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """prefetch (the one-shot search, while rg runs) reads who defines the name; the next
+        definitions among some files uses it, the same answer, and a later one reads again."""
+        from gateway.index.resolve import DeclarationIndex
+        from gateway.request import parse_request
+
+        root = _tree(tmp_path / "repo", {"w.py": PY, "low.py": "def widget():\n    return 1\n"})
+        Builder(Store.open(str(tmp_path / "idx")), [Source("ns", str(root))]).refresh()
+        index = DeclarationIndex(str(tmp_path / "idx"), [Source("ns", str(root))])
+        paths = {"ns": ["w.py", "low.py"]}
+        request = parse_request({"query": "Widget"})
+        fresh = index.definitions(request, paths)
+        assert fresh is not None
+        expected = [fresh["ns"](p) for p in paths["ns"]]
+        reads: list[tuple[str, bool]] = []
+        real = Store.defining_paths
+
+        def counted(store: Store, name: str, sensitive: bool) -> dict[str, dict[str, bool]]:
+            reads.append((name, sensitive))
+            return real(store, name, sensitive)
+
+        monkeypatch.setattr(Store, "defining_paths", counted)
+        index.prefetch(request)
+        ahead = index.definitions(request, paths)
+        assert ahead is not None and [ahead["ns"](p) for p in paths["ns"]] == expected == [2, 0]
+        assert reads == [("Widget", True)]  # the prefetch's read, used by the search
+        index.definitions(request, paths)
+        index.prefetch(parse_request({"query": "draw"}))  # another name's: not used for Widget
+        again = index.definitions(request, paths)
+        assert again is not None and [again["ns"](p) for p in paths["ns"]] == expected
+        assert reads == [("Widget", True), ("Widget", True), ("draw", False), ("Widget", True)]  # smart case
+        index.prefetch(parse_request({"query": "x", "mode": "semantic"}))  # nothing to read
+        assert len(reads) == 4
+        index.close()
+
     def test_rows_of_another_parser_are_dropped(self, tmp_path: Path) -> None:
         """Changed queries or grammars: every file is parsed again."""
         Store.open(str(tmp_path), version="1:old").put("ns", [_record()])

@@ -23,7 +23,7 @@ import contextlib
 import os
 import select
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from adapters.ripgrep.output import (
@@ -140,9 +140,9 @@ class Scan:
             self._pid = 0
         return code
 
-    def _wait(self, timeout: float, readable: bool) -> bool:
-        """Until rg exits, ``timeout`` passes, or (if ``readable``) its output pipe holds something;
-        whether it does."""
+    def _wait(self, timeout: float, readable: bool) -> int:
+        """Until rg exits, ``timeout`` passes, or (if ``readable``) its output pipe holds something
+        or was closed; the pipe's poll events (0: neither)."""
         assert self._pipe is not None
         poller = select.poll()
         for fd in (self._pidfd, self._stderr):
@@ -154,18 +154,21 @@ class Scan:
             timeout = min(timeout, TICK_S)
         ready = poller.poll(max(0.0, timeout) * 1000)
         self._read_stderr()
-        return readable and any(fd == self._pipe.read_fd for fd, _ in ready)
+        return next((events for fd, events in ready if readable and fd == self._pipe.read_fd), 0)
 
-    def results(self) -> dict[str, Answer]:
-        """Read rg to its end (or the deadline, or until every namespace is capped); each namespace's answer."""
+    def results(self, on_output: Callable[[], object] | None = None) -> dict[str, Answer]:
+        """Read rg to its end (or the deadline, or until every namespace is capped); each namespace's answer.
+
+        ``on_output`` is called once, as soon as rg is seen writing while it still runs (there
+        will be files to rank): what the caller would do after rg, done while rg searches."""
         try:
             if self._pipe is not None:
-                self._read()
+                self._read(on_output)
         finally:
             self._close()
         return self.answers
 
-    def _read(self) -> None:
+    def _read(self, on_output: Callable[[], object] | None) -> None:
         pipe = self._pipe
         assert pipe is not None
         deadline = self.query.deadline
@@ -177,11 +180,14 @@ class Scan:
             if left <= 0 and code is None:
                 self._hand_back()
                 return
-            written = self._wait(left if quiet else min(TICK_S, left), readable=quiet or streaming)
+            events = self._wait(left if quiet else min(TICK_S, left), readable=quiet or streaming)
+            written = events != 0
             if code is None:
                 code = self._exited(block=False)
             if quiet and code is None:
                 quiet = not written  # rg began to write: read at ticks from now (a first file is no read's worth)
+                if events & select.POLLIN and on_output is not None:  # output, not only the pipe's end
+                    on_output()
                 continue
             taken = pipe.drain(self._feed)
             if len(self.answers) == len(self.collectors):

@@ -15,19 +15,23 @@ module answers instead, with the same answer as :meth:`SearchService.search
    chooses them (``namespaces`` patterns, then the query's ``repo:`` filters), the
    backend's query as the service's (:func:`~gateway.criteria.backend_query`);
 4. one rg over them all, run by :mod:`adapters.ripgrep.oneshot` (the fan-out's shared
-   call, without the loop) and started before ranking's imports, which run meanwhile;
+   call, without the loop), most often started before any of this was imported
+   (:mod:`gateway.cli.early`) and adopted here when it is the rg this request asks for;
 5. the outcomes a fan-out would give, then the one ranking (:func:`~gateway.refine.refine`,
    :func:`~gateway.rank.settle`, :func:`~gateway.rank.page_of`, with the declaration
    index of the local namespaces) and the one conversion (:func:`~gateway.wire.build_response`).
 
-The index (SQLite, tree-sitter) is opened only when rg found files to rank.
+The index (SQLite, tree-sitter) is opened only when there will be files to rank: once rg
+is seen writing while it still runs (and who defines the query's name read then, while
+rg searches: :meth:`~gateway.index.resolve.DeclarationIndex.prefetch`), or after rg when
+it found files.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.quick import QuickRequest
@@ -112,8 +116,8 @@ class OneShot:
         from gateway.refine import refine
         from gateway.wire import build_response
 
-        outcomes = _outcomes(scan, started)
         wanted = request.as_request()
+        outcomes = _outcomes(scan, started, lambda: self._open().prefetch(wanted))
         index = self._index_for(outcomes)
         among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
         definitions = index.definitions(wanted, among) if index is not None else None
@@ -124,8 +128,14 @@ class OneShot:
         return answer
 
     def _index_for(self, outcomes: Sequence[Any]) -> DeclarationIndex | None:
-        """The declaration index of the local namespaces, opened once some file is to be ranked."""
+        """The declaration index of the local namespaces, once some file is to be ranked (or opened
+        already: while rg ran, once it wrote)."""
         if self._index is None and any(o.result is not None and o.result.files for o in outcomes):
+            return self._open()
+        return self._index
+
+    def _open(self) -> DeclarationIndex:
+        if self._index is None:
             from gateway.discovery import default_index_dir
             from gateway.index.files import Source
             from gateway.index.resolve import DeclarationIndex
@@ -140,12 +150,13 @@ class OneShot:
             self._index = None
 
 
-def _outcomes(scan: Scan, started: float) -> list[Any]:
-    """What a fan-out makes of each namespace's answer (gateway.fanout's ``_one``), in route order."""
+def _outcomes(scan: Scan, started: float, on_output: Callable[[], object] | None = None) -> list[Any]:
+    """What a fan-out makes of each namespace's answer (gateway.fanout's ``_one``), in route order
+    (``on_output``: see :meth:`Scan.results <adapters.ripgrep.oneshot.Scan.results>`)."""
     from gateway.errors import BackendError
     from gateway.models import Outcome
 
-    answers = scan.results()
+    answers = scan.results(on_output)
     outcomes = []
     for name in scan.names:
         answer = answers[name]

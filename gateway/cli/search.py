@@ -242,6 +242,9 @@ def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
 
 def _searched(args: argparse.Namespace, data: dict[str, Any], found: Scope | None, early: Early | None) -> int:
     """``_local``'s search, over the checkouts ``found`` by discovery (None: the config's namespaces)."""
+    from gateway.cli.lean import import_msgspec
+
+    import_msgspec()
     from gateway.cli import oneshot
     from gateway.cli.quick import quick_request
     from gateway.cli.scope import load, scope_of
