@@ -284,7 +284,7 @@ class TestOutputPipe:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pipe_bytes: int
     ) -> None:
         """More output than the pipe holds (a page of pipe, or a full one): all of it is read."""
-        monkeypatch.setattr("adapters.ripgrep.output.PIPE_BYTES", pipe_bytes)
+        monkeypatch.setattr("adapters.ripgrep.spawn.PIPE_BYTES", pipe_bytes)
         line = "needle " + "x" * 120 + "\n"
         a = _repo(tmp_path / "a", {f"f{i:03}.txt": line * 200 for i in range(120)})  # ~3.5 MB of output
         b = _repo(tmp_path / "b", {"only.txt": "needle\n"})
