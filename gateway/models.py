@@ -130,6 +130,11 @@ class LazyHits(Sequence[Hit]):
         """The line of the path-level hit kept if decoding fails."""
         return self._first_line
 
+    def definition(self) -> bool | None:
+        """The backend's word on whether the file defines what was searched for, worked out only
+        when ranking asks (for a file the declaration index does not know); None: look at the hits."""
+        return None
+
     def _get(self) -> tuple[Hit, ...]:
         if self._hits is None:
             try:

@@ -83,7 +83,8 @@ def _deep(value: Any, depth: int) -> int:
 
 
 _SLOTS: dict[type, tuple[str, ...]] = {}
-_NOT_HITS = frozenset({"_path", "_hits", "_count", "_first_line"})
+#: Slots that hold no hits: the path, the decoded hits, the count, ripgrep's definition test.
+_NOT_HITS = frozenset({"_path", "_hits", "_count", "_first_line", "_test"})
 
 
 def _slots(cls: type) -> tuple[str, ...]:
