@@ -117,13 +117,16 @@ class LazyHits(Sequence[Hit]):
 
     def __init__(self, count: int, load: Callable[[], tuple[Hit, ...]], first_line: int, path: str) -> None:
         self._count = count
-        self._load = load
+        #: None in a subclass that keeps its own undecoded form (and overrides :meth:`decode`).
+        self._load: Callable[[], tuple[Hit, ...]] | None = load
         self._first_line = first_line
         self._path = path
         self._hits: tuple[Hit, ...] | None = None
 
     def decode(self) -> tuple[Hit, ...]:
         """Build the hits (a subclass that keeps its own undecoded form overrides this)."""
+        if self._load is None:
+            raise NotImplementedError("a LazyHits without a loader decodes its own form")
         return self._load()
 
     def first_line(self) -> int:

@@ -197,6 +197,7 @@ class _BlockHits(LazyHits):
         self._path = path
         self._test = test
         self._hits = None
+        self._load = None  # set all the same: a snapshot's size reads it, and an unset slot raises
 
     def definition(self) -> bool:
         return _block_defines(self._body, self._count, self._test)
