@@ -117,18 +117,26 @@ class LazyHits(Sequence[Hit]):
 
     def __init__(self, count: int, load: Callable[[], tuple[Hit, ...]], first_line: int, path: str) -> None:
         self._count = count
-        self._load = load
+        #: None in a subclass that keeps its own undecoded form (and overrides :meth:`decode`).
+        self._load: Callable[[], tuple[Hit, ...]] | None = load
         self._first_line = first_line
         self._path = path
         self._hits: tuple[Hit, ...] | None = None
 
     def decode(self) -> tuple[Hit, ...]:
         """Build the hits (a subclass that keeps its own undecoded form overrides this)."""
+        if self._load is None:
+            raise NotImplementedError("a LazyHits without a loader decodes its own form")
         return self._load()
 
     def first_line(self) -> int:
         """The line of the path-level hit kept if decoding fails."""
         return self._first_line
+
+    def definition(self) -> bool | None:
+        """The backend's word on whether the file defines what was searched for, worked out only
+        when ranking asks (for a file the declaration index does not know); None: look at the hits."""
+        return None
 
     def _get(self) -> tuple[Hit, ...]:
         if self._hits is None:

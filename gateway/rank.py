@@ -148,6 +148,7 @@ def fuse(
     wanted = normal_name(name) if name else None
     test = definition_test(criteria.pattern, criteria.mode, sensitive)
     semantic = criteria.mode == "semantic"
+    minor_demoted = wanted is not None or semantic  # tests, examples and docs demoted too
     threshold = request.threshold
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
@@ -193,7 +194,7 @@ def fuse(
                 file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
             score = weight * best / (K + place)
-            stem = file_stem(path) if wanted is not None else ""
+            stem, demote, minor = _path_signals(path)
             if wanted is not None and wanted in stem:  # MultiDict ~ multidict.py
                 score *= PATH_NAME_BOOST if wanted == stem else PATH_BOOST
                 path_match = True
@@ -203,7 +204,7 @@ def fuse(
             if defined is None:
                 defined = EXACT if defines(file, test) else NOT
             score *= _BOOSTS[defined]
-            if demoted(path) or ((wanted is not None or semantic) and secondary(path)):
+            if demote or (minor and minor_demoted):
                 score *= DEMOTION
             at[key] = len(entries)
             entries.append((-score, namespace, path, file, path_match))
@@ -225,6 +226,13 @@ def fuse(
 
 
 _Entry = tuple[float, str, str, FileMatch, bool]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _path_signals(path: str) -> tuple[str, bool, bool]:
+    """A path's file stem (:func:`file_stem`), whether it is :func:`demoted` and whether it is
+    :func:`secondary`: one cache lookup a file in :func:`fuse` (paths recur across queries)."""
+    return file_stem(path), demoted(path), secondary(path)
 
 
 class Ordering(Sequence[RankedFile]):

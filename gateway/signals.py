@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
-from gateway.models import FileMatch, Hit, Mode
+from gateway.models import FileMatch, Hit, LazyHits, Mode
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
     from gateway.request import SearchRequest
@@ -232,13 +232,19 @@ def declared(hit: Hit) -> bool:
 
 
 def defines(file: FileMatch, test: DefinitionTest | None) -> bool:
-    """The backend's word on a definition, else whether one of the first hits defines the name."""
+    """The backend's word on a definition (its own, or its undecoded hits'), else whether one of
+    the first hits defines the name."""
     if file.definition is not None:
         return file.definition
+    hits = file.hits
+    if isinstance(hits, LazyHits):
+        said = hits.definition()
+        if said is not None:
+            return said
     if test is None:
         return False
-    hits: Sequence[Hit] = file.hits[:DEFINITION_SCAN]
-    return any((declared(h) and test.names(h.name or h.symbol.rpartition(".")[2])) or test.text(h.text) for h in hits)
+    first: Sequence[Hit] = hits[:DEFINITION_SCAN]
+    return any((declared(h) and test.names(h.name or h.symbol.rpartition(".")[2])) or test.text(h.text) for h in first)
 
 
 @functools.lru_cache(maxsize=1 << 16)

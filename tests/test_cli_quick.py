@@ -31,6 +31,7 @@ from gateway.index.resolve import DeclarationIndex
 from gateway.models import DEFAULT_MAX_HITS, BackendResult, SearchQuery
 from gateway.request import SearchRequest, parse_request
 from gateway.service import SearchService
+from gateway.signals import defines
 from tests.cli_support import Capture, run
 from tests.corpus import make_corpus
 from tests.helpers import git_repo, rg_children
@@ -284,8 +285,8 @@ def same(fast: BackendResult | BackendError, slow: BackendResult | BackendError)
             sum(map(len, (f.hits for f in slow.files))),
         )
         return
-    assert [(f.path, tuple(f.hits), f.definition) for f in fast.files] == [
-        (f.path, tuple(f.hits), f.definition) for f in slow.files
+    assert [(f.path, defines(f, None), tuple(f.hits)) for f in fast.files] == [
+        (f.path, defines(f, None), tuple(f.hits)) for f in slow.files
     ]
 
 

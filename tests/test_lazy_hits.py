@@ -78,11 +78,11 @@ class TestAdapterLazyHits:
     def test_a_ripgrep_block_decodes_to_its_lines(self) -> None:
         """A ripgrep file kept as its block of match lines decodes to one hit per line, on demand."""
         from adapters.ripgrep.output import Collector
-        from gateway.signals import DefinitionTest
+        from gateway.signals import DefinitionTest, defines
 
         collector = Collector(definition=DefinitionTest("needle", True))
         collector.block("a.py", b"3:5:def needle():\n9:1:needle()")
         (file,) = collector.ranked()
-        assert len(file.hits) == 2 and file.definition is True
+        assert len(file.hits) == 2 and defines(file, None) is True
         assert [(h.line, h.column, h.text) for h in file.hits] == [(3, 5, "def needle():"), (9, 1, "needle()")]
         assert file.hits.first_line() == 3

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import adapters.ripgrep.output as rg_output
 from adapters.ripgrep.output import Collector, LineSplitter, OutputReader
-from gateway.signals import DefinitionTest
+from gateway.signals import DefinitionTest, defines
 
 #: Line texts: definitions and not, indented, non-ASCII, empty-looking.
 TEXTS = ["def needle():", "    needle = 1", "class Needle:", "x needle", "  \t", "caf\xc3\xa9 needle", "fn needle"]
@@ -44,7 +44,9 @@ def outputs(draw: Any) -> bytes:
 def summary(collectors: list[Collector]) -> list[Any]:
     out = []
     for c in collectors:
-        files = [(f.path, len(f.hits), f.definition, [(h.line, h.column, h.text) for h in f.hits]) for f in c.ranked()]
+        files = [
+            (f.path, len(f.hits), defines(f, None), [(h.line, h.column, h.text) for h in f.hits]) for f in c.ranked()
+        ]
         out.append((files, c.started, c.hits, c.capped))
     return out
 
@@ -107,7 +109,7 @@ def test_a_plain_output_is_read_as_blocks(monkeypatch: pytest.MonkeyPatch) -> No
     reader.feed_bytes(data)
     reader.end()
     files = collector.ranked()
-    assert [(f.path, len(f.hits), f.definition) for f in files] == [("a.py", 2, True), ("b.py", 1, False)]
+    assert [(f.path, len(f.hits), defines(f, None)) for f in files] == [("a.py", 2, True), ("b.py", 1, False)]
     assert [(h.line, h.column, h.text) for h in files[0].hits] == [(1, 1, "def needle():"), (3, 5, "needle()")]
 
 

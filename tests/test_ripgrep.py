@@ -18,7 +18,7 @@ from adapters.ripgrep.output import SKIPPED, Collector, LineSplitter, OutputRead
 from gateway.errors import BackendError
 from gateway.fanout import Route, fan_out
 from gateway.models import MAX_TEXT, BackendResult, FileMatch, SearchQuery
-from gateway.signals import DefinitionTest
+from gateway.signals import DefinitionTest, defines
 from tests.helpers import git_repo, rg_children
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
@@ -388,7 +388,8 @@ class TestParser:
     def test_definition_hint(self) -> None:
         """A file whose first matching lines hold a definition says so without building its hits."""
         files = collect(RECORDED, definition=DefinitionTest("register_widget", True))
-        assert [f.definition for f in files] == [True, False]
+        assert [defines(f, None) for f in files] == [True, False]
+        assert all(getattr(f.hits, "_hits", None) is None for f in files)  # none decoded
 
     def test_garbage_is_passed_over(self) -> None:
         """Lines that are not numbered lines, and a file whose first line was skipped, yield nothing."""

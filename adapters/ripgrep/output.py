@@ -171,15 +171,22 @@ def _block_defines(body: bytes, count: int, test: DefinitionTest | None) -> bool
 
 
 class _BlockHits(LazyHits):
-    """A file's hits kept as the block of match lines rg printed for it, until the page needs them."""
+    """A file's hits kept as the block of match lines rg printed for it, until the page needs them;
+    whether it defines the query's name is tested on the block when ranking asks (only for a file
+    the declaration index does not know)."""
 
-    __slots__ = ("_body",)
+    __slots__ = ("_body", "_test")
 
-    def __init__(self, count: int, body: bytes, path: str) -> None:  # no super(): one per file
+    def __init__(self, count: int, body: bytes, path: str, test: DefinitionTest | None) -> None:  # no super()
         self._count = count
         self._body = body
         self._path = path
+        self._test = test
         self._hits = None
+        self._load = None  # set all the same: a snapshot's size reads it, and an unset slot raises
+
+    def definition(self) -> bool:
+        return _block_defines(self._body, self._count, self._test)
 
     def decode(self) -> tuple[Hit, ...]:
         return _hits(self._body.split(b"\n"), (), 0)
@@ -277,8 +284,7 @@ class Collector:
                 return
             body, count = body[: _nth_newline(body, room)], room
         self.hits += count
-        definition = _block_defines(body, count, self.definition)
-        file = FileMatch(path=relative, hits=_BlockHits(count, body, relative), definition=definition)
+        file = FileMatch(path=relative, hits=_BlockHits(count, body, relative, self.definition))
         self._files.append((-count if count < RANK_HIT_CAP else -RANK_HIT_CAP, relative, len(self._files), file))
 
     def begin(self, path: str) -> None:

@@ -187,6 +187,7 @@ class _LineMatchHits(LazyHits):
         self._context = context
         self._path = path
         self._hits = None
+        self._load = None  # set all the same: a snapshot's size reads it, and an unset slot raises
 
     def decode(self) -> tuple[Hit, ...]:
         return _load_lines(self._matches, self._context)

@@ -83,7 +83,8 @@ def _deep(value: Any, depth: int) -> int:
 
 
 _SLOTS: dict[type, tuple[str, ...]] = {}
-_NOT_HITS = frozenset({"_path", "_hits", "_count", "_first_line"})
+#: Slots that hold no hits: the path, the decoded hits, the count, ripgrep's definition test.
+_NOT_HITS = frozenset({"_path", "_hits", "_count", "_first_line", "_test"})
 
 
 def _slots(cls: type) -> tuple[str, ...]:
@@ -107,7 +108,7 @@ def _hits_size(hits: Sequence[Hit]) -> int:
 def _file_size(file: FileMatch) -> int:
     hits = file.hits
     size = FILE_OVERHEAD + len(file.path)
-    if not isinstance(hits, LazyHits):
+    if isinstance(hits, tuple):  # not LazyHits: a plain type test, not an ABC's (~300 files a snapshot)
         return size + _hits_size(hits)
     size += 64
     for slot in _slots(type(hits)):

@@ -113,17 +113,24 @@ class Outline:
 
 def as_declarations(hits: Sequence[Hit], outline: Outline) -> tuple[Hit, ...]:
     """``hits`` (a file's line hits, in order) grouped into the declarations they lie in."""
-    if not outline.starts:
+    starts, ends, parents = outline.starts, outline.ends, outline.parents
+    if not starts:
         return tuple(hits)
     grouped: dict[int, list[Hit]] = {}
     out: list[Hit] = []
-    innermost = outline.innermost
-    for hit in hits:
-        i = innermost(hit.line) if hit.kind == "line" else -1
+    for hit in hits:  # Outline.innermost inline: the loop of a page's every matched line
+        i = -1
+        if hit.kind == "line":
+            line = hit.line
+            i = bisect.bisect_right(starts, line) - 1
+            while i >= 0 and ends[i] < line:
+                i = parents[i]
         if i < 0:
             out.append(hit)
+        elif i in grouped:
+            grouped[i].append(hit)
         else:
-            grouped.setdefault(i, []).append(hit)
+            grouped[i] = [hit]
     for i, lines in grouped.items():
         kind, name, qualified, intent = outline.detail(i)
         first = lines[0]
@@ -142,5 +149,9 @@ def as_declarations(hits: Sequence[Hit], outline: Outline) -> tuple[Hit, ...]:
                 lines=tuple(lines),
             )
         )
-    out.sort(key=lambda h: (h.line, h.last_line))
+    out.sort(key=_place)
     return tuple(out)
+
+
+def _place(hit: Hit) -> tuple[int, int]:
+    return hit.line, hit.end_line or hit.line  # (line, last_line)

@@ -264,8 +264,11 @@ class DeclarationIndex:
     ) -> list[RankedFile]:
         window = ordered[offset : offset + files]
         asked: dict[str, list[str]] = {}
+        parsable: list[bool] = []  # by place in the window: a local file of a language the index parses
         for item in window:
-            if item.namespace in self.sources and language_of(item.file.path) is not None:
+            local = item.namespace in self.sources and language_of(item.file.path) is not None
+            parsable.append(local)
+            if local:
                 asked.setdefault(item.namespace, []).append(item.file.path)
         if not asked:
             return ordered
@@ -277,9 +280,8 @@ class DeclarationIndex:
         later: dict[str, list[str]] = {}
         used = 0
         for k, item in enumerate(window):
-            known = records.get(item.namespace)
-            if known is not None and language_of(item.file.path) is not None:
-                outline = self._outline(item, known, since_ns, deadline, parsed_now, later)
+            if parsable[k]:
+                outline = self._outline(item, records[item.namespace], since_ns, deadline, parsed_now, later)
                 if outline is not None and outline.starts:
                     file = item.file
                     grouped = as_declarations(file.hits, outline)
