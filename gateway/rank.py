@@ -56,6 +56,7 @@ __all__ = [
     "fuse",
     "page",
     "page_of",
+    "path_signals",
     "rank",
     "settle",
 ]
@@ -194,7 +195,7 @@ def fuse(
                 file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
             score = weight * best / (K + place)
-            stem, demote, minor = _path_signals(path)
+            stem, demote, minor = path_signals(path)
             if wanted is not None and wanted in stem:  # MultiDict ~ multidict.py
                 score *= PATH_NAME_BOOST if wanted == stem else PATH_BOOST
                 path_match = True
@@ -229,7 +230,7 @@ _Entry = tuple[float, str, str, FileMatch, bool]
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _path_signals(path: str) -> tuple[str, bool, bool]:
+def path_signals(path: str) -> tuple[str, bool, bool]:
     """A path's file stem (:func:`file_stem`), whether it is :func:`demoted` and whether it is
     :func:`secondary`: one cache lookup a file in :func:`fuse` (paths recur across queries)."""
     return file_stem(path), demoted(path), secondary(path)

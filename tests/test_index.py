@@ -134,6 +134,32 @@ class TestStore:
         assert len(reads) == 4
         index.close()
 
+    def test_files_asked_about_ahead_answer_as_if_asked_after(self, tmp_path: Path) -> None:
+        """prefetch_parsed (the one-shot search, for files rg has written so far) then definitions among
+        all of them: each file answers as without it; the prefetched knowledge serves one search."""
+        from gateway.index.resolve import DeclarationIndex
+        from gateway.request import parse_request
+
+        lower = "def widget():\n    return 1\n"
+        root = _tree(tmp_path / "repo", {"w.py": PY, "low.py": lower, "none.py": "x = 1\n"})
+        Builder(Store.open(str(tmp_path / "idx")), [Source("ns", str(root))]).refresh()
+        (root / "new.py").write_text(PY)  # not indexed
+        index = DeclarationIndex(str(tmp_path / "idx"), [Source("ns", str(root))])
+        paths = ["w.py", "low.py", "none.py", "new.py"]
+        request = parse_request({"query": "widget"})
+        plain = index.definitions(request, {"ns": paths})
+        assert plain is not None
+        expected = [plain["ns"](p) for p in paths]
+        assert expected == [1, 2, 0, None]
+        index.prefetch_parsed("ns", ["none.py", "new.py"])
+        index.prefetch_parsed("gone", ["a.py"])  # not a namespace of this index: nothing
+        ahead = index.definitions(request, {"ns": paths})
+        assert ahead is not None and [ahead["ns"](p) for p in paths] == expected
+        assert index._parsed_ahead == {}  # used by that search only
+        index.prefetch_parsed("ns", paths)
+        assert index.definitions(request, {"ns": ["w.py"]})["ns"]("none.py") is None  # asked only of w.py
+        index.close()
+
     def test_rows_of_another_parser_are_dropped(self, tmp_path: Path) -> None:
         """Changed queries or grammars: every file is parsed again."""
         Store.open(str(tmp_path), version="1:old").put("ns", [_record()])

@@ -156,19 +156,20 @@ class Scan:
         self._read_stderr()
         return next((events for fd, events in ready if readable and fd == self._pipe.read_fd), 0)
 
-    def results(self, on_output: Callable[[], object] | None = None) -> dict[str, Answer]:
+    def results(self, meanwhile: Callable[[], object] | None = None) -> dict[str, Answer]:
         """Read rg to its end (or the deadline, or until every namespace is capped); each namespace's answer.
 
-        ``on_output`` is called once, as soon as rg is seen writing while it still runs (there
-        will be files to rank): what the caller would do after rg, done while rg searches."""
+        ``meanwhile`` is called while rg still runs, once it is seen writing (there will be files
+        to rank) and after each later read of its output: what the caller would do after rg,
+        done while rg searches (:attr:`collectors` hold the files read so far)."""
         try:
             if self._pipe is not None:
-                self._read(on_output)
+                self._read(meanwhile)
         finally:
             self._close()
         return self.answers
 
-    def _read(self, on_output: Callable[[], object] | None) -> None:
+    def _read(self, meanwhile: Callable[[], object] | None) -> None:
         pipe = self._pipe
         assert pipe is not None
         deadline = self.query.deadline
@@ -186,8 +187,8 @@ class Scan:
                 code = self._exited(block=False)
             if quiet and code is None:
                 quiet = not written  # rg began to write: read at ticks from now (a first file is no read's worth)
-                if events & select.POLLIN and on_output is not None:  # output, not only the pipe's end
-                    on_output()
+                if events & select.POLLIN and meanwhile is not None:  # output, not only the pipe's end
+                    meanwhile()
                 continue
             taken = pipe.drain(self._feed)
             if len(self.answers) == len(self.collectors):
@@ -195,6 +196,8 @@ class Scan:
             if code is not None and not taken:
                 break  # rg is gone; its output too (unless something else holds the pipe)
             streaming = taken >= pipe.capacity // 2
+            if code is None and not streaming and taken and meanwhile is not None:
+                meanwhile()  # at a tick, rg still running: there is time until the next
         self._reader.end()
         self._settle_capped()
         if code is None:

@@ -309,6 +309,10 @@ class Collector:
             self._matches, self._lines = [], []
         self._path = None
 
+    def paths(self, start: int = 0) -> list[str]:
+        """The paths of the files gathered so far, in arrival order, from the ``start``-th on."""
+        return [entry[1] for entry in self._files[start:]]
+
     def ranked(self) -> list[FileMatch]:
         """The files, most hits first (counted up to RANK_HIT_CAP), then by path."""
         self.flush()

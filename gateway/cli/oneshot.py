@@ -117,7 +117,7 @@ class OneShot:
         from gateway.wire import build_response
 
         wanted = request.as_request()
-        outcomes = _outcomes(scan, started, lambda: self._open().prefetch(wanted))
+        outcomes = _outcomes(scan, started, _Meanwhile(self._open, scan, wanted))
         index = self._index_for(outcomes)
         among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
         definitions = index.definitions(wanted, among) if index is not None else None
@@ -148,6 +148,36 @@ class OneShot:
         if self._index is not None:
             self._index.close()
             self._index = None
+
+
+class _Meanwhile:
+    """What ranking would do after rg, done while rg runs (:meth:`Scan.results
+    <adapters.ripgrep.oneshot.Scan.results>`'s ``meanwhile``): the first time, the index opened
+    and who defines the query's name read; then, for the files read since, whether the index
+    knows them and their path signals (:func:`gateway.rank.path_signals`, cached)."""
+
+    def __init__(self, index: Callable[[], DeclarationIndex], scan: Scan, request: Any) -> None:
+        self.index = index
+        self.scan = scan
+        self.request = request
+        self.seen: dict[str, int] = {}  # namespace -> files looked at so far
+        self.opened = False
+
+    def __call__(self) -> None:
+        from gateway.rank import path_signals
+
+        index = self.index()
+        if not self.opened:
+            self.opened = True
+            index.prefetch(self.request)
+        for name, collector in self.scan.collectors.items():
+            start = self.seen.get(name, 0)
+            paths = collector.paths(start)
+            self.seen[name] = start + len(paths)
+            if paths:
+                index.prefetch_parsed(name, paths)
+                for path in paths:
+                    path_signals(path)
 
 
 def _outcomes(scan: Scan, started: float, on_output: Callable[[], object] | None = None) -> list[Any]:

@@ -90,6 +90,8 @@ class DeclarationIndex:
         self._defining: dict[tuple[str, bool], Definitions] = {}  # while the database does not change
         #: (name, sensitive, Store.defining_paths) read ahead by :meth:`prefetch`, for one search
         self._found: tuple[str, bool, dict[str, dict[str, bool]]] | None = None
+        #: namespace -> (paths asked about by :meth:`prefetch_parsed`, those of them parsed), for one search
+        self._parsed_ahead: dict[str, tuple[set[str], set[str]]] = {}
         self._parsed_version = -1
         self._parsed_at = 0.0
         self._builder: BuilderProcess | None = None
@@ -147,6 +149,7 @@ class DeclarationIndex:
         store, self._store = self._store, None
         self._parsed, self._parsed_version = {}, -1
         self._defining.clear()
+        self._found, self._parsed_ahead = None, {}
         if store is not None:
             store.close()
             if store.path is not None:
@@ -218,6 +221,21 @@ class DeclarationIndex:
         except sqlite3.Error as exc:
             self._fault(exc)
 
+    def prefetch_parsed(self, namespace: str, paths: Sequence[str]) -> None:
+        """Read which of ``paths`` (files rg found in ``namespace``, so far) have their declarations
+        known, for the next :meth:`definitions` with ``among`` (asked only about the others then)."""
+        source = self.sources.get(namespace)
+        if source is None or not paths:
+            return
+        try:
+            parsed = self.store().parsed_among(source.root, paths)
+        except sqlite3.Error as exc:
+            self._fault(exc)
+            return
+        asked, known = self._parsed_ahead.setdefault(namespace, (set(), set()))
+        asked.update(paths)
+        known.update(parsed)
+
     def _asked(self, request: SearchRequest) -> tuple[str, bool] | None:
         """(the name the query asks about, whether in its case), or None when definitions do not apply."""
         criteria = request.criteria
@@ -233,12 +251,17 @@ class DeclarationIndex:
         found = ahead[2] if ahead is not None and ahead[:2] == (name, sensitive) else None
         if found is None:
             found = store.defining_paths(name, sensitive)
+        learnt, self._parsed_ahead = self._parsed_ahead, {}
         views: dict[str, Callable[[str], int | None]] = {}
         for ns, paths in among.items():
             source = self.sources.get(ns)
             if source is None or not paths:
                 continue
-            parsed = store.parsed_among(source.root, paths)
+            asked, known = learnt.get(ns, ((), frozenset()))
+            rest = [p for p in paths if p not in asked] if asked else paths
+            parsed = store.parsed_among(source.root, rest) if rest else frozenset()
+            if known:
+                parsed = parsed | known.intersection(paths)
             if parsed:
                 views[ns] = _view(found.get(source.root, {}), parsed)
         return views
