@@ -11,7 +11,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.cache.codec import CHUNK, DecodeError, chunk_fields, decode_answer, decode_page, encode_snapshot
+from gateway.cache.codec import (
+    CHUNK,
+    DecodeError,
+    chunk_fields,
+    decode_answer,
+    decode_page,
+    encode_answer,
+    encode_snapshot,
+)
 from gateway.cache.flight import SingleFlight
 from gateway.cache.keys import access_key, answer_key, new_cursor, snapshot_key
 from gateway.cache.snapshots import EncodedSnapshots, HeldSnapshots, _file_size, held_size
@@ -170,6 +178,16 @@ class TestCodec:
             decode_page([b"not zlib"], 0)
         with pytest.raises(DecodeError):
             decode_answer(b"\x78\x01garbage")
+        with pytest.raises(DecodeError):
+            decode_answer(b"\xc1 not msgpack")
+
+    def test_an_answer_decodes_alike_compressed_or_not(self) -> None:
+        """Kept in this process an answer is msgpack alone (no zlib on the request's path); either
+        way it reads back the same, and only the compressed one is smaller."""
+        answer = {"files": [{"file_path": f"src/m{i}.py", "hits": [{"text": "x = 1" * 20}] * 5} for i in range(30)]}
+        packed, plain = encode_answer(answer), encode_answer(answer, compress=False)
+        assert decode_answer(packed) == decode_answer(plain) == answer
+        assert len(packed) * 3 < len(plain)
 
 
 class TestSingleFlight:

@@ -106,6 +106,8 @@ class ResultCache:
         if store is not None and self.config.snapshot_ttl_s > 0:
             self.snapshots = HeldSnapshots(store) if isinstance(store, MemoryStore) else EncodedSnapshots(store)
         self.answers = store is not None and self.config.answer_ttl_s > 0
+        #: Answers kept compressed: not in this process's own store (memory is not what is short there).
+        self.compress = not isinstance(store, MemoryStore)
 
     def _event(self, name: str) -> None:
         for observe in self.observers:
@@ -191,7 +193,7 @@ class ResultCache:
                 ranked = _page_of(request, whole, None, resolver)
         answer = build_response(request, ranked, 0)
         if self.answers and all(s["status"] in _KEEPABLE for s in whole.statuses):
-            await store.put(key, {ANSWER: encode_answer(answer)}, ttl)
+            await store.put(key, {ANSWER: encode_answer(answer, self.compress)}, ttl)
         return answer
 
 

@@ -42,7 +42,7 @@ HIT_OVERHEAD = 170
 #: What a bytes or str object costs beyond its characters (CPython: 33 for bytes, 49 for str).
 _STR_OVERHEAD = 49
 #: Files sized one by one; a bigger snapshot is sized from an even sample of its files.
-SAMPLE = 256
+SAMPLE = 64
 #: An undecoded value's parts are followed this deep (LazyHits -> partial -> list -> bytes).
 _DEPTH = 4
 
