@@ -16,7 +16,10 @@ And the same search asked of a warm `fedsearch serve` over the same checkouts
 (`--server`): the one-shot client's start-up plus the server's search.
 
 Then the import time (`python -X importtime`, the sum of the top-level imports, the
-least of 5 runs) of `--help` and of the one-shot search.
+least of 5 runs) of `--help` and of the one-shot search. The search's figure is wall
+clock: since rg starts before the search's own imports (gateway/cli/early.py), they run
+while rg runs and compete with it for the CPU, so it reads higher than the same imports
+alone would take (42 -> 55 ms against 483dccf, while the search itself got faster).
 
 With `--before REV` the same commands run for the source tree of that git revision too
 (exported to a temporary folder), in the same hyperfine run: before and after, side by
