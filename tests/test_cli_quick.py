@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings, find_rg
 from adapters.ripgrep.oneshot import start
 from adapters.ripgrep.output import DEFAULT_MAX_FILES
+from gateway.cli.early import Early
 from gateway.cli.oneshot import OneShot
 from gateway.cli.quick import BOUNDS, DEFAULTS, quick_request
 from gateway.cli.scope import discovered_scope
@@ -197,13 +198,13 @@ def root(tmp_path: Path) -> Path:
     return root
 
 
-def quick(root: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """The one-shot answer, from a process of its own (a fresh OneShot)."""
+def quick(root: Path, data: dict[str, Any], early: Early | None = None) -> dict[str, Any]:
+    """The one-shot answer, from a process of its own (a fresh OneShot), given the rg ``early`` started."""
     request = quick_request(data)
     assert request is not None
     one = OneShot(discovered_scope(str(root)).roots)
     try:
-        return one.search(request)
+        return one.search(request, early)
     finally:
         one.close()
 
@@ -529,13 +530,7 @@ class TestTheEarlyStart:
         roots = discovered_scope(str(root)).roots
         early = speculate(roots, data)
         assert early is not None
-        request = quick_request(data)
-        assert request is not None
-        one = OneShot(roots)
-        try:
-            assert strip(one.search(request, early)) == expected
-        finally:
-            one.close()
+        assert strip(quick(root, data, early)) == expected
         assert started == [] and early.child is None  # adopted: no other rg was started
         assert rg_children() == set()
 
@@ -553,13 +548,7 @@ class TestTheEarlyStart:
         wrong = speculate(roots, {"query": "needle"})
         assert wrong is not None and wrong.child is not None
         pid = wrong.child.pid
-        request = quick_request(data)
-        assert request is not None
-        one = OneShot(roots)
-        try:
-            assert strip(one.search(request, wrong)) == expected
-        finally:
-            one.close()
+        assert strip(quick(root, data, wrong)) == expected
         assert len(started) == 1 and started[0][-len(roots) - 3 :][:2] == ["-e", "register_widget"]
         with pytest.raises(ChildProcessError):  # reaped
             os.waitpid(pid, os.WNOHANG)
