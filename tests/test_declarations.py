@@ -171,6 +171,40 @@ class TestHitsAsDeclarations:
         finally:
             await service.aclose()
 
+    async def test_a_recurring_file_is_read_from_the_database_once_until_it_changes(
+        self, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A page's file is held in the process: found again, the database is not read; once the
+        file changed and was indexed again, the page shows its new declarations, not the held ones."""
+        service = _service(corpus, tmp_path / "idx", parse_budget_ms=0)
+        builder = Builder(Store.open(str(tmp_path / "idx")), [Source("repo", str(corpus / "repo"))])
+        builder.refresh()
+        read: list[list[str]] = []
+        lookup = Store.lookup
+
+        def counted(store: Store, root: str, paths: Any) -> Any:
+            read.append(list(paths))
+            return lookup(store, root, paths)
+
+        monkeypatch.setattr(Store, "lookup", counted)
+        ask = {"query": "needle", "namespaces": ["repo"], "paths": ["src/mod.py"]}
+        try:
+            first = await _search(service, **ask)
+            assert read == [["src/mod.py"]]
+            again = await _search(service, **ask)
+            assert read == [["src/mod.py"]] and again["files"] == first["files"]
+            module = corpus / "repo" / "src" / "mod.py"
+            module.write_text(MODULE.replace("def one", "def uno"))
+            past = time.time_ns() - 60 * 10**9
+            os.utime(module, ns=(past, past))
+            builder.refresh()
+            changed = await _search(service, **ask)
+            assert read[1:] == [["src/mod.py"]]  # held, but no longer the file: read again
+            names = {h["qualified_name"] for h in _group(changed, "src/mod.py")["hits"]}
+            assert "uno" in names and "one" not in names
+        finally:
+            await service.aclose()
+
     async def test_a_damaged_database_at_start_is_rebuilt(self, corpus: Path, tmp_path: Path) -> None:
         """A database that is not one: the search answers with declarations; one warning says it was rebuilt."""
         (tmp_path / "idx").mkdir()

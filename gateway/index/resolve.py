@@ -15,8 +15,9 @@ span is worse than none.
 mode, answered from the intent index (:mod:`gateway.index.local`).
 
 Nothing here makes a search wait or fail: the database is read in well under a
-millisecond a page; a busy or broken database costs only the declarations (a broken
-one is deleted and built again, with one warning).
+millisecond a page, and a file a page read before is held in the process (HELD_FILES:
+checked against the file at each use) rather than read again; a busy or broken database
+costs only the declarations (a broken one is deleted and built again, with one warning).
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ PARSE_RATE = 2_500_000
 PARSED_TTL_S = 1.0
 #: Names whose defining files are kept (until the database changes).
 DEFINING_CACHE = 256
+#: Files whose indexed state a page read is kept in this process (the least recently used go
+#: first): a file that recurs across searches is not read from the database and decoded again.
+#: Each use checks it against the file's (size, mtime) as before, and reads the database again
+#: when they differ (the builder may have indexed the file as it is now).
+HELD_FILES = 2048
 
 log = get_logger("fedsearch.index")
 
@@ -96,6 +102,8 @@ class DeclarationIndex:
         self._parsed_at = 0.0
         self._builder: BuilderProcess | None = None
         self._semantic: IntentSearch | None = None
+        #: (root, path) -> the file as the index held it when a page last read it (HELD_FILES at most)
+        self._held: dict[tuple[str, str], Stored] = {}
 
     # --- life -----------------------------------------------------------------------
 
@@ -150,6 +158,7 @@ class DeclarationIndex:
         self._parsed, self._parsed_version = {}, -1
         self._defining.clear()
         self._found, self._parsed_ahead = None, {}
+        self._held.clear()
         if store is not None:
             store.close()
             if store.path is not None:
@@ -296,7 +305,7 @@ class DeclarationIndex:
         if not asked:
             return ordered
         store = self.store()
-        records = {ns: store.lookup(self.sources[ns].root, paths) for ns, paths in asked.items()}
+        records = {ns: self._records(store, self.sources[ns].root, paths) for ns, paths in asked.items()}
         out = list(ordered)
         deadline = time.monotonic() + self.parse_budget_s
         parsed_now: dict[str, list[FileRecord]] = {}
@@ -317,10 +326,36 @@ class DeclarationIndex:
         self._hand_over(store, parsed_now, later)
         return out
 
+    def _records(self, store: Store, root: str, paths: list[str]) -> tuple[dict[str, Stored], set[str]]:
+        """The indexed state of some files of one checkout: held here where a page read it before,
+        else from the database (and held from now on); and which of them came from the database."""
+        held = self._held
+        out: dict[str, Stored] = {}
+        missing: list[str] = []
+        for path in paths:
+            record = held.pop((root, path), None)
+            if record is None:
+                missing.append(path)
+            else:
+                out[path] = held[(root, path)] = record  # the most recently used last
+        if not missing:
+            return out, set()
+        read = store.lookup(root, missing)
+        for path, record in read.items():
+            out[path] = self._hold(root, record)
+        return out, set(read)
+
+    def _hold(self, root: str, record: Stored) -> Stored:
+        held = self._held
+        held[(root, record.path)] = record
+        if len(held) > HELD_FILES:
+            del held[next(iter(held))]  # the least recently used
+        return record
+
     def _outline(
         self,
         item: RankedFile,
-        known: dict[str, Stored],
+        known: tuple[dict[str, Stored], set[str]],
         since_ns: int,
         deadline: float,
         parsed_now: dict[str, list[FileRecord]],
@@ -331,7 +366,12 @@ class DeclarationIndex:
         now = stat_of(source.root, path)
         if now is None or now[1] >= since_ns:
             return None  # gone, or changed since the search began: rg's lines may not be these
-        record = known.get(path)
+        records, read = known
+        record = records.get(path)
+        if record is not None and (record.size, record.mtime_ns) != now and path not in read:
+            record = self.store().lookup(source.root, [path]).get(path)  # held, but the file changed since
+            if record is not None:
+                self._hold(source.root, record)
         if record is not None and (record.size, record.mtime_ns) == now:
             return record.outline
         started = time.monotonic()

@@ -237,7 +237,7 @@ class Stored:
     @property
     def outline(self) -> Outline | None:
         if self._outline is None and self._blob is not None:
-            self._outline = Outline.decode(self._blob)
+            self._outline, self._blob = Outline.decode(self._blob), None
         return self._outline
 
 
