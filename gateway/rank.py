@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import heapq
 import posixpath
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import msgspec
@@ -48,6 +48,7 @@ __all__ = [
     "Definitions",
     "Fused",
     "K",
+    "Known",
     "Ordering",
     "Ranked",
     "RankedFile",
@@ -71,11 +72,26 @@ DEFINITION_BOOST = 12.0
 OTHER_CASE_BOOST = 3.0
 DEMOTION = 0.3
 
-#: Per namespace, whether a file (by path) declares the name the query asks about, where
-#: the declaration index knows the file: EXACT, OTHER_CASE (only in another case) or NOT;
-#: None where it does not know it.
-Definitions = Mapping[str, Callable[[str], int | None]]
 NOT, OTHER_CASE, EXACT = 0, 1, 2
+
+
+class Known(NamedTuple):
+    """What the declaration index knows of one namespace's files, for the name a query asks about:
+    two lookups :func:`fuse` makes inline (C-level, a file each), not a call."""
+
+    defining: Mapping[str, int]  # the files declaring it: EXACT, or OTHER_CASE (only in another case)
+    parsed: Container[str]  # the files whose declarations it knows (any other: unknown)
+
+    def __call__(self, path: str) -> int | None:
+        """Whether ``path`` declares the name: EXACT, OTHER_CASE or NOT; None where unknown."""
+        defined = self.defining.get(path)
+        if defined is None and path in self.parsed:
+            return NOT
+        return defined
+
+
+#: Per namespace, what the declaration index knows of which files declare the name asked about.
+Definitions = Mapping[str, Known]
 _BOOSTS = (1.0, OTHER_CASE_BOOST, DEFINITION_BOOST)
 
 
@@ -164,6 +180,7 @@ def fuse(
         weight = outcome.weight
         base = outcome.namespace
         known = definitions.get(base) if definitions else None
+        declaring, parsed = (known.defining.get, known.parsed) if known is not None else (None, ())
         for file in result.files:
             hits = file.hits
             best = 1.0
@@ -201,9 +218,9 @@ def fuse(
                 path_match = True
             elif path_match:
                 score *= PATH_NAME_BOOST if matcher(posixpath.basename(path)) else PATH_BOOST
-            defined = known(path) if known is not None else None
+            defined = declaring(path) if declaring is not None else None
             if defined is None:
-                defined = EXACT if defines(file, test) else NOT
+                defined = NOT if path in parsed else EXACT if defines(file, test) else NOT
             score *= _BOOSTS[defined]
             if demote or (minor and minor_demoted):
                 score *= DEMOTION

@@ -12,7 +12,7 @@ from msgspec.structs import replace
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.parse import Declaration
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
-from gateway.rank import EXACT, NOT, RankedFile, Resolve, fuse, rank
+from gateway.rank import EXACT, Known, RankedFile, Resolve, fuse, rank
 from gateway.request import SearchRequest, parse_request
 from gateway.wire import build_response
 from tests.corpus import matched_lines
@@ -286,9 +286,12 @@ class TestSignals:
         looks = FileMatch(path="a.py", hits=(Hit(line=1, text="def foo():"),))  # in a docstring, say
         plain = FileMatch(path="b.py", hits=(Hit(line=1, text="foo = make()"),))
         outs = [Outcome(namespace="n", backend="m", status="ok", took_ms=0, result=BackendResult(files=(looks, plain)))]
-        known = {"n": lambda path: EXACT if path == "b.py" else NOT}
+        known = {"n": Known({"b.py": EXACT}, frozenset({"a.py", "b.py"}))}
         assert [f.file.path for f in fuse(request, outs, definitions=known)[0]] == ["b.py", "a.py"]
-        assert [f.file.path for f in fuse(request, outs, definitions={"n": lambda _: None})[0]] == ["a.py", "b.py"]
+        assert [f.file.path for f in fuse(request, outs, definitions={"n": Known({}, frozenset())})[0]] == [
+            "a.py",
+            "b.py",
+        ]
 
     @pytest.mark.parametrize(
         ("query", "path"),

@@ -26,7 +26,7 @@ import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
@@ -35,7 +35,7 @@ from gateway.index.hits import Outline, as_declarations
 from gateway.index.store import FileRecord, Store, Stored
 from gateway.log import get_logger
 from gateway.models import FileMatch
-from gateway.rank import EXACT, NOT, OTHER_CASE, Definitions, RankedFile, Resolve
+from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Resolve
 from gateway.signals import query_name
 
 if TYPE_CHECKING:  # types only: a one-shot search reads the index without pydantic or tree-sitter
@@ -63,14 +63,8 @@ HELD_FILES = 2048
 log = get_logger("fedsearch.index")
 
 
-def _view(defining: dict[str, bool], parsed: frozenset[str]) -> Callable[[str], int | None]:
-    def defines(path: str) -> int | None:
-        exact = defining.get(path)
-        if exact is not None:
-            return EXACT if exact else OTHER_CASE
-        return NOT if path in parsed else None
-
-    return defines
+def _view(defining: dict[str, bool], parsed: frozenset[str]) -> Known:
+    return Known({path: EXACT if exact else OTHER_CASE for path, exact in defining.items()}, parsed)
 
 
 class DeclarationIndex:
@@ -261,7 +255,7 @@ class DeclarationIndex:
         if found is None:
             found = store.defining_paths(name, sensitive)
         learnt, self._parsed_ahead = self._parsed_ahead, {}
-        views: dict[str, Callable[[str], int | None]] = {}
+        views: dict[str, Known] = {}
         for ns, paths in among.items():
             source = self.sources.get(ns)
             if source is None or not paths:
