@@ -73,7 +73,7 @@ class SearchQuery(msgspec.Struct, frozen=True, kw_only=True):
         return max(0.0, self.deadline - time.monotonic())
 
 
-class Hit(msgspec.Struct, frozen=True, kw_only=True):
+class Hit(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One match in one file: a line span (1-based), columns in characters.
 
     A ``line`` hit is one matched line; a ``file`` hit a path match. Any other kind is
@@ -169,7 +169,7 @@ class LazyHits(Sequence[Hit]):
     __hash__ = None  # type: ignore[assignment]
 
 
-class FileMatch(msgspec.Struct, frozen=True, kw_only=True):
+class FileMatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One file of a backend's answer with every hit it found there, in its order.
 
     ``namespace`` is a suffix for backends that serve several namespaces at once

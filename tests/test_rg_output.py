@@ -153,3 +153,19 @@ def test_context_lines_are_read_line_by_line() -> None:
     reader.end()
     (hit,) = collector.ranked()[0].hits
     assert (hit.line, hit.before, hit.after) == (2, ("before",), ("after",))
+
+
+_TEXTS = st.one_of(
+    st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=300),
+    st.text(max_size=40).map(lambda t: t.replace("\n", " ")),  # any characters (non-ASCII too)
+    st.just("x" * 400 + "\r"),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 10**6), st.integers(0, 500), _TEXTS), min_size=1, max_size=8))
+def test_a_block_decodes_as_its_lines_do(lines: list[tuple[int, int, str]]) -> None:
+    """The inline decoding of a page's block gives exactly the hits of the general one, columns and cuts
+    included (an ASCII block, a non-ASCII one, a column past its line, no column, a long line, CR)."""
+    body = b"\n".join(b"%d:%s:%s" % (n, str(c).encode() if c else b"", text.encode()) for n, c, text in lines)
+    assert rg_output._block_hits(body) == rg_output._hits(body.split(b"\n"), (), 0)

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from adapters.ripgrep.spawn import OutputPipe, argv_of, find_rg
 from gateway.errors import BackendError
 from gateway.globs import PathFilter
-from gateway.models import DEFAULT_MAX_HITS, FileMatch, Hit, LazyHits, SearchQuery, cut_text
+from gateway.models import DEFAULT_MAX_HITS, MAX_TEXT, FileMatch, Hit, LazyHits, SearchQuery, cut_text
 from gateway.signals import DEFINITION_SCAN, DefinitionTest, definition_test
 
 __all__ = [
@@ -142,6 +142,25 @@ def _hits(matches: Sequence[bytes], lines: Sequence[bytes], most: int) -> tuple[
     return tuple(out)
 
 
+def _block_hits(body: bytes) -> tuple[Hit, ...]:
+    """:func:`_hits` of a block of match lines without context (a page's usual file), inline:
+    an ASCII block's columns are its bytes', and a short line is its own text."""
+    if not body.isascii():
+        return _hits(body.split(b"\n"), (), 0)
+    out = []
+    for raw in body.split(b"\n"):
+        head, _, rest = raw.partition(b":")
+        column, _, text = rest.partition(b":")
+        byte_column = int(column) if column.isdigit() else 0
+        at = byte_column if 0 < byte_column <= len(text) + 1 else None
+        shown = text.decode()
+        if len(shown) > MAX_TEXT or shown[-1:] in ("\r", "\n"):
+            shown = cut_text(shown, at)
+        number = int(head)
+        out.append(Hit(line=number, end_line=number, text=shown, column=at))
+    return tuple(out)
+
+
 def _defines(matches: Sequence[bytes], test: DefinitionTest | None) -> bool:
     """Whether one of a file's first match lines defines the query's name (as ranking tests hits)."""
     if test is None:
@@ -189,7 +208,7 @@ class _BlockHits(LazyHits):
         return _block_defines(self._body, self._count, self._test)
 
     def decode(self) -> tuple[Hit, ...]:
-        return _hits(self._body.split(b"\n"), (), 0)
+        return _block_hits(self._body)
 
     def first_line(self) -> int:
         return int(self._body.partition(b":")[0])  # the block starts with a match line
