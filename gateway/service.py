@@ -37,6 +37,7 @@ from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
 from gateway.resilience.admission import Estimate, ScanQueue
 from gateway.resilience.wrapper import wrap
+from gateway.serving import IDLE
 from gateway.streaming import Plan, SearchStream
 from gateway.wire import build_response
 
@@ -297,7 +298,13 @@ class SearchService:
                 _log_search(outcomes, whole.file_count, round((time.monotonic() - plan.started) * 1000))
             return whole
 
-        answer = await self.cache.search(plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request))
+        IDLE.begin()
+        try:
+            answer = await self.cache.search(
+                plan.request, plan.access_key, plan.started, fan, self._resolver(plan.request)
+            )
+        finally:
+            IDLE.end()
         if fanned:
             self.answer_time.observe(time.monotonic() - fanned[0])
         return answer
