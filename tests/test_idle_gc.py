@@ -38,6 +38,14 @@ async def _idle(collector: IdleCollector) -> None:
     await asyncio.sleep(collector.delay_s * 20)
 
 
+async def _one_search(collector: IdleCollector) -> list[int]:
+    """A search begins and ends, then nothing runs for a while: the collections run idle so far."""
+    collector.begin()
+    collector.end()
+    await _idle(collector)
+    return collector.collections
+
+
 async def test_the_young_generation_is_collected_once_no_search_runs(young_threshold: int) -> None:
     collector = IdleCollector(delay_s=0.002, share=0.25)
     collector.enable()
@@ -72,16 +80,10 @@ async def test_nothing_is_collected_while_a_search_runs(young_threshold: int) ->
 async def test_little_garbage_or_a_disabled_collector_collects_nothing(young_threshold: int) -> None:
     collector = IdleCollector(delay_s=0.002, share=0.25)
     collector.enable()
-    collector.begin()
-    collector.end()
-    await _idle(collector)
-    assert collector.collections == [0, 0, 0]  # under a quarter of the threshold: not worth one
+    assert await _one_search(collector) == [0, 0, 0]  # under a quarter of the threshold: not worth one
     off = IdleCollector(delay_s=0.002, share=0.0)  # never enabled (the CLI, tests)
     kept = _garbage(young_threshold // 2)
-    off.begin()
-    off.end()
-    await _idle(off)
-    assert off.collections == [0, 0, 0] and kept
+    assert await _one_search(off) == [0, 0, 0] and kept
 
 
 async def test_the_middle_generation_is_collected_when_due(young_threshold: int) -> None:
@@ -89,9 +91,7 @@ async def test_the_middle_generation_is_collected_when_due(young_threshold: int)
     collector = IdleCollector(delay_s=0.002, share=0.0)
     collector.enable()
     for _ in range(gc.get_threshold()[1] + 1):
-        collector.begin()
-        collector.end()
-        await _idle(collector)
+        await _one_search(collector)
     assert collector.collections[1] == 1
     assert sum(collector.collections) == gc.get_threshold()[1] + 1
 
