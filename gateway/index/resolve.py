@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
-from gateway.index.grammars import language_of
+from gateway.index.grammars import grammar, language_of
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.store import FileRecord, Store, Stored
 from gateway.log import get_logger
@@ -61,6 +61,26 @@ DEFINING_CACHE = 256
 HELD_FILES = 2048
 
 log = get_logger("fedsearch.index")
+
+
+class _Budget:
+    """What a page has left for parsing files on the spot: until ``ends`` (``time.monotonic()``).
+    Loading a grammar (the first parse of its language in this process: tree-sitter, the
+    grammar's wheel, its query compiled, ~15-25 ms) is not counted: the budget is for parsing."""
+
+    __slots__ = ("ends",)
+
+    def __init__(self, seconds: float) -> None:
+        self.ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.ends - time.monotonic()
+
+    def ready(self, language: str) -> None:
+        """``language``'s grammar loaded (at once when it was), the time that took given back."""
+        started = time.monotonic()
+        grammar(language)
+        self.ends += time.monotonic() - started
 
 
 def _view(defining: dict[str, bool], parsed: frozenset[str]) -> Known:
@@ -301,13 +321,13 @@ class DeclarationIndex:
         store = self.store()
         records = {ns: self._records(store, self.sources[ns].root, paths) for ns, paths in asked.items()}
         out = list(ordered)
-        deadline = time.monotonic() + self.parse_budget_s
+        parsing = _Budget(self.parse_budget_s)
         parsed_now: dict[str, list[FileRecord]] = {}
         later: dict[str, list[str]] = {}
         used = 0
         for k, item in enumerate(window):
             if parsable[k]:
-                outline = self._outline(item, records[item.namespace], since_ns, deadline, parsed_now, later)
+                outline = self._outline(item, records[item.namespace], since_ns, parsing, parsed_now, later)
                 if outline is not None and outline.starts:
                     file = item.file
                     grouped = as_declarations(file.hits, outline)
@@ -351,7 +371,7 @@ class DeclarationIndex:
         item: RankedFile,
         known: tuple[dict[str, Stored], set[str]],
         since_ns: int,
-        deadline: float,
+        parsing: _Budget,
         parsed_now: dict[str, list[FileRecord]],
         later: dict[str, list[str]],
     ) -> Outline | None:
@@ -368,9 +388,12 @@ class DeclarationIndex:
                 self._hold(source.root, record)
         if record is not None and (record.size, record.mtime_ns) == now:
             return record.outline
+        language = language_of(path)
+        if language is not None and now[0] <= MAX_PARSE_BYTES and parsing.left() > 0:
+            parsing.ready(language)
         started = time.monotonic()
-        if now[0] <= MAX_PARSE_BYTES and now[0] <= (deadline - started) * self._rate:
-            fresh = index_file(source.root, path)
+        if language is not None and now[0] <= MAX_PARSE_BYTES and now[0] <= (parsing.ends - started) * self._rate:
+            fresh = index_file(source.root, path, language)
             took = time.monotonic() - started
             if took > 0.001:  # too short to say anything
                 self._rate = 0.7 * self._rate + 0.3 * (now[0] / took)
