@@ -37,7 +37,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import build, size, wait_for_index
-from gateway.config import IndexConfig, config_from_env
+from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index.builder import Builder, BuilderProcess
 from gateway.index.files import Source, find_rg
 from gateway.index.store import Store
@@ -115,8 +115,11 @@ def measure_touch(dirs: list[Path]) -> str:
 
 
 def _service(base: Path, folder: str, enabled: bool) -> SearchService:
+    """A service over ``base`` with its index in ``folder``, answering every search afresh (no
+    cached answers: a repeated query would be timed as a cache hit)."""
     config = config_from_env(root=str(base), env={})
-    return SearchService(dataclasses.replace(config, index=IndexConfig(dir=folder, enabled=enabled)))
+    index = IndexConfig(dir=folder, enabled=enabled)
+    return SearchService(dataclasses.replace(config, index=index, cache=CacheConfig(answer_ttl_s=0)))
 
 
 async def _time(service: SearchService, query: str) -> float:
