@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # types only: a one-shot search reads the index without pydan
     from gateway.index.local import IntentSearch
     from gateway.request import SearchRequest
 
-__all__ = ["PARSE_RATE", "DeclarationIndex"]
+__all__ = ["LOAD_ALLOWANCE_S", "PARSE_RATE", "DeclarationIndex"]
 
 #: Bytes parsed per second on the spot, to guess whether a file fits what is left of the budget
 #: (measured 2.6-5.8 MB/s a core by language; the low end): the first guess, then what this
@@ -54,6 +54,9 @@ PARSE_RATE = 2_500_000
 PARSED_TTL_S = 1.0
 #: Names whose defining files are kept (until the database changes).
 DEFINING_CACHE = 256
+#: A page's time spent loading grammars not counted against its parse budget, at most (s): a
+#: process's first Python file loads its grammar in ~13 ms, C++ in ~25 ms, most others in 2-10.
+LOAD_ALLOWANCE_S = 0.02
 #: Files whose indexed state a page read is kept in this process (the least recently used go
 #: first): a file that recurs across searches is not read from the database and decoded again.
 #: Each use checks it against the file's (size, mtime) as before, and reads the database again
@@ -65,22 +68,29 @@ log = get_logger("fedsearch.index")
 
 class _Budget:
     """What a page has left for parsing files on the spot: until ``ends`` (``time.monotonic()``).
-    Loading a grammar (the first parse of its language in this process: tree-sitter, the
-    grammar's wheel, its query compiled, ~15-25 ms) is not counted: the budget is for parsing."""
 
-    __slots__ = ("ends",)
+    Loading a grammar (a process's first parse of its language: tree-sitter, the grammar's
+    wheel, its query compiled; 2-25 ms by language) is given back, up to LOAD_ALLOWANCE_S a
+    page: the budget is for parsing, and a first page should not spend it all on one load.
+    """
+
+    __slots__ = ("allowance", "ends")
 
     def __init__(self, seconds: float) -> None:
         self.ends = time.monotonic() + seconds
+        self.allowance = LOAD_ALLOWANCE_S
 
-    def left(self) -> float:
-        return self.ends - time.monotonic()
+    def fits(self, size: int, rate: float) -> bool:
+        """Whether ``size`` bytes can be parsed in what is left, at ``rate`` bytes a second."""
+        return size <= (self.ends - time.monotonic()) * rate
 
     def ready(self, language: str) -> None:
         """``language``'s grammar loaded (at once when it was), the time that took given back."""
         started = time.monotonic()
         grammar(language)
-        self.ends += time.monotonic() - started
+        given = min(time.monotonic() - started, self.allowance)
+        self.allowance -= given
+        self.ends += given
 
 
 def _view(defining: dict[str, bool], parsed: frozenset[str]) -> Known:
@@ -388,18 +398,18 @@ class DeclarationIndex:
                 self._hold(source.root, record)
         if record is not None and (record.size, record.mtime_ns) == now:
             return record.outline
-        language = language_of(path)
-        if language is not None and now[0] <= MAX_PARSE_BYTES and parsing.left() > 0:
+        language, size = language_of(path), now[0]
+        if language is not None and size <= MAX_PARSE_BYTES and parsing.fits(size, self._rate):
             parsing.ready(language)
-        started = time.monotonic()
-        if language is not None and now[0] <= MAX_PARSE_BYTES and now[0] <= (parsing.ends - started) * self._rate:
-            fresh = index_file(source.root, path, language)
-            took = time.monotonic() - started
-            if took > 0.001:  # too short to say anything
-                self._rate = 0.7 * self._rate + 0.3 * (now[0] / took)
-            if fresh is not None and (fresh.size, fresh.mtime_ns) == now:
-                parsed_now.setdefault(item.namespace, []).append(fresh)
-                return None if fresh.declarations is None else Outline.of(fresh.declarations)
+            started = time.monotonic()
+            if parsing.fits(size, self._rate):  # still, when the load was not all given back
+                fresh = index_file(source.root, path, language)
+                took = time.monotonic() - started
+                if took > 0.001:  # too short to say anything
+                    self._rate = 0.7 * self._rate + 0.3 * (size / took)
+                if fresh is not None and (fresh.size, fresh.mtime_ns) == now:
+                    parsed_now.setdefault(item.namespace, []).append(fresh)
+                    return None if fresh.declarations is None else Outline.of(fresh.declarations)
         later.setdefault(item.namespace, []).append(path)
         return None
 
