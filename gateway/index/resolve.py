@@ -320,11 +320,11 @@ class DeclarationIndex:
     ) -> list[RankedFile]:
         window = ordered[offset : offset + files]
         asked: dict[str, list[str]] = {}
-        parsable: list[bool] = []  # by place in the window: a local file of a language the index parses
+        languages: list[str | None] = []  # by place in the window: a local file's, where the index parses it
         for item in window:
-            local = item.namespace in self.sources and language_of(item.file.path) is not None
-            parsable.append(local)
-            if local:
+            language = language_of(item.file.path) if item.namespace in self.sources else None
+            languages.append(language)
+            if language is not None:
                 asked.setdefault(item.namespace, []).append(item.file.path)
         if not asked:
             return ordered
@@ -336,8 +336,9 @@ class DeclarationIndex:
         later: dict[str, list[str]] = {}
         used = 0
         for k, item in enumerate(window):
-            if parsable[k]:
-                outline = self._outline(item, records[item.namespace], since_ns, parsing, parsed_now, later)
+            language = languages[k]
+            if language is not None:
+                outline = self._outline(item, language, records[item.namespace], since_ns, parsing, parsed_now, later)
                 if outline is not None and outline.starts:
                     file = item.file
                     grouped = as_declarations(file.hits, outline)
@@ -379,6 +380,7 @@ class DeclarationIndex:
     def _outline(
         self,
         item: RankedFile,
+        language: str,
         known: tuple[dict[str, Stored], set[str]],
         since_ns: int,
         parsing: _Budget,
@@ -398,18 +400,18 @@ class DeclarationIndex:
                 self._hold(source.root, record)
         if record is not None and (record.size, record.mtime_ns) == now:
             return record.outline
-        language, size = language_of(path), now[0]
-        if language is not None and size <= MAX_PARSE_BYTES and parsing.fits(size, self._rate):
+        size = now[0]
+        if size <= MAX_PARSE_BYTES and parsing.fits(size, self._rate):
             parsing.ready(language)
-            started = time.monotonic()
-            if parsing.fits(size, self._rate):  # still, when the load was not all given back
-                fresh = index_file(source.root, path, language)
-                took = time.monotonic() - started
-                if took > 0.001:  # too short to say anything
-                    self._rate = 0.7 * self._rate + 0.3 * (size / took)
-                if fresh is not None and (fresh.size, fresh.mtime_ns) == now:
-                    parsed_now.setdefault(item.namespace, []).append(fresh)
-                    return None if fresh.declarations is None else Outline.of(fresh.declarations)
+        started = time.monotonic()
+        if size <= MAX_PARSE_BYTES and parsing.fits(size, self._rate):  # still, if the load was not all given back
+            fresh = index_file(source.root, path, language)
+            took = time.monotonic() - started
+            if took > 0.001:  # too short to say anything
+                self._rate = 0.7 * self._rate + 0.3 * (size / took)
+            if fresh is not None and (fresh.size, fresh.mtime_ns) == now:
+                parsed_now.setdefault(item.namespace, []).append(fresh)
+                return None if fresh.declarations is None else Outline.of(fresh.declarations)
         later.setdefault(item.namespace, []).append(path)
         return None
 
