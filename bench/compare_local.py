@@ -1,13 +1,15 @@
 """local, A B A B across commits: `fedsearch serve` from several source trees and `rg --json`, interleaved.
 
     git worktree add /tmp/before <commit>
-    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR] [--copies K] [--floor]
+    .venv/bin/python bench/compare_local.py /tmp/before . [--rounds 9] [--dir DIR] [--copies K] [--floor] [--gap-ms MS]
 
 Each tree's server runs with that tree on PYTHONPATH (this venv's packages), over the
 same corpus as bench/local.py, with a fresh declaration index that is built before
 anything is measured (a tree that has one). For each query, every round asks each server once (in
-turn, the order reversed every other round) and runs rg after each answer, so all
-sides see the same machine. Prints each tree's median time and ratio to rg per query,
+turn, the order reversed every other round) and runs rg after each answer (``--gap-ms``
+later: 20 by default, so that what a server does once its answer is out, such as
+starting the next search's rg, never runs beside what is timed), so all sides see the
+same machine. Prints each tree's median time and ratio to rg per query,
 then each tree's median ratio over the queries. On a noisy machine a difference
 between two commits means something only here, not across separate runs.
 
@@ -59,6 +61,13 @@ async def main() -> None:
     parser.add_argument("--dir", help="corpus folder (default: a temp folder)")
     parser.add_argument("--floor", action="store_true", help="also the two servers of bench/floor_server.py")
     parser.add_argument("--copies", type=int, default=1, help="the 8 package checkouts, that many times over")
+    parser.add_argument(
+        "--gap-ms",
+        type=float,
+        default=20.0,
+        help="pause after each answer, before rg runs (what a server does once its answer is out, such as "
+        "starting the next search's rg, ends before anything is timed; 0: back to back)",
+    )
     args = parser.parse_args()
     base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="fedsearch-bench-"))
     dirs = build(base, copies=args.copies)
@@ -104,6 +113,7 @@ async def main() -> None:
                     fresh = orjson.dumps({"query": query, "timeout_ms": 59_000 - i})
                     for tree, port in pairs if i % 2 == 0 else pairs[::-1]:
                         times[tree].append(await ask(session, port, fresh))
+                        await asyncio.sleep(args.gap_ms / 1000)
                         alone.append(rg_once(rg, dirs, query))
                 rg_median = statistics.median(alone)
                 line = f"{query!r:20} rg {rg_median * 1000:6.1f} ms"

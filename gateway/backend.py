@@ -180,6 +180,11 @@ class AsyncBackend(abc.ABC, Generic[S]):
         """Whether it can be asked now (an adapter alone does not know: ``ok``)."""
         return "ok"
 
+    def start_serving(self, shared: dict[type, Any]) -> None:
+        """Its process is a long-lived server, not a one-shot search: it may keep ready what
+        the next search needs (the ripgrep backend keeps rg started). ``shared``: one dict per
+        service, where backends of one kind keep what they share (by its type)."""
+
     async def aclose(self) -> None:
         """Release what the backend holds (sessions, processes)."""
 

@@ -362,7 +362,7 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
 
 async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access) -> None:
     service = SearchService(config)
-    service.start_indexing()  # a long-lived server: the declaration index builds beside it
+    service.start_serving()  # a long-lived server: the declaration index builds beside it, rg starts ahead
     table = TokenTable(config.tokens)
     settle_heap()
     await _serve_with(service, table, endpoint, access)

@@ -135,6 +135,8 @@ class SearchService:
         #: the backends' deadline comes that much (at most ANSWER_SHARE) before the request's,
         #: so an answer cut at its deadline is still on time.
         self.answer_time = Estimate()
+        #: What backends of one kind share once serving (:meth:`start_serving`), by its type.
+        self.shared: dict[type, Any] = {}
 
     @classmethod
     def with_backends(
@@ -154,6 +156,13 @@ class SearchService:
             cache=CacheConfig(**config.get("cache", {})),
         )
         return cls(cfg, {b.name: b for b in backends})
+
+    def start_serving(self) -> None:
+        """What a long-lived server starts (the CLI does not): the declaration index's builder,
+        and the backends' own (rg started ahead of each search)."""
+        self.start_indexing()
+        for entry in self._entries.values():
+            entry.backend.start_serving(self.shared)
 
     def start_indexing(self) -> None:
         """Build the declaration index in the background (servers do; the CLI does not)."""

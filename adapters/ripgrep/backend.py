@@ -20,6 +20,7 @@ process (:mod:`adapters.ripgrep.batch`).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -33,6 +34,7 @@ from adapters.ripgrep.output import (
     collector_for,
     find_rg,
 )
+from adapters.ripgrep.warm import WarmPool
 from gateway.backend import DEFAULT_MAX_HITS, AsyncBackend, BackendSettings
 from gateway.errors import BackendError
 from gateway.globs import validate_glob
@@ -95,9 +97,21 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         self.max_hits = settings.max_hits
         self._tree = LocalTree(settings.root)
         self._root = os.path.abspath(settings.root)
+        self._warm: WarmPool | None = None  # a server's waiting rg, shared by its ripgrep namespaces
 
     def tree(self) -> LocalTree:
         return self._tree
+
+    def start_serving(self, shared: dict[type, Any]) -> None:
+        """A server: each search's rg is started before it (:mod:`adapters.ripgrep.warm`)."""
+        pool = shared.get(WarmPool)
+        if not isinstance(pool, WarmPool):
+            pool = shared[WarmPool] = WarmPool()
+        self._warm = pool
+
+    async def aclose(self) -> None:
+        if self._warm is not None:
+            await self._warm.aclose()  # the first namespace to close stops them all
 
     async def search(self, query: SearchQuery) -> BackendResult:
         rg = find_rg()
@@ -106,7 +120,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         if query.remaining() <= 0:
             return BackendResult(status="timeout", reason="the deadline passed before rg started")
         collector = collector_for(query, self.settings.exclude, self.settings.max_files, self.settings.max_hits)
-        rg_call = RgCall(rg, query, self.settings.exclude)
+        rg_call = RgCall(rg, query, self.settings.exclude, self._warm)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
         call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)
         return await share(call, Part(self._root, collector, self.name))

@@ -12,7 +12,8 @@ does, which lets it start by ``posix_spawn`` (:mod:`adapters.ripgrep.process`); 
 lone namespace with excludes that hold a ``/`` runs from its own root, where rg matches
 them and skips what they name (in a batch the path filter applies them to rg's output).
 rg is killed and reaped in every case (done, capped, deadline, error, or every caller
-gone).
+gone). In a server, the rg of a search was started before it came and waits for its
+pattern on stdin (:mod:`adapters.ripgrep.warm`); elsewhere rg starts with the search.
 
 Each rg first takes a slot of the search's scan queue (``[server] max_scans`` rg at once,
 all requests together: :mod:`gateway.resilience.admission`), and tells it, once done,
@@ -50,6 +51,7 @@ from adapters.ripgrep.output import (
     excludes,
 )
 from adapters.ripgrep.process import Child
+from adapters.ripgrep.warm import WarmPool, start, stdin_pattern
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 from gateway.resilience.admission import Scan, scan_slot
@@ -154,12 +156,13 @@ class _Reading:
 class RgCall:
     """The ``send`` and ``hand_back`` of one rg search shared by several namespaces."""
 
-    __slots__ = ("_exclude", "_query", "_readings", "_rg")
+    __slots__ = ("_exclude", "_query", "_readings", "_rg", "_warm")
 
-    def __init__(self, rg: str, query: SearchQuery, exclude: Sequence[str]) -> None:
+    def __init__(self, rg: str, query: SearchQuery, exclude: Sequence[str], warm: WarmPool | None = None) -> None:
         self._rg = rg
         self._query = query
         self._exclude = exclude
+        self._warm = warm  # a server's waiting rg (:mod:`adapters.ripgrep.warm`)
         self._readings: list[_Reading] = []
 
     async def send(self, seats: Sequence[Seat[Part]]) -> None:
@@ -202,17 +205,16 @@ class RgCall:
             roots = tuple(s.value.root for s in seats)
             for seat in seats:
                 seat.value.collector.strip = len(seat.value.root.rstrip("/")) + 1
-        pipe = OutputPipe()
+        pattern = stdin_pattern(query.text) if self._warm is not None and cwd is None else None
+        argv = build_argv(self._rg, query, exclude, roots, from_stdin=pattern is not None)
         try:
-            try:
-                argv = build_argv(self._rg, query, exclude, roots)
-                child = Child(argv, cwd=cwd, stdout=pipe.write_fd, nice=SCAN_NICE)
-            except OSError as exc:
-                error = BackendError(f"cannot start rg: {exc.strerror or exc}")
-                for seat in seats:
-                    seat.fail(error)
-                return
-            pipe.started()
+            child, pipe = self._start(argv, cwd, pattern)
+        except OSError as exc:
+            error = BackendError(f"cannot start rg: {exc.strerror or exc}")
+            for seat in seats:
+                seat.fail(error)
+            return
+        try:
             reading = _Reading(seats, pipe)
             self._readings.append(reading)
             try:
@@ -227,6 +229,29 @@ class RgCall:
                 child.close()
         finally:
             pipe.close()
+            if pattern is not None and self._warm is not None:
+                self._warm.refill(argv, SCAN_NICE)
+
+    def _start(self, argv: list[str], cwd: str | None, pattern: bytes | None) -> tuple[Child, OutputPipe]:
+        """rg searching: given ``pattern`` (its vector reads it from stdin) by a waiting rg
+        or by one started now, else started with its pattern in ``argv``; OSError if it cannot start."""
+        if pattern is None:
+            pipe = OutputPipe()
+            try:
+                child = Child(argv, cwd=cwd, stdout=pipe.write_fd, nice=SCAN_NICE)
+            except BaseException:
+                pipe.close()
+                raise
+            pipe.started()
+            return child, pipe
+        assert self._warm is not None
+        started = self._warm.take(argv)
+        if started is None or not started.give(pattern):
+            if started is not None:  # it died while it waited
+                started.discard()
+            started = start(argv, SCAN_NICE)
+            started.give(pattern)  # if it died at once, its exit says why
+        return started.child, started.pipe
 
 
 def _learnt(child: Child, seats: Sequence[Seat[Part]], deadline: float) -> Literal["complete", "cut"] | None:

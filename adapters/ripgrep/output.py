@@ -503,8 +503,15 @@ def anchored(glob: str) -> bool:
     return "/" in glob.strip("/")
 
 
-def build_argv(rg: str, query: SearchQuery, exclude: Iterable[str] = (), roots: Sequence[str] = (".",)) -> list[str]:
-    """rg's argument vector for ``query`` over ``roots``; excludes only (see ripgrep.py).
+def build_argv(
+    rg: str,
+    query: SearchQuery,
+    exclude: Iterable[str] = (),
+    roots: Sequence[str] = (".",),
+    from_stdin: bool = False,
+) -> list[str]:
+    """rg's argument vector for ``query`` over ``roots``; excludes only (see ripgrep.py);
+    ``from_stdin``: all but the pattern, which rg reads from stdin.
 
     rg matches anchored globs (with a ``/``) relative to its working directory, so when
     it searches several roots at once only unanchored excludes are passed; the others
@@ -520,6 +527,7 @@ def build_argv(rg: str, query: SearchQuery, exclude: Iterable[str] = (), roots: 
         context_lines=query.context_lines,
         excludes=globs,
         roots=roots,
+        from_stdin=from_stdin,
     )
 
 

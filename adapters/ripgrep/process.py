@@ -34,9 +34,18 @@ __all__ = ["STDERR_KEEP", "Child"]
 class Child:
     """A started child: :attr:`exited` is its return code once it was reaped."""
 
-    def __init__(self, argv: Sequence[str], *, cwd: str | None, stdout: int, pidfd: bool = True, nice: int = 0) -> None:
-        """Start ``argv`` (its first item a path) with ``stdout`` as its stdout; raises OSError
-        if it cannot start.
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: str | None,
+        stdout: int,
+        stdin: int | None = None,
+        pidfd: bool = True,
+        nice: int = 0,
+    ) -> None:
+        """Start ``argv`` (its first item a path) with ``stdout`` as its stdout and ``stdin``
+        (None: /dev/null) as its stdin; raises OSError if it cannot start.
 
         Without a ``cwd`` the child is started by ``posix_spawn`` (see the module's
         note), else by ``vfork``. Descriptors are not closed one by one in the child: every
@@ -48,7 +57,12 @@ class Child:
         err_read, err_write = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=stdout, stderr=err_write, close_fds=False
+                argv,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL if stdin is None else stdin,
+                stdout=stdout,
+                stderr=err_write,
+                close_fds=False,
             )
         except BaseException:
             os.close(err_read)
@@ -100,6 +114,12 @@ class Child:
         """Stop watching and close its descriptors (call once it exited)."""
         self._unwatch()
         self._close_stderr()
+
+    def reap_now(self) -> None:
+        """Kill it, wait for it here (not in the loop, which may be gone) and close everything."""
+        self.kill()
+        self._proc.wait()
+        self.close()
 
     # --- the loop's side ----------------------------------------------------------------
 

@@ -61,9 +61,12 @@ def argv_of(
     context_lines: int,
     excludes: Sequence[str] = (),
     roots: Sequence[str] = (".",),
+    from_stdin: bool = False,
 ) -> list[str]:
     """rg's argument vector: ``text`` (literal when ``exact``) over ``roots``, without the files
-    the ``excludes`` globs name; output with file names ended by NUL, one block per file."""
+    the ``excludes`` globs name; output with file names ended by NUL, one block per file.
+    ``from_stdin``: the pattern is not in it, rg reads it from stdin (``-f -``: a warm rg,
+    :mod:`adapters.ripgrep.warm`)."""
     argv = [rg, "--no-config", "--null", "--heading", "--with-filename", "--line-number", "--column"]
     argv += ["--no-context-separator", "--color=never"]
     if exact:
@@ -73,7 +76,8 @@ def argv_of(
         argv += ["-C", str(context_lines)]
     for glob in excludes:
         argv += ["-g", "!" + glob]
-    argv += ["-e", text, "--", *roots]
+    argv += ["-f", "-"] if from_stdin else ["-e", text]
+    argv += ["--", *roots]
     return argv
 
 

@@ -131,7 +131,7 @@ def create_app(
 
         def prepare(new: SearchService) -> None:
             metrics.attach(new)
-            new.start_indexing()
+            new.start_serving()
 
         prepare(service)
 

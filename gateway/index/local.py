@@ -213,5 +213,8 @@ class SemanticBackend(AsyncBackend[Any]):
     def health(self) -> Health:
         return self.inner.health()
 
+    def start_serving(self, shared: dict[type, Any]) -> None:
+        self.inner.start_serving(shared)
+
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -192,6 +192,9 @@ class ResilientBackend(AsyncBackend[Any]):
             return "ok"
         return "unavailable" if all(s == "open" for s in states) else "degraded"
 
+    def start_serving(self, shared: dict[type, Any]) -> None:
+        self.inner.start_serving(shared)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
