@@ -119,8 +119,7 @@ def start(argv: Sequence[str], nice: int) -> Started:
 @dataclass(eq=False, slots=True)
 class _Waiting:
     started: Started
-    loop: asyncio.AbstractEventLoop
-    pid: int  # the process that started it (a forked worker must not take it)
+    pid: int  # the process that started it (a forked child's exit must not stop it)
     expiry: asyncio.TimerHandle
 
 
@@ -132,9 +131,8 @@ class WarmPool:
         self.refill_s = refill_s
         self.idle_s = idle_s
         self.closed = False
-        #: How many searches took a waiting rg, and how many rg the pool started.
+        #: How many searches took a waiting rg.
         self.taken = 0
-        self.started = 0
         self._waiting: OrderedDict[tuple[str, ...], _Waiting] = OrderedDict()
         self._refills: dict[tuple[str, ...], asyncio.TimerHandle] = {}
         self._finalizer = weakref.finalize(self, _reap_all, self._waiting)
@@ -145,9 +143,6 @@ class WarmPool:
         if waiting is None:
             return None
         waiting.expiry.cancel()
-        if waiting.pid != os.getpid() or waiting.loop is not asyncio.get_running_loop():
-            waiting.started.reap_now()  # not watched from here: ours to stop, not to use
-            return None
         self.taken += 1
         return waiting.started
 
@@ -175,8 +170,7 @@ class WarmPool:
             w.expiry.cancel()
             w.started.discard()
         for w in waiting:
-            if w.loop is asyncio.get_running_loop():
-                await asyncio.shield(w.started.child.exited)
+            await asyncio.shield(w.started.child.exited)
 
     def _start(self, key: tuple[str, ...], nice: int) -> None:
         del self._refills[key]
@@ -186,10 +180,8 @@ class WarmPool:
             started = start(key, nice)
         except OSError:  # the next search starts its own rg, and says why it cannot
             return
-        self.started += 1
-        loop = asyncio.get_running_loop()
-        expiry = loop.call_later(self.idle_s, _later, weakref.ref(self), WarmPool._expire, key)
-        self._waiting[key] = _Waiting(started, loop, os.getpid(), expiry)
+        expiry = asyncio.get_running_loop().call_later(self.idle_s, _later, weakref.ref(self), WarmPool._expire, key)
+        self._waiting[key] = _Waiting(started, os.getpid(), expiry)
         started.child.exited.add_done_callback(
             functools.partial(_later, weakref.ref(self), WarmPool._died, key, started)
         )
