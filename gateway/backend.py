@@ -69,6 +69,7 @@ from pydantic import BaseModel, ConfigDict
 from gateway.errors import Unsupported
 from gateway.files import RemoteFile
 from gateway.models import DEFAULT_MAX_HITS, REPOSITORY_KINDS, BackendResult, ChildNamespace, Mode, SearchQuery
+from gateway.narrowing import Narrower
 from gateway.resilience.policy import Policy
 from gateway.scope import call_slot
 
@@ -184,6 +185,10 @@ class AsyncBackend(abc.ABC, Generic[S]):
         """Its process is a long-lived server, not a one-shot search: it may keep ready what
         the next search needs (the ripgrep backend keeps rg started). ``shared``: one dict per
         service, where backends of one kind keep what they share (by its type)."""
+
+    def use_index(self, narrower: Narrower) -> None:
+        """A local backend may scan only the files the content index names (:mod:`gateway.narrowing`);
+        others ignore it."""
 
     async def aclose(self) -> None:
         """Release what the backend holds (sessions, processes)."""

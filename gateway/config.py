@@ -120,7 +120,7 @@ DEFAULT_CACHE = CacheConfig()
 
 
 class IndexConfig(BaseModel):
-    """``[index]``: the declaration index of local namespaces (SQLite under ``dir``)."""
+    """``[index]``: the indexes of local namespaces under ``dir``: declarations (SQLite), content (tantivy)."""
 
     model_config = _FROZEN
     enabled: bool = True
@@ -131,6 +131,12 @@ class IndexConfig(BaseModel):
     parse_budget_ms: int = Field(default=30, ge=0, le=1000)
     #: Processes the background builder parses with (at low priority: searches come first).
     build_workers: int = Field(default_factory=lambda: min(2, os.cpu_count() or 1), ge=1, le=64)
+    #: A content index narrows which files rg reads (False: always scan).
+    content: bool = True
+    #: A checkout no search or build used for this long is pruned (days).
+    keep_days: float = Field(default=14.0, gt=0, le=36_500)
+    #: Every index file together (bytes): a checkout whose content index would go past it is scanned.
+    max_bytes: int = Field(default=10 * 1024**3, ge=0)
 
 
 class TokenConfig(BaseModel):

@@ -27,7 +27,7 @@ from gateway.criteria import backend_query
 from gateway.errors import InvalidRequest
 from gateway.fanout import Route, fan_out
 from gateway.files import LocalView, RemoteView, View
-from gateway.index import index_for
+from gateway.index.setup import INDEX_OFF, content_for, index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
 from gateway.namespaces import Catalog
@@ -129,6 +129,11 @@ class SearchService:
             for name in index.sources:
                 entry = self._entries[name]
                 self._entries[name] = _Entry(entry.config, index.with_semantic(entry.backend))
+        #: Their content index, which narrows what rg reads (None: none, or ``[index] content = false``).
+        self.content = content = content_for(index)
+        if index is not None and content is not None:
+            for name in index.sources:
+                self._entries[name].backend.use_index(content)
         #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
         self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
         #: How long an answer takes once its backends are done or cut (ranking, the page), learnt:
@@ -159,8 +164,10 @@ class SearchService:
 
     def start_serving(self) -> None:
         """What a long-lived server starts (the CLI does not): the declaration index's builder,
-        and the backends' own (rg started ahead of each search)."""
+        the content index's file watcher, and the backends' own (rg started ahead of each search)."""
         self.start_indexing()
+        if self.content is not None:
+            self.content.follow()
         for entry in self._entries.values():
             entry.backend.start_serving(self.shared)
 
@@ -170,9 +177,11 @@ class SearchService:
             self.index.start()
 
     def close_index(self) -> None:
-        """Stop the background builder and close the index database."""
+        """Stop the background builder and close the index database and the content index."""
         if self.index is not None:
             self.index.close()
+        if self.content is not None:
+            self.content.close()
 
     async def aclose(self) -> None:
         """Close the index, every backend (in reverse order of opening), then the cache."""
@@ -207,8 +216,17 @@ class SearchService:
 
     def namespaces(self, access: Access = None) -> list[dict[str, Any]]:
         """Name, backend kind, health, capabilities and file path form of each visible namespace,
-        the known children of peers among them (:meth:`list_namespaces` lists them first)."""
-        return self.catalog.describe(access)
+        the known children of peers among them (:meth:`list_namespaces` lists them first); a local
+        namespace's ``index`` too (SPEC §5)."""
+        items = self.catalog.describe(access)
+        index = self.index
+        for item in items:
+            source = index.sources.get(item["name"]) if index is not None else None
+            if source is not None:
+                item["index"] = self.content.describe(source.root) if self.content is not None else dict(INDEX_OFF)
+            elif (entry := self._entries.get(item["name"])) is not None and entry.backend.tree() is not None:
+                item["index"] = dict(INDEX_OFF)  # local, no index
+        return items
 
     async def list_namespaces(self, access: Access = None) -> list[dict[str, Any]]:
         """:meth:`namespaces`, the children of peers listed again when their list is old."""

@@ -39,6 +39,7 @@ from gateway.backend import DEFAULT_MAX_HITS, AsyncBackend, BackendSettings
 from gateway.errors import BackendError
 from gateway.globs import validate_glob
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.narrowing import Narrower
 from gateway.resilience.policy import LOCAL
 
 __all__ = [
@@ -98,6 +99,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         self._tree = LocalTree(settings.root)
         self._root = os.path.abspath(settings.root)
         self._warm: WarmPool | None = None  # a server's waiting rg, shared by its ripgrep namespaces
+        self.narrower: Narrower | None = None  # the content index, when the service has one
 
     def tree(self) -> LocalTree:
         return self._tree
@@ -108,6 +110,10 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         if not isinstance(pool, WarmPool):
             pool = shared[WarmPool] = WarmPool()
         self._warm = pool
+
+    def use_index(self, narrower: Narrower) -> None:
+        """Scan only the files the content index names (:mod:`gateway.narrowing`)."""
+        self.narrower = narrower
 
     async def aclose(self) -> None:
         if self._warm is not None:
@@ -120,7 +126,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         if query.remaining() <= 0:
             return BackendResult(status="timeout", reason="the deadline passed before rg started")
         collector = collector_for(query, self.settings.exclude, self.settings.max_files, self.settings.max_hits)
-        rg_call = RgCall(rg, query, self.settings.exclude, self._warm)
+        rg_call = RgCall(rg, query, self.settings.exclude, self._warm, self.narrower)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
         call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)
         return await share(call, Part(self._root, collector, self.name))

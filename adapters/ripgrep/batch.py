@@ -54,14 +54,18 @@ from adapters.ripgrep.process import Child
 from adapters.ripgrep.warm import WarmPool, start, stdin_pattern
 from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
+from gateway.narrowing import Narrowed, Narrower
 from gateway.resilience.admission import Scan, scan_slot
 
-__all__ = ["QUEUED", "SCAN_NICE", "Part", "RgCall", "Router"]
+__all__ = ["ARGV_BUDGET", "QUEUED", "SCAN_NICE", "Part", "RgCall", "Router"]
 
 
 #: rg runs this much nicer than the gateway: under load the event loop (answers, refusals,
 #: hand-backs at a deadline) gets the CPU first; alone, rg has it all the same.
 SCAN_NICE = 10
+#: Bytes of file and folder names one narrowed rg may be given (Linux allows 2 MiB of arguments
+#: and environment together): roots narrowed past it are scanned instead.
+ARGV_BUDGET = 1_000_000
 #: Why a namespace whose rg never started answers ``timeout``.
 QUEUED = "no local scan slot came free in time to search before the deadline (see [server] max_scans)"
 
@@ -156,22 +160,63 @@ class _Reading:
 class RgCall:
     """The ``send`` and ``hand_back`` of one rg search shared by several namespaces."""
 
-    __slots__ = ("_exclude", "_query", "_readings", "_rg", "_warm")
+    __slots__ = ("_exclude", "_narrower", "_query", "_readings", "_rg", "_warm")
 
-    def __init__(self, rg: str, query: SearchQuery, exclude: Sequence[str], warm: WarmPool | None = None) -> None:
+    def __init__(
+        self,
+        rg: str,
+        query: SearchQuery,
+        exclude: Sequence[str],
+        warm: WarmPool | None = None,
+        narrower: Narrower | None = None,
+    ) -> None:
         self._rg = rg
         self._query = query
         self._exclude = exclude
         self._warm = warm  # a server's waiting rg (:mod:`adapters.ripgrep.warm`)
+        self._narrower = narrower  # the content index (:mod:`gateway.narrowing`)
         self._readings: list[_Reading] = []
 
     async def send(self, seats: Sequence[Seat[Part]]) -> None:
-        """Search every seat's root (one rg, or one per group of independent roots); answer each seat."""
-        groups = _independent(seats)
+        """Search every seat's root (one rg, or one per group of independent roots, and one for the
+        roots the content index narrowed); answer each seat."""
+        narrowed = await self._narrow(seats) if self._narrower is not None else {}
+        groups: list[tuple[Sequence[Seat[Part]], dict[int, Narrowed] | None]] = []
+        for group in _independent([seat for seat in seats if seat.waiting()]):
+            whole = [seat for seat in group if id(seat) not in narrowed]
+            named = [seat for seat in group if id(seat) in narrowed]
+            if whole:
+                groups.append((whole, None))
+            if named:
+                groups.append((named, narrowed))
         if len(groups) == 1:
-            await self._search(seats)
-        else:
-            await asyncio.gather(*(self._search(group) for group in groups))
+            await self._search(*groups[0])
+        elif groups:
+            await asyncio.gather(*(self._search(*group) for group in groups))
+
+    async def _narrow(self, seats: Sequence[Seat[Part]]) -> dict[int, Narrowed]:
+        """What the content index says of each seat's root (in a thread: it reads files): the seats it
+        narrowed, by ``id``; a seat it narrowed to nothing is answered at once."""
+        narrower, query = self._narrower, self._query
+        assert narrower is not None
+
+        def ask() -> list[Narrowed | str]:
+            return [narrower.narrow(s.value.root, query, s.value.collector.accept) for s in seats]
+
+        answers = await asyncio.to_thread(ask)
+        out: dict[int, Narrowed] = {}
+        size = 0
+        for seat, answer in sorted(zip(seats, answers, strict=True), key=_named_size):
+            if not isinstance(answer, Narrowed):
+                continue
+            if not answer.files and not answer.folders:
+                _finish(seat, "ok", "")  # no file can hold a match
+                continue
+            size += _named_size((seat, answer))
+            if size > ARGV_BUDGET:
+                break  # the rest are scanned: rg's arguments must fit the system's limit
+            out[id(seat)] = answer
+        return out
 
     def hand_back(self, seats: Sequence[Seat[Part]]) -> None:
         for reading in self._readings:
@@ -180,14 +225,15 @@ class RgCall:
             if seat.waiting():
                 _finish(seat, "timeout", QUEUED)
 
-    async def _search(self, seats: Sequence[Seat[Part]]) -> None:
-        """One rg over ``seats``, once a scan slot is free (:mod:`gateway.resilience.admission`)."""
+    async def _search(self, seats: Sequence[Seat[Part]], narrowed: dict[int, Narrowed] | None = None) -> None:
+        """One rg over ``seats`` (what the index ``narrowed`` of each, if given), once a scan slot is
+        free (:mod:`gateway.resilience.admission`)."""
         started = False
         try:
             async with scan_slot([s.value.name for s in seats], self._query.deadline) as scan:
                 started = True
                 if any(seat.waiting() for seat in seats):  # not all gone (or handed back) while it waited
-                    await self._run(seats, scan)
+                    await self._run(seats, scan, narrowed)
         except TimeoutError:
             if started:
                 raise
@@ -195,18 +241,24 @@ class RgCall:
                 if seat.waiting():
                     _finish(seat, "timeout", QUEUED)
 
-    async def _run(self, seats: Sequence[Seat[Part]], scan: Scan) -> None:
+    async def _run(self, seats: Sequence[Seat[Part]], scan: Scan, narrowed: dict[int, Narrowed] | None) -> None:
         query, exclude = self._query, self._exclude
         cwd: str | None = None
         roots: tuple[str, ...] = (".",)
-        if len(seats) == 1 and any(map(anchored, excludes(query, exclude))):
+        if narrowed is not None:  # the files and folders the index named, absolute
+            roots = tuple(p for s in seats for n in (narrowed[id(s)],) for p in (*n.files, *n.folders))
+            for seat in seats:
+                seat.value.collector.strip = len(seat.value.root.rstrip("/")) + 1
+        elif len(seats) == 1 and any(map(anchored, excludes(query, exclude))):
             cwd = seats[0].value.root  # rg skips what those excludes name, relative to where it runs
         else:  # absolute roots: rg runs where we do, started faster (posix_spawn, see process.py)
             roots = tuple(s.value.root for s in seats)
             for seat in seats:
                 seat.value.collector.strip = len(seat.value.root.rstrip("/")) + 1
-        pattern = stdin_pattern(query.text) if self._warm is not None and cwd is None else None
-        argv = build_argv(self._rg, query, exclude, roots, from_stdin=pattern is not None)
+        warm = self._warm is not None and cwd is None and narrowed is None  # a narrowed vector never recurs
+        pattern = stdin_pattern(query.text) if warm else None
+        named = narrowed is not None
+        argv = build_argv(self._rg, query, exclude, roots, from_stdin=pattern is not None, narrowed=named)
         try:
             child, pipe = self._start(argv, cwd, pattern)
         except OSError as exc:
@@ -218,7 +270,7 @@ class RgCall:
             reading = _Reading(seats, pipe)
             self._readings.append(reading)
             try:
-                await _read(child, reading, query.deadline)
+                await _read(child, reading, query.deadline, narrowed is not None)
             except BaseException as exc:  # cancelled, or a bug: nobody is left waiting forever
                 for seat in seats:
                     seat.fail(exc)
@@ -262,8 +314,10 @@ def _learnt(child: Child, seats: Sequence[Seat[Part]], deadline: float) -> Liter
     return "cut" if time.monotonic() >= deadline else None
 
 
-async def _read(child: Child, reading: _Reading, deadline: float) -> None:
-    """Read rg's output when it exits, or at each tick once it began writing (see :class:`OutputPipe`)."""
+async def _read(child: Child, reading: _Reading, deadline: float, narrowed: bool = False) -> None:
+    """Read rg's output when it exits, or at each tick once it began writing (see :class:`OutputPipe`);
+    ``narrowed``: rg read files the content index named, so its status 2 with nothing on stderr is a
+    file gone meanwhile (``--no-messages``), not a failure."""
     seats, pipe = reading.seats, reading.pipe
     exited = child.exited
     try:
@@ -289,7 +343,7 @@ async def _read(child: Child, reading: _Reading, deadline: float) -> None:
     except TimeoutError:
         reading.hand_back()
         return
-    if returncode == 2 and pipe.read == 0:
+    if returncode == 2 and pipe.read == 0 and not (narrowed and not child.stderr.strip()):
         error = BackendError(error_line(child.stderr))
         for seat in seats:
             seat.fail(error)
@@ -309,6 +363,14 @@ def _settle_capped(seats: Sequence[Seat[Part]]) -> None:
         collector = seat.value.collector
         if collector.capped and seat.waiting():
             _finish(seat, "capped", collector.capped)
+
+
+def _named_size(pair: tuple[Seat[Part], Narrowed | str]) -> int:
+    """Bytes of rg's arguments a narrowed root takes (0: it is not narrowed)."""
+    answer = pair[1]
+    if not isinstance(answer, Narrowed):
+        return 0
+    return sum(len(p) + 1 for p in answer.files) + sum(len(p) + 1 for p in answer.folders)
 
 
 def _independent(seats: Sequence[Seat[Part]]) -> list[Sequence[Seat[Part]]]:

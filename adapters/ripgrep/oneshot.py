@@ -41,8 +41,9 @@ from adapters.ripgrep.output import (
 from adapters.ripgrep.spawn import Child, OutputPipe, spawn
 from gateway.errors import BackendError
 from gateway.models import DEFAULT_MAX_HITS, BackendResult, SearchQuery, Status
+from gateway.narrowing import Narrowed, Narrower
 
-__all__ = ["Answer", "Scan", "start"]
+__all__ = ["Answer", "Scan", "Scans", "start"]
 
 #: A namespace's answer: what the backend returns, or the BackendError it raises.
 Answer = BackendResult | BackendError
@@ -69,6 +70,7 @@ class Scan:
         self._kept = bytearray()
         self._pipe: OutputPipe | None = None
         self._reader = OutputReader(self._route, blocks=not query.context_lines)
+        self._narrowed = False  # rg reads what the content index named (status 2, no message: a file gone)
 
     # --- start --------------------------------------------------------------------------
 
@@ -89,6 +91,15 @@ class Scan:
         if early is not None:
             early.close()
         self._adopt(spawn(argv, cwd))
+
+    def _spawn_named(self, rg: str, named: dict[str, Narrowed], exclude: Sequence[str]) -> None:
+        """rg over the files and folders the content index named for each namespace (absolute)."""
+        self._narrowed = True
+        paths: list[str] = []
+        for name, answer in named.items():
+            self.collectors[name].strip = len(self._prefixes[self._names.index(name)])
+            paths += [*answer.files, *answer.folders]
+        self._adopt(spawn(build_argv(rg, self.query, exclude, paths, narrowed=True), None))
 
     def _adopt(self, child: Child) -> None:
         self._pid, self._popen, self._pidfd, self._stderr = child.pid, child.popen, child.pidfd, child.stderr
@@ -203,7 +214,7 @@ class Scan:
         if code is None:
             code = self._exited(block=True)
         self._read_stderr()
-        if code == 2 and pipe.read == 0:
+        if code == 2 and pipe.read == 0 and not (self._narrowed and not self._kept.strip()):
             error = BackendError(error_line(bytes(self._kept)))
         elif code not in (0, 1, 2):
             error = BackendError(f"rg exited with status {code}")
@@ -238,6 +249,34 @@ class Scan:
             self._pipe.close()
 
 
+class Scans:
+    """Two rg at once, as one :class:`Scan`: over the checkouts scanned whole, and over what the
+    content index named of the others (``--max-depth 1`` would cut the first short)."""
+
+    def __init__(self, query: SearchQuery, names: Sequence[str], parts: Sequence[Scan]) -> None:
+        self.query = query
+        self.names = list(names)
+        self.parts = parts
+        self.answers: dict[str, Answer] = {}
+        self.answered_at: dict[str, float] = {}
+        self.collectors: dict[str, Collector] = {}
+        for part in parts:
+            self.answers.update(part.answers)
+            self.answered_at.update(part.answered_at)
+            self.collectors.update(part.collectors)
+
+    def results(self, meanwhile: Callable[[], object] | None = None) -> dict[str, Answer]:
+        """Each rg read to its end in turn (both run meanwhile); every namespace's answer."""
+        try:
+            for i, part in enumerate(self.parts):
+                self.answers.update(part.results(meanwhile if i == 0 else None))
+                self.answered_at.update(part.answered_at)
+        finally:
+            for part in self.parts:
+                part._close()
+        return self.answers
+
+
 def start(
     rg: str | None,
     roots: dict[str, str],
@@ -246,7 +285,8 @@ def start(
     max_files: int = DEFAULT_MAX_FILES,
     max_hits: int = DEFAULT_MAX_HITS,
     early: Child | None = None,
-) -> Scan:
+    narrower: Narrower | None = None,
+) -> Scan | Scans:
     """Start one rg over ``roots`` (namespace -> folder, none inside another: discovered checkouts) for ``query``.
 
     ``early``, an rg started before ``query`` was built (:mod:`gateway.cli.early`), is adopted
@@ -254,7 +294,51 @@ def start(
     killed and reaped, and the right rg started. What fails before rg runs is each
     namespace's answer at once (:attr:`Scan.answers`): no rg binary, a deadline already
     passed, a path filter that cannot be built, rg not starting.
+
+    ``narrower``, the content index: the checkouts it narrows are searched by a second rg over
+    the files and folders it names (one it narrows to nothing is answered at once), started
+    with the first (:class:`Scans`).
     """
+    named: dict[str, Narrowed] = {}
+    nothing: list[str] = []
+    if narrower is not None and rg is not None and query.remaining() > 0:
+        try:
+            accept = collector_for(query, exclude, max_files, max_hits).accept
+        except BackendError:
+            accept = None
+        for name, root in roots.items():
+            answer = narrower.narrow(root, query, accept)
+            if isinstance(answer, Narrowed) and (answer.files or answer.folders):
+                named[name] = answer
+            elif isinstance(answer, Narrowed):
+                nothing.append(name)
+    if named or nothing:
+        if early is not None:
+            early.close()  # it scans every checkout
+        whole = {n: r for n, r in roots.items() if n not in named and n not in nothing}
+        parts = [_start(rg, whole, query, exclude, max_files, max_hits, None)] if whole else []
+        if named:
+            parts.append(_start(rg, {n: roots[n] for n in named}, query, exclude, max_files, max_hits, None, named))
+        scans = Scans(query, list(roots), parts)
+        now = time.monotonic()
+        for name in nothing:
+            scans.answers[name] = BackendResult()
+            scans.answered_at[name] = now
+        return scans
+    return _start(rg, roots, query, exclude, max_files, max_hits, early)
+
+
+def _start(
+    rg: str | None,
+    roots: dict[str, str],
+    query: SearchQuery,
+    exclude: Sequence[str],
+    max_files: int,
+    max_hits: int,
+    early: Child | None,
+    named: dict[str, Narrowed] | None = None,
+) -> Scan:
+    """:func:`start`, for one rg (over ``named`` files and folders when given)."""
     scan = Scan(roots, query)
     try:
         if rg is None:
@@ -265,7 +349,10 @@ def start(
             scan.answers = dict.fromkeys(roots, late)
         else:
             scan.collectors.update((name, collector_for(query, exclude, max_files, max_hits)) for name in roots)
-            scan._spawn(rg, roots, exclude, early)
+            if named is not None:
+                scan._spawn_named(rg, named, exclude)
+            else:
+                scan._spawn(rg, roots, exclude, early)
             early = None  # adopted, or closed there
     except BackendError as exc:
         scan.answers = dict.fromkeys(roots, exc)

@@ -509,9 +509,11 @@ def build_argv(
     exclude: Iterable[str] = (),
     roots: Sequence[str] = (".",),
     from_stdin: bool = False,
+    narrowed: bool = False,
 ) -> list[str]:
     """rg's argument vector for ``query`` over ``roots``; excludes only (see ripgrep.py);
-    ``from_stdin``: all but the pattern, which rg reads from stdin.
+    ``from_stdin``: all but the pattern, which rg reads from stdin; ``narrowed``: ``roots`` are
+    the files and folders the content index named (see :func:`argv_of`).
 
     rg matches anchored globs (with a ``/``) relative to its working directory, so when
     it searches several roots at once only unanchored excludes are passed; the others
@@ -528,6 +530,7 @@ def build_argv(
         excludes=globs,
         roots=roots,
         from_stdin=from_stdin,
+        narrowed=narrowed,
     )
 
 

@@ -62,13 +62,18 @@ def argv_of(
     excludes: Sequence[str] = (),
     roots: Sequence[str] = (".",),
     from_stdin: bool = False,
+    narrowed: bool = False,
 ) -> list[str]:
     """rg's argument vector: ``text`` (literal when ``exact``) over ``roots``, without the files
     the ``excludes`` globs name; output with file names ended by NUL, one block per file.
     ``from_stdin``: the pattern is not in it, rg reads it from stdin (``-f -``: a warm rg,
-    :mod:`adapters.ripgrep.warm`)."""
+    :mod:`adapters.ripgrep.warm`). ``narrowed``: ``roots`` are what the content index named
+    (:mod:`gateway.narrowing`): files, and folders read one level deep; a file gone meanwhile
+    is no error message (``--no-messages``)."""
     argv = [rg, "--no-config", "--null", "--heading", "--with-filename", "--line-number", "--column"]
     argv += ["--no-context-separator", "--color=never"]
+    if narrowed:
+        argv += ["--max-depth", "1", "--no-messages"]
     if exact:
         argv.append("-F")
     argv.append("-s" if case_sensitive else "-i")

@@ -73,12 +73,20 @@ def _guess(data: Mapping[str, Any]) -> tuple[str, bool, bool, int] | None:
     return text, mode == "exact", case, context
 
 
+def _indexed(roots: Mapping[str, str]) -> bool:
+    """Whether the search will read the checkouts' content indexes (then it scans only what they name)."""
+    from gateway.discovery import default_index_dir
+    from gateway.index.content.paths import CLI_MIN_BYTES, usable_bytes
+
+    return usable_bytes(default_index_dir(), roots.values()) >= CLI_MIN_BYTES
+
+
 def speculate(roots: Mapping[str, str], data: Mapping[str, Any]) -> Early | None:
     """rg started over ``roots`` (namespace -> folder, in order) for the request ``data`` most
     likely is, or None when it is not plain enough to guess (or rg cannot start)."""
     guess = _guess(data)
     rg = find_rg()
-    if guess is None or rg is None or not roots:
+    if guess is None or rg is None or not roots or _indexed(roots):
         return None
     text, exact, case, context = guess
     argv = argv_of(rg, text, exact=exact, case_sensitive=case, context_lines=context, roots=tuple(roots.values()))

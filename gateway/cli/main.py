@@ -1,4 +1,4 @@
-"""The ``fedsearch`` command: search, read, namespaces, serve, mcp, check-config.
+"""The ``fedsearch`` command: search, read, namespaces, serve, mcp, check-config, index.
 
 Exit codes (SPEC §4): 0 answered (even partially), 1 nothing matched, 2 bad input
 or config, 3 every namespace failed (or the server could not be reached). Errors are
@@ -33,6 +33,7 @@ RUNNERS = {
     "check-config": "gateway.cli.admin:check_config",
     "serve": "gateway.cli.admin:serve",
     "mcp": "gateway.cli.admin:mcp",
+    "index": "gateway.cli.indexing:run",
 }
 
 

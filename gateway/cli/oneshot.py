@@ -40,8 +40,9 @@ from gateway.errors import InvalidRequest, UnknownNamespace
 from gateway.globs import namespace_matcher
 
 if TYPE_CHECKING:
-    from adapters.ripgrep.oneshot import Scan
+    from adapters.ripgrep.oneshot import Scan, Scans
     from gateway.cli.early import Early
+    from gateway.index.content.narrow import ContentIndex
     from gateway.index.resolve import DeclarationIndex
 
 __all__ = ["OneShot"]
@@ -86,8 +87,24 @@ class OneShot:
     def __init__(self, roots: dict[str, str]) -> None:
         self.roots = roots
         self._index: DeclarationIndex | None = None
+        self._content: ContentIndex | None = None
 
-    def start(self, request: QuickRequest, early: Early | None = None) -> tuple[Scan, float, int]:
+    def content(self, names: Sequence[str]) -> ContentIndex | None:
+        """The content index of these checkouts, when theirs are complete and large enough to be worth it
+        (:data:`~gateway.index.content.paths.CLI_MIN_BYTES`; else rg scans them)."""
+        from gateway.discovery import default_index_dir
+        from gateway.index.content.paths import CLI_MIN_BYTES, usable_bytes
+
+        directory = default_index_dir()
+        roots = [self.roots[n] for n in names]
+        if usable_bytes(directory, roots) < CLI_MIN_BYTES:
+            return None
+        from gateway.index.content.narrow import ContentIndex
+
+        self._content = ContentIndex(directory, roots)
+        return self._content
+
+    def start(self, request: QuickRequest, early: Early | None = None) -> tuple[Scan | Scans, float, int]:
         """Plan and start the search: rg runs when this returns (with when the search began).
 
         ``early``, an rg :func:`gateway.cli.early.speculate` started for this request, is
@@ -107,7 +124,17 @@ class OneShot:
             if child is not None:
                 child.close()
             raise
-        return start(find_rg(), {n: self.roots[n] for n in names}, query, early=child), started, since_ns
+        try:
+            narrower = self.content(names) if query.mode in ("exact", "regex") else None
+        except BaseException:
+            if child is not None:
+                child.close()
+            raise
+        return (
+            start(find_rg(), {n: self.roots[n] for n in names}, query, early=child, narrower=narrower),
+            started,
+            since_ns,
+        )
 
     def search(self, request: QuickRequest, early: Early | None = None) -> dict[str, Any]:
         """The answer to ``request``: what ``SearchService.search`` answers (timing aside)."""
@@ -148,6 +175,9 @@ class OneShot:
         if self._index is not None:
             self._index.close()
             self._index = None
+        if self._content is not None:
+            self._content.close()
+            self._content = None
 
 
 class _Meanwhile:
@@ -156,7 +186,7 @@ class _Meanwhile:
     and who defines the query's name read; then, for the files read since, whether the index
     knows them and their path signals (:func:`gateway.rank.path_signals`, cached)."""
 
-    def __init__(self, index: Callable[[], DeclarationIndex], scan: Scan, request: Any) -> None:
+    def __init__(self, index: Callable[[], DeclarationIndex], scan: Scan | Scans, request: Any) -> None:
         self.index = index
         self.scan = scan
         self.request = request
@@ -180,7 +210,7 @@ class _Meanwhile:
                     path_signals(path)
 
 
-def _outcomes(scan: Scan, started: float, on_output: Callable[[], object] | None = None) -> list[Any]:
+def _outcomes(scan: Scan | Scans, started: float, on_output: Callable[[], object] | None = None) -> list[Any]:
     """What a fan-out makes of each namespace's answer (gateway.fanout's ``_one``), in route order
     (``on_output``: see :meth:`Scan.results <adapters.ripgrep.oneshot.Scan.results>`)."""
     from gateway.errors import BackendError

@@ -149,6 +149,10 @@ def _check_config(p: argparse.ArgumentParser) -> None:
     _config_flags(p)
 
 
+def _index(p: argparse.ArgumentParser) -> None:
+    _config_flags(p)
+
+
 #: command -> (one-line help, the function adding its arguments)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "search": ("search every namespace and print the answer (rg's flags work)", _search),
@@ -157,6 +161,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
     "serve": ("serve HTTP (and AFI) on HOST:PORT", _serve),
     "mcp": ("serve MCP over stdio, or streamable HTTP with --http", _mcp),
     "check-config": ("validate the config and say what looks wrong", _check_config),
+    "index": ("build or refresh every local namespace's indexes now (content and declarations)", _index),
 }
 
 

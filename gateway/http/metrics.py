@@ -6,8 +6,10 @@ service's outcome observers. Cache: events by name (answers served from cache,
 shared in flight or computed; snapshots stored, served or missed) and the bytes
 held by the in-process store. Admission (:mod:`gateway.resilience.admission`): local
 scans running, waiting and allowed at once, requests admitted, refused or shed,
-scans that waited until their deadline, how long scans waited and ran; and the
-event loop's tasks (a leak shows there first).
+scans that waited until their deadline, how long scans waited and ran; the event loop's
+tasks (a leak shows there first). The content index: searches it narrowed and scans by the
+reason it could not, and each local namespace's index files, bytes, last build's seconds and
+whether searches use it, read from the index when scraped.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from gateway.cache.results import EVENTS
@@ -29,7 +32,7 @@ from gateway.resilience.admission import ScanQueue
 if TYPE_CHECKING:
     from gateway.service import SearchService
 
-__all__ = ["Metrics"]
+__all__ = ["ContentIndexCollector", "Metrics"]
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -43,6 +46,44 @@ def _tasks() -> int:
         return len(asyncio.all_tasks())
     except RuntimeError:
         return 0
+
+
+class ContentIndexCollector:
+    """The content index's figures, read from the current service's index at each scrape."""
+
+    def __init__(self) -> None:
+        self.service: SearchService | None = None
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        service = self.service
+        searches = CounterMetricFamily(
+            "fedsearch_content_index_searches",
+            "Local checkouts searched: narrowed by the content index, or scanned whole (and why)",
+            labels=["outcome"],
+        )
+        families = {
+            name: GaugeMetricFamily(f"fedsearch_content_index_{name}", text, labels=["namespace"])
+            for name, text in (
+                ("files", "Files in a local namespace's content index"),
+                ("bytes", "Bytes on disk of a local namespace's content index"),
+                ("build_seconds", "Seconds the last whole build of a local namespace's content index took"),
+                ("ready", "1 when searches of a local namespace use its content index"),
+            )
+        }
+        content = service.content if service is not None else None
+        if service is not None and content is not None and service.index is not None:
+            for outcome, count in sorted(content.outcomes.items()):
+                searches.add_metric([outcome], count)
+            for name, source in service.index.sources.items():
+                index = content.describe(source.root)
+                families["files"].add_metric([name], index["files"])
+                families["bytes"].add_metric([name], index["bytes"])
+                families["build_seconds"].add_metric([name], index["built_s"])
+                families["ready"].add_metric([name], 1.0 if index["state"] == "ready" else 0.0)
+        return [searches, *families.values()]
 
 
 class Metrics:
@@ -118,11 +159,14 @@ class Metrics:
         )
         self.tasks = Gauge("fedsearch_event_loop_tasks", "Tasks of the event loop", registry=self.registry)
         self.tasks.set_function(_tasks)
+        self.content = ContentIndexCollector()
+        self.registry.register(self.content)
 
     def attach(self, service: SearchService) -> None:
         """Feed these metrics from ``service`` (its namespace outcomes, cache events and scan queue)."""
         service.observers.append(self.observe)
         service.cache.observers.append(self.observe_cache)
+        self.content.service = service
         store = service.cache.store
         self.cache_bytes.set_function(lambda: store.bytes if isinstance(store, MemoryStore) else 0)
         scans: ScanQueue = service.scans

@@ -34,14 +34,24 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gateway.index.files import Source, changed, find_rg, index_file, list_files, stat_of
+from gateway.index.files import Source, changed, find_rg, index_file, list_all, list_files, stat_of
 from gateway.index.intents import embed_pending
 from gateway.index.store import FileRecord, Store
 from gateway.log import get_logger
 
-__all__ = ["BATCH_FILES", "BuildStats", "Builder", "BuilderProcess", "lock_held", "main", "start_once"]
+__all__ = [
+    "BATCH_FILES",
+    "BuildStats",
+    "Builder",
+    "BuilderProcess",
+    "content_builder",
+    "hold_lock",
+    "lock_held",
+    "main",
+    "start_once",
+]
 
 #: Files per transaction, and the longest a transaction gathers (seconds).
 BATCH_FILES = 64
@@ -49,6 +59,9 @@ BATCH_S = 0.25
 LOCK_NAME = "index.lock"
 #: The exit code of a one-pass builder that found another at work.
 BUSY = 3
+
+if TYPE_CHECKING:  # the content index's (tantivy, numpy): imported only where it is built
+    from gateway.index.content.build import ContentBuilder
 
 log = get_logger("fedsearch.index")
 
@@ -66,14 +79,26 @@ class BuildStats:
     bytes: int = 0
     embedded: int = 0  # declarations given vectors
     embed_s: float = 0.0  # of ``seconds``, embedding them
+    content_read: int = 0  # files read into the content index
+    content_bytes: int = 0
+    content_s: float = 0.0  # of ``seconds``, building the content index
     seconds: float = 0.0
 
 
 class Builder:
     """Brings the index up to date with the namespaces' files."""
 
-    def __init__(self, store: Store, sources: Sequence[Source], rg: str | None = None, workers: int = 1) -> None:
+    def __init__(
+        self,
+        store: Store,
+        sources: Sequence[Source],
+        rg: str | None = None,
+        workers: int = 1,
+        content: ContentBuilder | None = None,
+    ) -> None:
         self.store = store
+        #: The content index's builder (None: no content index); it goes first, each pass.
+        self.content = content
         #: Processes parsing at once (forked: only where the process has no other threads, as the
         #: builder process has none); one parses in this process.
         self.workers = max(1, workers)
@@ -82,22 +107,32 @@ class Builder:
         #: Asked between files: whether to stop now (the parent went away).
         self.should_stop: Callable[[], bool] = lambda: False
 
-    def refresh(self, poll: Poll | None = None) -> BuildStats:
-        """One pass over every namespace; ``poll`` is asked for search requests between files."""
+    def refresh(self, poll: Poll | None = None, sources: Sequence[Source] | None = None) -> BuildStats:
+        """One pass over every namespace (or ``sources``): their content indexes first (what makes
+        searches fast), then their declarations; ``poll`` is asked for search requests between files."""
         stats = BuildStats()
         started = time.monotonic()
-        for source in self.sources.values():
+        todo = list(self.sources.values()) if sources is None else list(sources)
+        listings: dict[str, list[str]] = {}
+        for source in todo if self.content is not None else ():
             if self.should_stop():
                 break
-            self.refresh_one(source, stats, poll)
+            listings[source.namespace] = self.refresh_content(source, stats)
+        for source in todo:
+            if self.should_stop():
+                break
+            self.refresh_one(source, stats, poll, listings.get(source.namespace))
         stats.seconds = time.monotonic() - started
-        if stats.parsed or stats.forgotten or stats.embedded:
+        if stats.parsed or stats.forgotten or stats.embedded or stats.content_read:
             log.info(
                 "index_pass",
                 files=stats.listed,
                 parsed=stats.parsed,
                 forgotten=stats.forgotten,
                 embedded=stats.embedded,
+                content_files=stats.content_read,
+                content_mb=round(stats.content_bytes / 1e6, 2),
+                content_s=round(stats.content_s, 2),
                 mb=round(stats.bytes / 1e6, 2),
                 seconds=round(stats.seconds, 2),
                 mb_per_s=round(stats.bytes / 1e6 / stats.seconds, 2) if stats.seconds else None,
@@ -106,10 +141,29 @@ class Builder:
             )
         return stats
 
-    def refresh_one(self, source: Source, stats: BuildStats, poll: Poll | None = None) -> bool:
-        """One pass over one namespace: list, forget, parse, embed; whether it is built (nothing left)."""
+    def refresh_content(self, source: Source, stats: BuildStats) -> list[str]:
+        """One whole pass over one namespace's content index; every file rg lists in it."""
+        from gateway.index.content.build import ContentStats
+
+        assert self.content is not None
+        started = time.monotonic()
+        listed_ns = time.time_ns()
+        listed = list_all(source, self.rg)
+        done = ContentStats()
+        self.content.should_stop = self.should_stop
+        self.content.refresh(source, listed, listed_ns, done)
+        stats.content_read += done.read
+        stats.content_bytes += done.bytes
+        stats.content_s += time.monotonic() - started
+        return listed
+
+    def refresh_one(
+        self, source: Source, stats: BuildStats, poll: Poll | None = None, listed_all: Sequence[str] | None = None
+    ) -> bool:
+        """One pass over one namespace: list (unless ``listed_all`` gives every file rg lists),
+        forget, parse, embed; whether it is built (nothing left)."""
         states = self.store.states(source.root)
-        listed = list(list_files(source, self.rg))
+        listed = list(list_files(source, self.rg, listed_all))
         stats.listed += len(listed)
         self.store.mark(source.root, listed=len(listed))
         present = set(listed)
@@ -195,12 +249,13 @@ class _Requests:
         self.closed = False
         self._pending = b""
 
-    def wait(self, timeout: float) -> list[tuple[str, str]]:
-        """Requests that arrive within ``timeout`` seconds (those already there at once)."""
+    def wait(self, timeout: float, also: int = -1) -> list[tuple[str, str]]:
+        """Requests that arrive within ``timeout`` seconds (those already there at once); it returns
+        early too when the descriptor ``also`` (a file watcher's) can be read."""
         if self.closed:
             return []
-        ready, _, _ = select.select([self.fd], [], [], max(0.0, timeout))
-        if not ready:
+        ready, _, _ = select.select([self.fd, *([also] if also >= 0 else [])], [], [], max(0.0, timeout))
+        if self.fd not in ready:
             return []
         chunk = os.read(self.fd, 1 << 16)
         if not chunk:
@@ -267,26 +322,80 @@ def main() -> int:
     store = Store.open(directory, busy_s=10.0)
     if store.path is None:  # in memory: nobody could read what it built
         return 0
-    builder = Builder(store, sources, workers=workers)
+    builder = Builder(store, sources, workers=workers, content=content_builder(spec, directory, workers))
     if once:
         builder.refresh()
         return 0
     builder.should_stop = lambda: requests.closed
+    follower = _follower(builder)
     while not requests.closed:
         try:
             builder.refresh(requests.poll)
         except Exception as exc:  # a pass that failed (a worker died, the disk is full) is tried again later
             log.warning("index_pass_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        if follower is not None:
+            follower.watch()
         deadline = time.monotonic() + refresh_s
         while not requests.closed and (left := deadline - time.monotonic()) > 0:
-            asked = requests.wait(left)
+            due = follower.wait_s() if follower is not None else None
+            asked = requests.wait(left if due is None else min(left, due), follower.fileno() if follower else -1)
             if asked:
                 builder.requested(asked)
+            if follower is not None:
+                _follow(follower)
+    if follower is not None:
+        follower.close()
     return 0
 
 
+def content_builder(spec: dict[str, Any], directory: str, workers: int) -> ContentBuilder | None:
+    """The content index's builder the spec asks for (None: ``content`` off, or tantivy missing)."""
+    if not spec.get("content", False):
+        return None
+    try:
+        from gateway.index.content.build import DEFAULT_MAX_BYTES, ContentBuilder
+    except ImportError as exc:  # pragma: no cover - a broken install
+        log.warning("content_index_off", error=str(exc)[:200])
+        return None
+    return ContentBuilder(directory, workers=workers, max_bytes=int(spec.get("max_bytes", DEFAULT_MAX_BYTES)))
+
+
+def _follower(builder: Builder) -> Any:
+    """The builder's file watcher over its content indexes (None: no content index, or no inotify)."""
+    if builder.content is None:
+        return None
+    from gateway.index.content.follow import Follower
+
+    def files(source: Source, paths: list[str]) -> None:
+        builder.requested([(source.namespace, p) for p in paths if p.rpartition(".")[2]])
+
+    def tree(source: Source) -> None:
+        builder.refresh(sources=[source])
+
+    try:
+        return Follower(builder.content, list(builder.sources.values()), files, tree)
+    except OSError as exc:
+        log.info("content_index_not_following", reason=exc.strerror or str(exc))
+        return None
+
+
+def _follow(follower: Any) -> None:
+    """Take the watcher's changes; update what is due (a failure is logged, the next pass retries)."""
+    try:
+        follower.take()
+        follower.apply()
+    except Exception as exc:
+        log.warning("index_update_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+
+
 def _spec(
-    directory: str, sources: Sequence[Source], refresh_s: float, workers: int, once: bool = False
+    directory: str,
+    sources: Sequence[Source],
+    refresh_s: float,
+    workers: int,
+    once: bool = False,
+    content: bool = False,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
     return {
         "dir": directory,
@@ -294,10 +403,12 @@ def _spec(
         "refresh_s": refresh_s,
         "workers": workers,
         "once": once,
+        "content": content,
+        **({"max_bytes": max_bytes} if max_bytes is not None else {}),
     }
 
 
-def start_once(directory: str, sources: Sequence[Source], workers: int = 1) -> bool:
+def start_once(directory: str, sources: Sequence[Source], workers: int = 1, content: bool = False) -> bool:
     """Start a one-pass builder in the background; False if another builder holds the index (or it failed).
 
     The process started takes the lock, forks the builder into a session of its own and
@@ -307,7 +418,7 @@ def start_once(directory: str, sources: Sequence[Source], workers: int = 1) -> b
     try:
         done = subprocess.run(
             [sys.executable, "-m", "gateway.index"],
-            input=json.dumps(_spec(directory, sources, 60.0, workers, once=True)).encode() + b"\n",
+            input=json.dumps(_spec(directory, sources, 60.0, workers, once=True, content=content)).encode() + b"\n",
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=30,
@@ -317,6 +428,20 @@ def start_once(directory: str, sources: Sequence[Source], workers: int = 1) -> b
         log.warning("index_builder_failed", error=str(exc)[:200])
         return False
     return done.returncode == 0
+
+
+def hold_lock(directory: str, waiting: Callable[[], object]) -> int:
+    """The index folder's lock, held (its descriptor: closing it lets go); ``waiting`` is called once
+    if another builder holds it first, then this waits for it."""
+    import fcntl
+
+    fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        waiting()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def lock_held(directory: str) -> bool:
@@ -339,8 +464,16 @@ def lock_held(directory: str) -> bool:
 class BuilderProcess:
     """The parent's handle on a builder process."""
 
-    def __init__(self, directory: str, sources: Sequence[Source], refresh_s: float, workers: int = 1) -> None:
-        self.spec = _spec(directory, sources, refresh_s, workers)
+    def __init__(
+        self,
+        directory: str,
+        sources: Sequence[Source],
+        refresh_s: float,
+        workers: int = 1,
+        content: bool = False,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.spec = _spec(directory, sources, refresh_s, workers, content=content, max_bytes=max_bytes)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

@@ -19,7 +19,7 @@ from gateway.index.grammars import language_of
 from gateway.index.parse import declarations
 from gateway.index.store import FileRecord
 
-__all__ = ["MAX_PARSE_BYTES", "Source", "find_rg", "index_file", "list_files", "stat_of"]
+__all__ = ["MAX_PARSE_BYTES", "Source", "find_rg", "index_file", "list_all", "list_files", "stat_of"]
 
 #: A file larger than this is not parsed (generated code, data): it gets line hits.
 MAX_PARSE_BYTES = 2 * 1024 * 1024
@@ -48,22 +48,29 @@ def find_rg() -> str | None:
     return shutil.which("rg")
 
 
-def list_files(source: Source, rg: str | None) -> Iterator[str]:
-    """The namespace-relative paths of the files a grammar reads, as rg selects them (os.walk without rg)."""
-    if rg is None:
+def list_files(source: Source, rg: str | None, listed: Sequence[str] | None = None) -> Iterator[str]:
+    """The namespace-relative paths of the files a grammar reads, as rg selects them (os.walk without rg),
+    among ``listed`` (:func:`list_all`) when given."""
+    if rg is None and listed is None:
         yield from _walk(source.root)
         return
+    for path in list_all(source, rg) if listed is None else listed:
+        if language_of(path) is not None:
+            yield path
+
+
+def list_all(source: Source, rg: str | None) -> list[str]:
+    """Every file rg searches in the namespace (its excludes applied), namespace-relative; with no rg,
+    those a grammar reads (a walk cannot know rg's ignore rules)."""
+    if rg is None:
+        return list(_walk(source.root))
     argv = [rg, "--files", "--null", "--no-config", "--no-messages"]
     for glob in source.exclude:
         argv += ["-g", "!" + glob]
     import subprocess  # the builder's: a search lists no files
 
     done = subprocess.run(argv, cwd=source.root, capture_output=True, check=False)
-    for raw in done.stdout.split(b"\0"):
-        if raw:
-            path = raw.decode("utf-8", "surrogateescape").removeprefix("./")
-            if language_of(path) is not None:
-                yield path
+    return [raw.decode("utf-8", "surrogateescape").removeprefix("./") for raw in done.stdout.split(b"\0") if raw]
 
 
 def _walk(root: str) -> Iterator[str]:

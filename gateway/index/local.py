@@ -33,6 +33,7 @@ from gateway.index.intents import intents_id
 from gateway.index.semantic import SYNC_S, Intents
 from gateway.index.store import Progress, Store
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.narrowing import Narrower
 
 if TYPE_CHECKING:
     from gateway.index.resolve import DeclarationIndex
@@ -159,7 +160,7 @@ class IntentSearch:
             if self._started is None:  # one builder for every local namespace, started by the first to ask
                 sources = list(index.sources.values())
                 self._started = asyncio.ensure_future(
-                    asyncio.to_thread(start_once, directory, sources, index.build_workers)
+                    asyncio.to_thread(start_once, directory, sources, index.build_workers, index.content)
                 )
             await asyncio.shield(self._started)
             while time.monotonic() < until:
@@ -215,6 +216,9 @@ class SemanticBackend(AsyncBackend[Any]):
 
     def start_serving(self, shared: dict[type, Any]) -> None:
         self.inner.start_serving(shared)
+
+    def use_index(self, narrower: Narrower) -> None:
+        self.inner.use_index(narrower)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

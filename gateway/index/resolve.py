@@ -108,8 +108,13 @@ class DeclarationIndex:
         refresh_s: float = 60.0,
         parse_budget_ms: int = 30,
         build_workers: int = 1,
+        content: bool = False,
+        max_bytes: int | None = None,
     ) -> None:
         self.directory = directory
+        #: Whether its builder builds the content index too (:mod:`gateway.index.content`), within ``max_bytes``.
+        self.content = content
+        self.max_bytes = max_bytes
         self.sources = {s.namespace: s for s in sources}
         self.refresh_s = refresh_s
         self.parse_budget_s = parse_budget_ms / 1000
@@ -146,7 +151,9 @@ class DeclarationIndex:
         from gateway.index.builder import BuilderProcess  # a server's: the CLI never starts one
 
         sources = list(self.sources.values())
-        self._builder = BuilderProcess(self.directory, sources, self.refresh_s, self.build_workers)
+        self._builder = BuilderProcess(
+            self.directory, sources, self.refresh_s, self.build_workers, content=self.content, max_bytes=self.max_bytes
+        )
         self._builder.start()
 
     def building(self) -> bool:

@@ -47,9 +47,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import sqlite3
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 
 try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at every one-shot search
@@ -61,6 +59,7 @@ import msgspec
 
 from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
+from gateway.index.versions import installed_version
 from gateway.log import get_logger
 
 __all__ = [
@@ -138,43 +137,6 @@ def parser_version() -> str:
     if version is not None:
         digest.update(version.encode())
     return f"{SCHEMA_VERSION}:{digest.hexdigest()}"
-
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
-
-
-@functools.cache
-def _dist_infos(entry: str) -> dict[str, str]:
-    """The ``*.dist-info`` folders of one ``sys.path`` entry by normalised project name (the first of a name)."""
-    found: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for child in sorted(os.listdir(entry or ".")):
-            if child.lower().endswith(".dist-info"):
-                found.setdefault(_normal(child.rpartition(".")[0].partition("-")[0]), os.path.join(entry, child))
-    return found
-
-
-def installed_version(project: str) -> str | None:
-    """The installed version of ``project``, as ``importlib.metadata.version`` reads it (its wheel's
-    ``METADATA``, the first found along ``sys.path``), or None; without importlib.metadata, whose import
-    (email, zipfile, csv) and search cost a one-shot search more than the rest of its index."""
-    wanted = _normal(project)
-    for entry in sys.path:
-        info = _dist_infos(entry).get(wanted)
-        if info is None:
-            continue
-        try:
-            with open(os.path.join(info, "METADATA"), encoding="utf-8") as metadata:
-                for line in metadata:
-                    if line.startswith("Version:"):
-                        return line.partition(":")[2].strip()
-                    if not line.strip():
-                        break  # the headers ended
-        except OSError:
-            continue
-        return None
-    return None
 
 
 class FileRecord(msgspec.Struct, frozen=True):

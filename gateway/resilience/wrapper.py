@@ -49,6 +49,7 @@ from gateway.errors import BackendError, InvalidRequest, NotFound, RateLimited
 from gateway.files import RemoteFile
 from gateway.log import get_logger
 from gateway.models import BackendResult, ChildNamespace, SearchQuery
+from gateway.narrowing import Narrower
 from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
 from gateway.resilience.policy import LOCAL, Policy
@@ -194,6 +195,9 @@ class ResilientBackend(AsyncBackend[Any]):
 
     def start_serving(self, shared: dict[type, Any]) -> None:
         self.inner.start_serving(shared)
+
+    def use_index(self, narrower: Narrower) -> None:
+        self.inner.use_index(narrower)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

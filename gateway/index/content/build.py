@@ -1,0 +1,395 @@
+"""Building one checkout's content index: a whole pass, or the files a watcher saw change.
+
+A whole pass (:meth:`ContentBuilder.refresh`) takes the files rg lists (the caller's
+listing, begun at ``listed_ns``), reads those that are new or not clean
+(:mod:`~gateway.index.content.fresh`), drops those that are gone, and records every
+folder that holds a listed file. An update (:meth:`ContentBuilder.update`) does the same
+for the folders of some changed paths, listing each one level deep as a scan would see
+it. Files are read and their grams found by ``workers`` processes (forked before the
+engine's writer starts its threads), in batches, so memory stays bounded whatever the
+checkout's size; the engine is committed every :data:`COMMIT_BYTES` read (a long first
+build resumes where it stopped), then the manifest and the state are written, in that order.
+
+Faults: an engine that cannot be opened (damaged, truncated, another layout) is deleted
+and built again; a folder that cannot be written (or a full disk) leaves the checkout
+scanned, its state saying why, one warning in the log; a checkout whose index would
+take the total past ``[index] max_bytes`` is not indexed, and says so.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import msgspec
+
+from gateway.index.content.engine import Writer
+from gateway.index.content.fresh import RACY_NS, clean, parent
+from gateway.index.content.layout import (
+    Entry,
+    Folder,
+    Manifest,
+    State,
+    content_dir,
+    read_manifest,
+    read_state,
+    root_dir,
+    write_atomic,
+)
+from gateway.index.content.records import Record, read_record
+from gateway.index.files import Source
+from gateway.log import get_logger
+
+__all__ = ["COMMIT_BYTES", "DEFAULT_MAX_BYTES", "ContentBuilder", "ContentStats", "Damaged", "total_bytes"]
+
+#: Bytes read between two commits of a long build.
+COMMIT_BYTES = 256 * 1024 * 1024
+#: Files handed to the workers at once (their results wait in memory until written).
+BATCH_FILES = 256
+#: ``[index] max_bytes`` by default: every index file together (SPEC §5).
+DEFAULT_MAX_BYTES = 10 * 1024**3
+#: What an index takes of the bytes it indexes, to guess whether one will fit (measured 0.06-0.1).
+SIZE_GUESS = 0.15
+
+log = get_logger("fedsearch.index")
+_encoder = msgspec.msgpack.Encoder()
+
+
+@dataclass(slots=True)
+class ContentStats:
+    """What a pass did to the content index."""
+
+    listed: int = 0
+    read: int = 0
+    removed: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+def total_bytes(directory: str) -> int:
+    """What this version's content indexes take on disk together (their states say)."""
+    folder = content_dir(directory)
+    total = 0
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            state = read_state(entry.path) if entry.is_dir() else None
+            if state is not None:
+                total += state.bytes
+    return total
+
+
+def _folders(root: str, rels: Iterable[str], listed_ns: int) -> dict[str, Folder]:
+    """Each folder as it is now: its mtime and the (not hidden) folders in it."""
+    out: dict[str, Folder] = {}
+    for rel in rels:
+        full = os.path.join(root, rel) if rel else root
+        try:
+            mtime = os.stat(full).st_mtime_ns
+            with os.scandir(full) as entries:
+                names = sorted(
+                    e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)
+                )
+        except OSError:
+            continue
+        out[rel] = Folder(mtime, listed_ns, tuple(names))
+    return out
+
+
+def _with_parents(paths: Iterable[str]) -> set[str]:
+    """The folders of ``paths`` and every folder above them, up to the root ("")."""
+    out = {""}
+    for path in paths:
+        rel = parent(path)
+        while rel not in out:
+            out.add(rel)
+            rel = parent(rel)
+    return out
+
+
+class Damaged(Exception):
+    """The engine of a checkout cannot be opened for writing (damaged, or another layout)."""
+
+
+class ContentBuilder:
+    """Writes the content indexes of some checkouts under ``[index] dir``."""
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        workers: int = 1,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        rg: str | None = None,
+    ) -> None:
+        self.directory = os.path.expanduser(directory)
+        self.workers = max(1, workers)
+        self.max_bytes = max_bytes
+        self.rg = rg
+        #: Asked between batches: whether to stop now (the parent went away).
+        self.should_stop: Callable[[], bool] = lambda: False
+        #: Told (files read, files to read) after each batch (``fedsearch index`` on a terminal).
+        self.progress: Callable[[int, int], object] = lambda done, total: None
+        self._warned: set[str] = set()
+
+    # --- passes ---------------------------------------------------------------------
+
+    def refresh(self, source: Source, listed: Sequence[str], listed_ns: int, stats: ContentStats) -> bool:
+        """A whole pass over one checkout (``listed``: its files as rg lists them, from ``listed_ns``);
+        whether its index is complete and usable now."""
+        folder = root_dir(self.directory, source.root)
+        started = time.monotonic()
+        try:
+            manifest = self._open(folder, source.root)
+            if manifest is None:
+                return False
+            present = set(listed)
+            gone = [p for p in manifest.files if p not in present]
+            changed = [p for p in listed if not clean(source.root, p, manifest)]
+            stats.listed += len(listed)
+            if changed and not self._fits(folder, source.root, changed):
+                return False
+            try:
+                complete = self._apply(folder, source, manifest, changed, gone, listed, listed_ns, stats)
+            except Damaged as exc:
+                log.warning("content_index_rebuilt", root=source.root, reason=str(exc)[:200])
+                shutil.rmtree(os.path.join(folder, "engine"), ignore_errors=True)
+                manifest = Manifest(source.root)
+                complete = self._apply(folder, source, manifest, listed, [], listed, listed_ns, stats)
+        except OSError as exc:
+            self._failed(folder, source.root, exc)
+            return False
+        if complete:
+            self._finish(folder, listed_ns, time.monotonic() - started)
+        return complete
+
+    def update(self, source: Source, paths: Iterable[str], stats: ContentStats) -> list[str]:
+        """The folders of changed paths listed again (one level deep) and their files brought up to date;
+        the paths still racy (read too soon after a write: to be read again in RACY_NS)."""
+        folder = root_dir(self.directory, source.root)
+        manifest = read_manifest(folder)
+        state = read_state(folder)
+        if manifest is None or state is None or not state.complete:
+            return []  # a whole pass will take them
+        rels = sorted({parent(p) for p in paths} & manifest.folders.keys())
+        if not rels:
+            return []
+        listed_ns = time.time_ns()
+        listed = self._list(source, rels)
+        if listed is None:
+            return []
+        wanted = set(rels)
+        present = set(listed)
+        gone = [p for p in manifest.files if parent(p) in wanted and p not in present]
+        changed = [p for p in listed if not clean(source.root, p, manifest)]
+        try:
+            self._apply(folder, source, manifest, changed, gone, None, listed_ns, stats, rels)
+        except Damaged:
+            self._say(folder, source.root, "the index is being rebuilt: it was damaged")
+            return []
+        except OSError as exc:
+            self._failed(folder, source.root, exc)
+            return []
+        after = read_manifest(folder)
+        if after is None:
+            return []
+        return [p for p in changed if (e := after.files.get(p)) is not None and _racy(e)]
+
+    # --- the work -------------------------------------------------------------------
+
+    def _open(self, folder: str, root: str) -> Manifest | None:
+        """The checkout's manifest (a new one when there is none; an index without one is rebuilt)."""
+        os.makedirs(folder, exist_ok=True)
+        marker = os.path.join(folder, "root")
+        if not os.path.exists(marker):
+            write_atomic(marker, os.fsencode(root))
+        manifest = read_manifest(folder)
+        if manifest is None or manifest.root != root:
+            if os.path.exists(os.path.join(folder, "engine")):
+                log.warning("content_index_rebuilt", root=root, reason="no readable manifest")
+                shutil.rmtree(os.path.join(folder, "engine"), ignore_errors=True)
+            manifest = Manifest(root)
+        return manifest
+
+    def _fits(self, folder: str, root: str, changed: Sequence[str]) -> bool:
+        """Whether the index would stay within ``max_bytes`` (else it says so in its state)."""
+        state = read_state(folder)
+        own = state.bytes if state is not None else 0
+        adding = 0
+        for path in changed:
+            with contextlib.suppress(OSError):
+                adding += os.stat(os.path.join(root, path)).st_size
+        if total_bytes(self.directory) - own + max(own, int(adding * SIZE_GUESS)) <= self.max_bytes:
+            return True
+        reason = f"not indexed: it would take the content indexes past [index] max_bytes ({self.max_bytes:,} bytes)"
+        self._say(folder, root, reason)
+        return False
+
+    def _apply(
+        self,
+        folder: str,
+        source: Source,
+        manifest: Manifest,
+        changed: Sequence[str],
+        gone: Sequence[str],
+        listed: Sequence[str] | None,
+        listed_ns: int,
+        stats: ContentStats,
+        rels: Sequence[str] = (),
+    ) -> bool:
+        """Write ``changed`` files again and drop ``gone`` ones; the folders recorded anew (all of them
+        when ``listed`` is the whole checkout, else ``rels``); whether it got to the end."""
+        files = dict(manifest.files)
+        for path in gone:
+            files.pop(path, None)
+        engine = os.path.join(folder, "engine")
+        writer: Writer | None = None
+        since_commit = 0
+        done = True
+        try:
+            for paths, records in self._read(source.root, changed):
+                self.progress(stats.read + len(records), len(changed))
+                if writer is None:  # after the workers were forked: the writer starts threads
+                    writer = self._writer(folder)
+                    writer.remove(gone)
+                writer.remove(paths)  # each file's older version; a file that vanished has none now
+                for path in paths:
+                    files.pop(path, None)
+                for record in records:
+                    if record.words is not None:
+                        writer.put(record.path, record.words)
+                    files[record.path] = record.entry
+                    stats.read += 1
+                    stats.bytes += record.entry.size
+                    since_commit += record.entry.size
+                if since_commit >= COMMIT_BYTES:
+                    writer.commit()
+                    self._write_manifest(folder, source.root, files, manifest.folders)
+                    since_commit = 0
+                if self.should_stop():
+                    done = False
+                    break
+            if writer is None and (gone or not os.path.exists(os.path.join(engine, "meta.json"))):
+                writer = self._writer(folder)
+                writer.remove(gone)
+            if writer is not None:
+                writer.commit()
+        finally:
+            if writer is not None:
+                writer.close()
+        stats.removed += len(gone)
+        if listed is not None:
+            folders = _folders(source.root, _with_parents(listed), listed_ns)
+        else:
+            folders = dict(manifest.folders)
+            folders.update(_folders(source.root, rels, listed_ns))
+        self._write_manifest(folder, source.root, files, folders)
+        if listed is None:  # an update: the state keeps its listing time, its counts change
+            self._finish(folder, None, None)
+        return done
+
+    def _writer(self, folder: str) -> Writer:
+        """The engine's writer; a damaged engine raises :class:`Damaged` (the caller rebuilds it)."""
+        try:
+            return Writer(folder)
+        except ValueError as exc:  # tantivy: a corrupt or foreign index
+            raise Damaged(str(exc)) from exc
+
+    def _read(self, root: str, paths: Sequence[str]) -> Iterator[tuple[Sequence[str], list[Record]]]:
+        """``paths`` in batches, each with the records of those that still exist, read here or by the workers."""
+        batches = [paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES)]
+        if self.workers == 1 or len(paths) < 2 * BATCH_FILES:
+            for batch in batches:
+                yield batch, _read_batch(root, batch)
+            return
+        import multiprocessing
+
+        with ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            waiting = iter(batches)
+            pending = collections.deque(
+                (b, pool.submit(_read_batch, root, b)) for b in itertools.islice(waiting, 2 * self.workers)
+            )
+            while pending:
+                batch, future = pending.popleft()
+                following = next(waiting, None)
+                if following is not None:  # a few batches ahead, never all: their results wait in memory
+                    pending.append((following, pool.submit(_read_batch, root, following)))
+                yield batch, future.result()
+
+    def _list(self, source: Source, rels: Sequence[str]) -> list[str] | None:
+        """The files rg lists in some folders of a checkout, one level deep (None: rg failed)."""
+        from gateway.index.files import find_rg
+
+        rg = self.rg or find_rg()
+        if rg is None:
+            return None
+        argv = [rg, "--files", "--null", "--no-config", "--no-messages", "--max-depth", "1"]
+        for glob in source.exclude:
+            argv += ["-g", "!" + glob]
+        argv += ["--", *(rel or "." for rel in rels if os.path.isdir(os.path.join(source.root, rel)))]
+        if argv[-1] == "--":
+            return []
+        done = subprocess.run(argv, cwd=source.root, capture_output=True, check=False)
+        if done.returncode not in (0, 1, 2):
+            return None
+        out = []
+        for raw in done.stdout.split(b"\0"):
+            if raw:
+                out.append(raw.decode("utf-8", "surrogateescape").removeprefix("./"))
+        return out
+
+    # --- writing the manifest and the state -----------------------------------------
+
+    def _write_manifest(self, folder: str, root: str, files: dict[str, Entry], folders: dict[str, Folder]) -> None:
+        write_atomic(os.path.join(folder, "manifest.msgpack"), _encoder.encode(Manifest(root, files, folders)))
+
+    def _finish(self, folder: str, listed_ns: int | None, built_s: float | None) -> None:
+        """The state after a pass (``listed_ns`` None: an update, which keeps the last listing time)."""
+        before = read_state(folder) or State()
+        manifest = read_manifest(folder)
+        files = manifest.files if manifest is not None else {}
+        state = State(
+            complete=before.complete or listed_ns is not None,
+            listed_ns=listed_ns if listed_ns is not None else before.listed_ns,
+            files=len(files),
+            bytes=_bytes(folder),
+            indexed_bytes=sum(e.size for e in files.values()),
+            built_s=round(built_s, 3) if built_s is not None else before.built_s,
+        )
+        write_atomic(os.path.join(folder, "state.json"), msgspec.json.encode(state))
+
+    def _say(self, folder: str, root: str, reason: str) -> None:
+        with contextlib.suppress(OSError):
+            before = read_state(folder) or State()
+            state = msgspec.structs.replace(before, complete=False, reason=reason)
+            write_atomic(os.path.join(folder, "state.json"), msgspec.json.encode(state))
+        if root not in self._warned:
+            self._warned.add(root)
+            log.warning("content_index_off", root=root, reason=reason)
+
+    def _failed(self, folder: str, root: str, exc: OSError) -> None:
+        self._say(folder, root, f"not indexed: {exc.strerror or exc}"[:300])
+
+
+def _read_batch(root: str, paths: Sequence[str]) -> list[Record]:
+    return [r for r in (read_record(root, p) for p in paths) if r is not None]
+
+
+def _racy(entry: Entry) -> bool:
+    return entry.read_ns - max(entry.mtime_ns, entry.ctime_ns) < RACY_NS
+
+
+def _bytes(folder: str) -> int:
+    total = 0
+    for dirpath, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.stat(os.path.join(dirpath, name)).st_size
+    return total

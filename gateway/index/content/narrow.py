@@ -1,0 +1,333 @@
+"""The content index as searches read it: which files of a checkout can hold a match.
+
+:class:`ContentIndex` answers the :class:`~gateway.narrowing.Narrower` question for the
+local namespaces of one process. For a query it plans the grams a match needs
+(:mod:`gateway.index.plan`), asks the checkout's engine for the files holding them, and
+adds what the engine cannot vouch for: the folders of files changed since they were
+indexed (rg reads those folders one level deep, exactly as a scan would), and the files
+that are searched every time (too large, UTF-16, a NUL after 32 KiB). It answers the reason
+instead when the checkout must be scanned whole: no complete index yet, no gram to
+require, a folder the index never listed, too many candidates to be worth it.
+
+Knowing what changed: a *following* index (a server) watches every indexed folder with
+inotify (:mod:`gateway.index.watch`) from the moment it first reads a checkout's index,
+checks once that nothing changed before that (:func:`~gateway.index.content.fresh.check`,
+in a thread; the checkout is scanned meanwhile), and from then on the watcher's events
+are the changed files; each stays changed until the manifest says it was read again
+since. A daemon thread drains the watcher as events come (so a tree change's time is
+exact), and every search drains it again first, so a change completed before a search
+began is always seen. A process without inotify, or the one-shot CLI, checks every file
+of the manifest at each search instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from gateway.index.content.engine import Reader
+from gateway.index.content.fresh import check, clean, folder_clean, parent
+from gateway.index.content.layout import Manifest, State, read_manifest, read_state, root_dir, signature
+from gateway.log import get_logger
+from gateway.models import SearchQuery
+from gateway.narrowing import Narrowed
+
+__all__ = ["COMMON_SHARE", "ContentIndex", "RootView"]
+
+#: More candidates than this share of a checkout's files: rg scans it (as fast, fewer arguments).
+COMMON_SHARE = 0.5
+#: Plans remembered (a query asked of many checkouts is planned once).
+PLANS = 256
+#: How often a server looks for checkouts whose index became complete, to follow them (seconds).
+ADOPT_S = 1.0
+
+log = get_logger("fedsearch.index")
+
+
+class RootView:
+    """One checkout's content index as this process sees it."""
+
+    def __init__(self, directory: str, root: str) -> None:
+        self.root = root
+        self.folder = root_dir(directory, root)
+        self.reader = Reader(self.folder)
+        self.lock = threading.Lock()
+        self.state: State | None = None
+        self._state_seen: tuple[int, int, int] | None = None
+        self.manifest: Manifest | None = None
+        self._manifest_seen: tuple[int, int, int] | None = None
+        #: Changed since indexed (root-relative): files, folders; a tree change's time (0: none).
+        self.files: set[str] = set()
+        self.folders: set[str] = set()
+        self.tree_ns = 0
+        #: Following: "" not yet; "checking" while the first check runs; "ready"; else why it cannot.
+        self.following = ""
+        self.watched: set[str] = set()
+        self.broken = ""  # the engine could not be read: why
+
+    def sync_state(self) -> State | None:
+        seen = signature(os.path.join(self.folder, "state.json"))
+        if seen != self._state_seen:
+            self.state, self._state_seen = read_state(self.folder), seen
+        return self.state
+
+    def sync_manifest(self) -> Manifest | None:
+        seen = signature(os.path.join(self.folder, "manifest.msgpack"))
+        if seen != self._manifest_seen:
+            self.manifest, self._manifest_seen = read_manifest(self.folder), seen
+        return self.manifest
+
+
+class ContentIndex:
+    """The content indexes of one process's local checkouts (see the module)."""
+
+    def __init__(self, directory: str, roots: Iterable[str], *, follow: bool = False) -> None:
+        self.directory = os.path.expanduser(directory)
+        self.views = {root: RootView(self.directory, root) for root in roots}
+        self.outcomes: Counter[str] = Counter()  # "narrowed", or why a checkout was scanned
+        self._plans: dict[tuple[str, str, bool], Any] = {}
+        self._watcher: Any = None
+        self._watch_lock = threading.Lock()
+        self._wake: tuple[int, int] | None = None
+        self._thread: threading.Thread | None = None
+        if follow:
+            self.follow()
+
+    # --- following ------------------------------------------------------------------
+
+    def follow(self) -> None:
+        """Follow changes with a file watcher from now on (a server's; without inotify, check at each search)."""
+        if self._watcher is not None:
+            return
+        try:
+            from gateway.index.watch import Watcher
+
+            self._watcher = Watcher()
+        except OSError as exc:
+            log.info("content_index_not_following", reason=exc.strerror or str(exc))
+            return
+        self._wake = os.pipe()
+        self._thread = threading.Thread(target=self._drain_forever, name="content-watch", daemon=True)
+        self._thread.start()
+
+    def _drain_forever(self) -> None:
+        """The watcher's events taken as they come; checkouts whose index became complete followed."""
+        assert self._wake is not None
+        watcher, wake = self._watcher, self._wake[0]
+        while True:
+            ready, _, _ = select.select([watcher.fileno(), wake], [], [], ADOPT_S)
+            if wake in ready:
+                return
+            if ready:
+                self._drain()
+            else:
+                self._adopt()
+
+    def _adopt(self) -> None:
+        """Begin following each checkout whose index is complete (before a search needs it)."""
+        for view in self.views.values():
+            if view.following:
+                continue
+            with view.lock:
+                state = view.sync_state()
+                manifest = view.sync_manifest() if state is not None and state.complete else None
+                if manifest is not None and not view.following:
+                    self._follow(view, manifest)
+
+    def _drain(self) -> None:
+        """Take the watcher's events into each checkout's changed sets."""
+        with self._watch_lock:
+            watcher = self._watcher
+            if watcher is None:
+                return
+            changes = watcher.read()
+        now = time.time_ns()
+        for change in changes:
+            view = self.views.get(change.root)
+            if view is None:
+                continue
+            with view.lock:
+                if change.kind == "tree":
+                    view.tree_ns = now
+                else:
+                    view.files.add(change.path)
+
+    def _follow(self, view: RootView, manifest: Manifest) -> None:
+        """Watch the checkout's folders, then check once what changed before (in a thread)."""
+        with self._watch_lock:
+            if self._watcher is None:
+                return
+            if not self._watcher.add(view.root, manifest.folders):
+                self._watcher.remove(view.root)
+                view.following = "too many folders to watch (raise fs.inotify.max_user_watches)"
+                log.warning("content_index_not_following", root=view.root, reason=view.following)
+                return
+        view.watched = set(manifest.folders)
+        view.following = "checking"
+        threading.Thread(target=self._first_check, args=(view, manifest), daemon=True).start()
+
+    def _first_check(self, view: RootView, manifest: Manifest) -> None:
+        staleness = check(view.root, manifest)
+        with view.lock:
+            view.files |= staleness.files
+            view.folders |= staleness.folders
+            if staleness.tree:
+                view.tree_ns = time.time_ns()
+            view.following = "ready"
+
+    def _watch_new(self, view: RootView, manifest: Manifest) -> None:
+        """Folders the index lists now that were not watched: watched, and what changed there before taken."""
+        new = manifest.folders.keys() - view.watched
+        if not new:
+            return
+        with self._watch_lock:
+            if self._watcher is None or not self._watcher.add(view.root, new):
+                view.following = "too many folders to watch (raise fs.inotify.max_user_watches)"
+                return
+        view.watched |= new
+        for rel in new:
+            if not folder_clean(view.root, rel, manifest):
+                view.folders.add(rel)
+        view.files.update(p for p in manifest.files if parent(p) in new)  # cleared below when clean
+
+    # --- the question ---------------------------------------------------------------
+
+    def narrow(self, root: str, query: SearchQuery, accept: Callable[[str], bool] | None) -> Narrowed | str:
+        """What rg must read of ``root`` for ``query``, or why it scans (see :class:`~gateway.narrowing.Narrower`)."""
+        answer = self._narrow(root, query, accept)
+        self.outcomes["narrowed" if isinstance(answer, Narrowed) else answer] += 1
+        return answer
+
+    def _narrow(self, root: str, query: SearchQuery, accept: Callable[[str], bool] | None) -> Narrowed | str:
+        view = self.views.get(root)
+        if view is None or query.mode not in ("exact", "regex"):
+            return "off"
+        need = self._plan(query)
+        if need is None:
+            return "no_grams"
+        if self._watcher is not None:
+            self._drain()
+        with view.lock:
+            why = self._ready(view)
+            if why:
+                return why
+            try:
+                if not view.reader.refresh():
+                    return "building"
+                paths = view.reader.candidates(need)
+            except (OSError, ValueError) as exc:  # damaged: scanned until a builder rebuilds it
+                if not view.broken:
+                    log.warning("content_index_unreadable", root=root, error=str(exc)[:200])
+                view.broken = str(exc)[:200] or type(exc).__name__
+                return "unreadable"
+            view.broken = ""
+            return self._narrowed(view, paths, accept)
+
+    def _plan(self, query: SearchQuery) -> Any:
+        key = (query.text, query.mode, query.case_sensitive)
+        if key not in self._plans:
+            from gateway.index.plan import plan
+
+            if len(self._plans) >= PLANS:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[key] = plan(query.text, regex=query.mode == "regex", case_sensitive=query.case_sensitive)
+        return self._plans[key]
+
+    def _ready(self, view: RootView) -> str:
+        """Why the checkout cannot be narrowed now ("" when it can): its changed sets brought up to date."""
+        state = view.sync_state()
+        if state is None or (not state.complete and not state.reason):
+            return "building"
+        if not state.complete:
+            return "off"
+        manifest = view.sync_manifest()
+        if manifest is None:
+            return "building"
+        if self._watcher is None:  # not following: every file looked at now
+            staleness = check(view.root, manifest)
+            if staleness.tree:
+                return "stale"
+            view.files, view.folders = staleness.files, staleness.folders
+            return ""
+        if not view.following:
+            self._follow(view, manifest)
+        if view.following != "ready":
+            return "building" if view.following == "checking" else "stale"
+        if view.tree_ns:
+            if state.listed_ns <= view.tree_ns:
+                return "stale"  # a builder has not listed it since
+            view.tree_ns = 0
+        self._watch_new(view, manifest)
+        if view.files:
+            view.files = {p for p in view.files if not clean(view.root, p, manifest)}
+        if view.folders:
+            view.folders = {f for f in view.folders if not folder_clean(view.root, f, manifest)}
+        return ""
+
+    def _narrowed(self, view: RootView, paths: list[str], accept: Callable[[str], bool] | None) -> Narrowed | str:
+        root = view.root
+        folders = {parent(p) for p in view.files} | view.folders
+        by_folder = view.reader.folder_files
+        for path in paths:
+            if path in by_folder:
+                folders.add(parent(path))
+        files = [
+            path
+            for path in paths
+            if path not in by_folder and parent(path) not in folders and (accept is None or accept(path))
+        ]
+        if len(files) + len(folders) > COMMON_SHARE * max(1, view.reader.files):
+            return "common"
+        full = [os.path.join(root, f) if f else root for f in sorted(folders)]
+        return Narrowed(
+            files=tuple(os.path.join(root, p) for p in files),
+            folders=tuple(f for f in full if os.path.isdir(f)),
+        )
+
+    # --- what it says of itself -----------------------------------------------------
+
+    def describe(self, root: str) -> dict[str, Any]:
+        """``index`` of a local namespace in ``/v1/namespaces`` (SPEC §5)."""
+        view = self.views.get(root)
+        if view is None:
+            return {"state": "off", "files": 0, "bytes": 0, "built_s": 0.0}
+        with view.lock:
+            state = view.sync_state()
+            out: dict[str, Any] = {
+                "state": "building",
+                "files": state.files if state else 0,
+                "bytes": state.bytes if state else 0,
+                "built_s": state.built_s if state else 0.0,
+            }
+            if state is not None and state.reason and not state.complete:
+                out.update(state="off", reason=state.reason)
+            elif state is not None and state.complete:
+                if view.broken:
+                    out.update(state="stale", reason=f"the index could not be read: {view.broken}")
+                elif self._watcher is not None and view.following not in ("", "checking", "ready"):
+                    out.update(state="stale", reason=view.following)
+                elif view.tree_ns and state.listed_ns <= view.tree_ns:
+                    out.update(state="stale", reason="folders changed: scanned until the index lists them again")
+                elif self._watcher is None or view.following == "ready":
+                    out["state"] = "ready"
+        return out
+
+    def close(self) -> None:
+        if self._wake is not None:
+            os.write(self._wake[1], b"x")
+            if self._thread is not None:
+                self._thread.join(timeout=1.0)
+            for fd in self._wake:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._wake = None
+        with self._watch_lock:
+            if self._watcher is not None:
+                self._watcher.close()
+                self._watcher = None

@@ -1,0 +1,59 @@
+"""Where each checkout's content index lives, with the standard library only.
+
+The one-shot CLI asks, before it imports anything else (:mod:`gateway.cli.early`),
+whether the checkouts it will search have complete content indexes big enough to be
+worth reading (:func:`usable_bytes`); the layout inside each folder is
+:mod:`~gateway.index.content.layout`'s.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Iterable
+
+try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (as gateway.index.store)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without its own hashes
+    from hashlib import blake2b
+
+__all__ = ["CLI_MIN_BYTES", "FORMAT", "content_dir", "root_dir", "usable_bytes"]
+
+#: The layout and gram format; a change makes a new folder (the old one is another version's).
+FORMAT = 1
+#: The one-shot CLI reads the content indexes of its checkouts when they index at least this
+#: many bytes together: below it, rg alone (started before the CLI's imports) answers sooner.
+CLI_MIN_BYTES = 64 * 1024 * 1024
+
+
+@functools.cache
+def _tantivy_version() -> str:
+    from gateway.index.versions import installed_version  # the wheel's METADATA, not importlib.metadata
+
+    return installed_version("tantivy") or "unknown"
+
+
+def content_dir(directory: str) -> str:
+    """This version's folder of content indexes under ``[index] dir``."""
+    return os.path.join(os.path.expanduser(directory), f"content-{FORMAT}-tantivy-{_tantivy_version()}")
+
+
+def root_dir(directory: str, root: str) -> str:
+    """The folder of one checkout's content index (``root`` absolute; the same folder by any symlink)."""
+    digest = blake2b(os.fsencode(os.path.realpath(root)), digest_size=10).hexdigest()
+    return os.path.join(content_dir(directory), digest)
+
+
+def usable_bytes(directory: str, roots: Iterable[str]) -> int:
+    """Bytes of the files indexed in the complete content indexes of ``roots`` (0 for one that is not)."""
+    total = 0
+    for root in roots:
+        try:
+            with open(os.path.join(root_dir(directory, root), "state.json"), "rb") as handle:
+                state = json.loads(handle.read())
+        except (OSError, ValueError):
+            continue
+        if isinstance(state, dict) and state.get("complete") is True:
+            total += int(state.get("indexed_bytes", 0))
+    return total
