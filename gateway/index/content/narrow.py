@@ -282,7 +282,7 @@ class ContentIndex:
             for path in paths
             if path not in by_folder and parent(path) not in folders and (accept is None or accept(path))
         ]
-        if len(files) + len(folders) > COMMON_SHARE * max(1, view.reader.files):
+        if len(files) > COMMON_SHARE * max(1, view.reader.files):
             return "common"
         full = [os.path.join(root, f) if f else root for f in sorted(folders)]
         return Narrowed(
