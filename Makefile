@@ -46,7 +46,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/local.py --http
 	$(BIN)/python bench/local.py --http --copies 4
 	$(BIN)/python bench/overhead.py
-	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/namespaces.py
+	$(BIN)/python bench/scale.py --short
+	$(BIN)/python bench/content_engines.py
 	$(BIN)/python bench/resilience.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py

@@ -1,172 +1,460 @@
-"""scale: one query over 1,000 namespaces (fake Zoekt backends, many namespaces per port).
+"""scale: local search at gigabytes: rg, codesearch and fedsearch (HTTP and one-shot) over the same ~3 GB.
 
-    .venv/bin/python bench/scale.py [--namespaces 1000] [--ports 4] [--rounds 5]
+    .venv/bin/python bench/scale.py [--source DIR] [--corpus DIR] [--gb 3] [--rounds 5] [--short] [--out JSON]
 
-Namespace n lives on port n % ports as repository ``github.com/acme/ns<n>``
-(``repos = "/ns<n>$"``) and answers after its own delay (20-80 ms; one straggler at
-150 ms). A request naming several namespaces (the gateway shares one request among the
-namespaces on one server, ``repo:`` being the union of theirs) is answered with all their
-files after the longest of their delays, as one zoekt search over their shards would be.
-The gateway runs twice: sharing requests (the default, on the default config) and with
-``coalesce = false`` (one request per namespace, ``server.concurrency`` raised to let
-them all go at once). Prints the answer's latency against the slowest backend's,
-CPU per answer, this process's peak RSS (targets: slowest + 100 ms, <= 300 MB), and the
-harness's own floor: a bare aiohttp client sending the same 1,000 requests.
+The corpus is copies of the checkouts under ``--source`` (default ``$FEDSEARCH_CORPUS_REAL``,
+else ``/work/corpus-real``: fetched public repositories, never committed) until ``--gb``:
+``copy01/<checkout>``, each checkout ``git init``ed without history (rg honours its
+``.gitignore`` as in the original), one namespace a copy. ``--short`` (``make bench``) is
+half a gigabyte and three rounds. Measured in one run:
+
+1. **The content index build**, alone, into a fresh folder: the builder's own code
+   (:meth:`gateway.index.builder.Builder.refresh_content`) with both cores' workers, in a
+   process of its own: wall and CPU seconds, MB/s of the files, the size on disk against
+   the corpus, and the peak RSS of its processes together (sampled every 0.1 s).
+2. **Searches**, per query class (selective literal, selective regex, case-insensitive,
+   common), interleaved round by round: ``rg -n`` over the tree (every matched line, what
+   fedsearch reads; ``rg -l`` beside it, what the research table used), ``csearch -l``
+   where Debian's ``codesearch`` is installed (its ``cindex`` built once, timed),
+   fedsearch over HTTP (``fedsearch serve`` warm, ``POST /v1/search`` without cached
+   answers) and one-shot (``fedsearch search --config ... --json``, start-up included).
+   Medians in ms, and fedsearch's ratios to ``rg -n`` and to csearch.
+3. **Freshness**: 100 files across the copies get a new token, and the very next search
+   must find all 100; then how long the server's builder took to index them again
+   (its ``content_index_updated`` log events).
+
+The full indexes (content and declarations) for the server are built once with
+``fedsearch index`` into ``<corpus>.index`` and kept between runs (rebuilt with
+``--rebuild``), so no background build competes with the searches measured.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import NO_CACHE
-from bench.overhead import consecutive_ports
-from gateway.config import parse_config
-from gateway.log import configure
-from gateway.request import parse_request
-from gateway.service import SearchService
+from bench.overhead import free_ports
+from gateway.index.files import find_rg
 
-SLOWEST_MS = 150
+#: (class, text, mode, case_sensitive)
+QUERIES: list[tuple[str, str, str, bool]] = [
+    ("selective literal", "register_blueprint", "exact", True),
+    ("selective literal", "get_netrc_auth", "exact", True),
+    ("selective literal", "QueuePool", "exact", True),
+    ("selective literal", "zqxjkw_found_nowhere", "exact", True),
+    ("selective regex", r"def \w+_blueprint\(", "regex", True),
+    ("selective regex", r"class \w+Pool\b", "regex", True),
+    ("case-insensitive", "queuepool", "exact", False),
+    ("case-insensitive", "GET_NETRC_AUTH", "exact", False),
+    ("common", "raise ValueError", "exact", True),
+    ("common", "def get_", "exact", True),
+    ("common", "self", "exact", True),
+]
+SHORT_QUERIES = [q for i, q in enumerate(QUERIES) if i in (0, 3, 4, 6, 8, 9)]
+FRESH_TOKEN = "zqxjkw_fresh_token"
+BIN = Path(sys.executable).parent
 
 
-def delay_ms(n: int) -> int:
-    return SLOWEST_MS if n == 7 else 20 + (n * 37) % 61
+def say(text: str) -> None:
+    print(text, flush=True)
 
 
-SERVER = r"""
-import asyncio, base64, json, re, sys
-from aiohttp import web
-base, ports = int(sys.argv[1]), int(sys.argv[2])
-def files(n):
-    line = base64.b64encode(f"def register_widget_{n}(x):\n".encode()).decode()
-    return [json.dumps({"FileName": f"src/m{i}.py", "Repository": f"github.com/acme/ns{n}", "Score": 100.0 - i,
-                        "LineMatches": [{"Line": line, "LineNumber": 3, "FileName": False,
-                                         "LineFragments": [{"LineOffset": 4}]}]}).encode()
-            for i in range(5)]
-FILES = {}
-async def handler(request):
-    body = await request.json()
-    # the namespaces asked for: one ("repo:/ns12$"), or several sharing the request
-    wanted = sorted({int(n) for n in re.findall(r"/ns(\d+)", body["Q"])})
-    await asyncio.sleep(max(DELAYS(n) for n in wanted) / 1000)
-    parts = [f for n in wanted for f in FILES.setdefault(n, files(n))]
-    answer = (b'{"Result": {"Files": [' + b", ".join(parts) + b'], "FileCount": %d, "MatchCount": %d}}'
-              % (len(parts), len(parts)))
-    return web.Response(body=answer, content_type="application/json")
-async def main():
-    for p in range(ports):
-        app = web.Application(); app.router.add_post("/api/search", handler)
-        runner = web.AppRunner(app, access_log=None); await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", base + p, backlog=2048).start()
-    print("ready", flush=True); await asyncio.Event().wait()
-asyncio.run(main())
+# --- the corpus ---------------------------------------------------------------------
+
+
+def corpus_bytes(root: Path) -> tuple[int, int]:
+    files = size = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            with contextlib.suppress(OSError):
+                size += os.lstat(os.path.join(dirpath, name)).st_size
+                files += 1
+    return files, size
+
+
+def make_corpus(source: Path, corpus: Path, gb: float) -> list[Path]:
+    """Copies of ``source``'s checkouts under ``corpus`` until it holds ``gb`` GB (kept between runs)."""
+    checkouts = sorted(p for p in source.iterdir() if (p / ".git").exists())
+    _, one = corpus_bytes(source)
+    copies = max(1, round(gb * 1e9 / max(1, one)))
+    corpus.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(1, copies + 1):
+        dest = corpus / f"copy{i:02d}"
+        if not dest.exists():
+            staging = corpus / f".copy{i:02d}.tmp"
+            shutil.rmtree(staging, ignore_errors=True)
+            for checkout in checkouts:
+                shutil.copytree(checkout, staging / checkout.name, ignore=shutil.ignore_patterns(".git"), symlinks=True)
+                subprocess.run(["git", "init", "-q", str(staging / checkout.name)], check=True)
+            staging.rename(dest)
+        out.append(dest)
+    return out
+
+
+def write_config(path: Path, copies: list[Path], index_dir: Path, port: int) -> None:
+    lines = [
+        "[server]",
+        'host = "127.0.0.1"',
+        f"port = {port}",
+        "[cache]",
+        "answer_ttl_s = 0",
+        "single_flight = false",
+        "[index]",
+        f'dir = "{index_dir}"',
+    ]
+    for copy in copies:
+        lines += ["[[namespaces]]", f'name = "{copy.name}"', 'backend = "ripgrep"', f'root = "{copy}"']
+    path.write_text("\n".join(lines) + "\n")
+
+
+# --- the build ----------------------------------------------------------------------
+
+BUILD = r"""
+import sys, time, json
+from gateway.config import load_config
+from gateway.index.builder import Builder, BuildStats
+from gateway.index.content.build import ContentBuilder
+from gateway.index.setup import index_for
+from gateway.index.store import Store
+config = load_config(sys.argv[1])
+index = index_for(config)
+content = ContentBuilder(sys.argv[2], workers=index.build_workers, max_bytes=index.max_bytes)
+builder = Builder(Store.open(None), list(index.sources.values()), workers=index.build_workers, content=content)
+stats = BuildStats()
+started = time.monotonic()
+for source in index.sources.values():
+    builder.refresh_content(source, stats)
+print(json.dumps({"seconds": time.monotonic() - started, "files": stats.content_read, "bytes": stats.content_bytes,
+                  "workers": index.build_workers}))
 """
 
 
-async def bare_client(base: int, ports: int, namespaces: int, rounds: int) -> tuple[float, float]:
-    """The harness's floor: the same requests from one bare aiohttp session, no gateway.
-
-    Median seconds, wall and this process's CPU, per round.
-    """
-    import aiohttp
-
-    times, cpus = [], []
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-
-        async def one(n: int) -> None:
-            url = f"http://127.0.0.1:{base + n % ports}/api/search"
-            async with session.post(url, json={"Q": f"repo:/ns{n}$ register_widget"}) as resp:
-                await resp.read()
-
-        for _ in range(rounds + 1):
-            started, cpu = time.perf_counter(), time.process_time()
-            await asyncio.gather(*(one(n) for n in range(namespaces)))
-            times.append(time.perf_counter() - started)
-            cpus.append(time.process_time() - cpu)
-    return statistics.median(times[1:]), statistics.median(cpus[1:])
+def _tree_rss(pgid: int) -> int:
+    """Resident bytes of every process in a process group now."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+            if int(fields[2]) == pgid:  # pgrp
+                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss pages
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--namespaces", type=int, default=1000)
-    parser.add_argument("--ports", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    configure(level="info", json=True)  # the default level; its lines go nowhere (see measure)
-    base = consecutive_ports(args.ports)
-    code = SERVER.replace("DELAYS(n)", f"({SLOWEST_MS} if n == 7 else 20 + (n * 37) % 61)")
-    server = subprocess.Popen([sys.executable, "-c", code, str(base), str(args.ports)], stdout=subprocess.PIPE)
-    assert server.stdout is not None
-    server.stdout.readline()
-    slowest = max(delay_ms(n) for n in range(args.namespaces))
-    floor, floor_cpu = await bare_client(base, args.ports, args.namespaces, args.rounds)
-    try:
-        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-            shared = await measure(base, args, coalesce=True)
-            alone = await measure(base, args, coalesce=False)
-    finally:
-        server.terminate()
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        f"scale: {args.namespaces} namespaces on {args.ports} ports, slowest backend {slowest} ms "
-        f"(target: slowest + 100 ms, <= 300 MB)"
+def measure_build(config: Path, folder: Path) -> dict[str, Any]:
+    """The content index built from nothing by the builder's own code, in a process group of its own."""
+    shutil.rmtree(folder, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BUILD, str(config), str(folder)],
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[1]),
     )
-    for label, (times, cpus) in (("coalesced (default)", shared), ("one request each", alone)):
-        med = statistics.median(times) * 1000
-        print(
-            f"  {label:20} answer min {min(times) * 1000:.0f}  med {med:.0f}  max {max(times) * 1000:.0f} ms "
-            f"(slowest + {med - slowest:.0f} ms), CPU {statistics.median(cpus) * 1000:.0f} ms"
+    peak = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.wait(0.1):
+            peak = max(peak, _tree_rss(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out, _ = proc.communicate()
+    done.set()
+    sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result: dict[str, Any] = json.loads(out)
+    result["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    result["peak_rss_mb"] = peak / 1e6
+    result["largest_process_rss_mb"] = after.ru_maxrss / 1024
+    _, result["index_bytes"] = corpus_bytes(folder)
+    return result
+
+
+# --- searching ------------------------------------------------------------------------
+
+
+class Server:
+    """``fedsearch serve --config`` in a process of its own, its log kept."""
+
+    def __init__(self, config: Path, port: int, log: Path) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = log
+        self._log = log.open("wb")
+        self.proc = subprocess.Popen(
+            [str(BIN / "fedsearch"), "serve", "--config", str(config)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
-    print(f"  peak RSS {rss_mb:.0f} MB")
-    print(
-        f"  the same {args.namespaces} requests from a bare aiohttp client (no gateway): med {floor * 1000:.0f} ms "
-        f"(slowest + {floor * 1000 - slowest:.0f} ms), CPU {floor_cpu * 1000:.0f} ms: the harness's own floor"
-    )
+
+    def ready(self, names: int, timeout: float = 600.0) -> float:
+        """Wait until every namespace's content index is ready; seconds waited."""
+        import urllib.request
+
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            with contextlib.suppress(OSError, ValueError):
+                with urllib.request.urlopen(self.url + "/v1/namespaces", timeout=5) as answer:
+                    items = json.loads(answer.read())["namespaces"]
+                if len(items) == names and all(i.get("index", {}).get("state") == "ready" for i in items):
+                    return time.monotonic() - started
+            time.sleep(0.25)
+        raise TimeoutError("the content indexes did not get ready")
+
+    def search(self, text: str, mode: str, case: bool) -> tuple[float, dict[str, Any]]:
+        import urllib.request
+
+        body = orjson.dumps({"query": text, "mode": mode, "case_sensitive": case, "timeout_ms": 60000})
+        request = urllib.request.Request(
+            self.url + "/v1/search", data=body, headers={"Content-Type": "application/json"}
+        )
+        started = time.perf_counter()
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            data = answer.read()
+        return time.perf_counter() - started, orjson.loads(data)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(30)
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self._log.close()
 
 
-async def measure(base: int, args: argparse.Namespace, *, coalesce: bool) -> tuple[list[float], list[float]]:
-    """Median-ready answer times and CPU per round of one query over every namespace."""
-    namespaces = [
-        {
-            "name": f"ns{n}",
-            "backend": "zoekt",
-            "urls": [f"http://127.0.0.1:{base + n % args.ports}"],
-            "repos": f"/ns{n}$",
-            "coalesce": coalesce,
-        }
-        for n in range(args.namespaces)
+def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
+    return time.perf_counter() - started
+
+
+def rg_argv(rg: str, flag: str, text: str, mode: str, case: bool, roots: list[Path]) -> list[str]:
+    return [
+        rg,
+        "--no-config",
+        flag,
+        *(["-F"] if mode == "exact" else []),
+        "-s" if case else "-i",
+        "-e",
+        text,
+        "--",
+        *map(str, roots),
     ]
-    # Shared requests on the default config; separate ones with room for all of them at
-    # once (at the default 64, a thousand separate requests go in sixteen waves).
-    server = {} if coalesce else {"server": {"concurrency": args.namespaces}}
-    config = parse_config({**server, "namespaces": namespaces, "cache": NO_CACHE})
-    service = SearchService(config)
-    times, cpus = [], []
+
+
+def csearch_argv(text: str, mode: str, case: bool) -> list[str]:
+    import re
+
+    pattern = re.escape(text) if mode == "exact" else text
+    return ["csearch", "-l", *([] if case else ["-i"]), pattern]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--source", default=os.environ.get("FEDSEARCH_CORPUS_REAL", "/work/corpus-real"))
+    parser.add_argument("--corpus", default=None, help="where the copies go (default: SOURCE's sibling corpus-scale)")
+    parser.add_argument("--gb", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--short", action="store_true", help="half a gigabyte, three rounds, fewer queries")
+    parser.add_argument("--rebuild", action="store_true", help="build the server's indexes again")
+    parser.add_argument("--out", default=None, help="also write the figures as JSON here")
+    args = parser.parse_args()
+    source = Path(args.source)
+    if not source.is_dir():
+        say(f"scale: skipped: no checkouts at {source} (fetch public repositories there, or set FEDSEARCH_CORPUS_REAL)")
+        return
+    gb, rounds, queries = (0.5, 3, SHORT_QUERIES) if args.short else (args.gb, args.rounds, QUERIES)
+    corpus = (
+        Path(args.corpus) if args.corpus else source.parent / ("corpus-scale-short" if args.short else "corpus-scale")
+    )
+    rg = find_rg()
+    assert rg is not None, "rg is needed"
+    copies = make_corpus(source, corpus, gb)
+    files, size = corpus_bytes(corpus)
+    say(f"corpus: {len(copies)} namespaces (copies of {source}), {files:,} files, {size / 1e9:.2f} GB")
+    say(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    figures: dict[str, Any] = {"corpus": {"namespaces": len(copies), "files": files, "bytes": size}}
+
+    work = Path(tempfile.mkdtemp(prefix="scale-"))
+    index_dir = Path(str(corpus) + ".index")
+    port = free_ports(1)[0]
+    config = work / "fedsearch.toml"
+    write_config(config, copies, index_dir, port)
     try:
-        request = parse_request({"query": "register_widget", "timeout_ms": 10_000})
-        for _ in range(args.rounds + 1):
-            started, cpu = time.perf_counter(), time.process_time()
-            answer = await service.search(request)
-            times.append(time.perf_counter() - started)
-            cpus.append(time.process_time() - cpu)
-            ok = sum(1 for s in answer["namespaces"] if s["status"] == "ok")
-            assert ok == args.namespaces, json.dumps(answer["namespaces"][:3])
-            assert answer["file_count"] == 5 * args.namespaces, answer["file_count"]
+        # 1. the build, alone
+        built = measure_build(config, work / "build")
+        figures["build"] = built
+        say(
+            f"content index build ({built['workers']} workers): {built['seconds']:.1f} s wall, "
+            f"{built['cpu_s']:.1f} s CPU, {built['bytes'] / 1e6 / built['seconds']:.0f} MB/s of "
+            f"{built['bytes'] / 1e9:.2f} GB read; "
+            f"{built['index_bytes'] / 1e6:.0f} MB on disk ({built['index_bytes'] / size:.3f}x the corpus); "
+            f"peak RSS {built['peak_rss_mb']:.0f} MB all processes, "
+            f"{built['largest_process_rss_mb']:.0f} MB the largest"
+        )
+        shutil.rmtree(work / "build", ignore_errors=True)
+
+        # codesearch's index, once
+        csearch = shutil.which("csearch") is not None and shutil.which("cindex") is not None
+        env = dict(os.environ, CSEARCHINDEX=str(corpus) + ".csearchindex")
+        if csearch and (args.rebuild or not Path(env["CSEARCHINDEX"]).exists()):
+            seconds = timed(["cindex", *map(str, copies)], env)
+            figures["cindex_s"] = seconds
+            say(f"codesearch: cindex {seconds:.1f} s, {os.path.getsize(env['CSEARCHINDEX']) / 1e6:.0f} MB")
+        elif not csearch:
+            say("codesearch: not installed (apt-get install codesearch): its column is left out")
+
+        # the server's indexes (content and declarations), built before any search is timed
+        if args.rebuild:
+            shutil.rmtree(index_dir, ignore_errors=True)
+        started = time.monotonic()
+        subprocess.run(
+            [str(BIN / "fedsearch"), "index", "--config", str(config)], stdout=subprocess.DEVNULL, check=True
+        )
+        say(f"fedsearch index (content and declarations, kept in {index_dir}): {time.monotonic() - started:.0f} s")
+
+        server = Server(config, port, work / "server.log")
+        try:
+            waited = server.ready(len(copies))
+            say(f"server ready in {waited:.1f} s (every content index followed and checked)")
+            figures["queries"] = search_rounds(server, rg, copies, config, queries, rounds, csearch, env)
+            figures["freshness"] = freshness(server, copies)
+        finally:
+            server.close()
     finally:
-        await service.aclose()
-    return times[1:], cpus[1:]  # the first round opens the sessions
+        shutil.rmtree(work, ignore_errors=True)
+    if args.out:
+        Path(args.out).write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2))
+
+
+def search_rounds(
+    server: Server,
+    rg: str,
+    copies: list[Path],
+    config: Path,
+    queries: list[tuple[str, str, str, bool]],
+    rounds: int,
+    csearch: bool,
+    env: dict[str, str],
+) -> list[dict[str, Any]]:
+    sides = ["rg -n", "rg -l", *(["csearch -l"] if csearch else []), "http", "one-shot"]
+    out = []
+    say("")
+    say(f"{'class':18} {'query':24} {'files':>7} " + " ".join(f"{s:>10}" for s in sides) + "  http/rg  http/cs")
+    for klass, text, mode, case in queries:
+        times: dict[str, list[float]] = {s: [] for s in sides}
+        files = 0
+        for _ in range(rounds):
+            times["rg -n"].append(timed(rg_argv(rg, "-n", text, mode, case, copies)))
+            times["rg -l"].append(timed(rg_argv(rg, "-l", text, mode, case, copies)))
+            if csearch:
+                times["csearch -l"].append(timed(csearch_argv(text, mode, case), env))
+            seconds, answer = server.search(text, mode, case)
+            times["http"].append(seconds)
+            files = answer["file_count"]
+            times["one-shot"].append(
+                timed(
+                    [
+                        str(BIN / "fedsearch"),
+                        "search",
+                        "--config",
+                        str(config),
+                        "--json",
+                        *(["--regex"] if mode == "regex" else []),
+                        *(["-s"] if case else ["-i"]),
+                        "--",
+                        text,
+                    ]
+                )
+            )
+        medians = {s: statistics.median(t) * 1000 for s, t in times.items()}
+        row = {"class": klass, "query": text, "mode": mode, "case_sensitive": case, "files": files, "ms": medians}
+        out.append(row)
+        ratio_rg = medians["http"] / medians["rg -n"]
+        ratio_cs = medians["http"] / medians["csearch -l"] if csearch else float("nan")
+        say(
+            f"{klass:18} {text[:24]:24} {files:>7,} "
+            + " ".join(f"{medians[s]:>10.1f}" for s in sides)
+            + f"  {ratio_rg:>7.3f}  {ratio_cs:>7.2f}"
+        )
+    return out
+
+
+def freshness(server: Server, copies: list[Path]) -> dict[str, Any]:
+    """100 files get a token; the next search must see them all; the builder's update is timed."""
+    targets: list[Path] = []
+    for copy in copies:
+        targets += sorted((copy / "flask" / "src" / "flask").glob("*.py"))[: max(1, 100 // len(copies) + 1)]
+    targets = targets[:100]
+    saved = {p: p.read_bytes() for p in targets}
+    mark = server.log.stat().st_size if server.log.exists() else 0
+    try:
+        for path in targets:
+            with path.open("ab") as handle:
+                handle.write(f"\n# {FRESH_TOKEN}\n".encode())
+        seconds, answer = server.search(FRESH_TOKEN, "exact", True)
+        seen = answer["file_count"]
+        deadline = time.monotonic() + 30
+        updated: list[dict[str, Any]] = []
+        while time.monotonic() < deadline and sum(e.get("read", 0) for e in updated) < len(targets):
+            time.sleep(0.2)
+            updated = [e for e in _events(server.log, mark) if e.get("event") == "content_index_updated"]
+        content_s = sum(e.get("content_s", 0.0) for e in updated)
+        total_s = sum(e.get("seconds", 0.0) for e in updated)
+        read = sum(e.get("read", 0) for e in updated)
+        say("")
+        say(
+            f"freshness: {len(targets)} files changed; the next search found {seen} of them "
+            f"in {seconds * 1000:.0f} ms; the builder read {read} files again: {content_s:.2f} s for the "
+            f"content index, {total_s:.2f} s with their declarations"
+        )
+        return {
+            "changed": len(targets),
+            "seen": seen,
+            "search_ms": seconds * 1000,
+            "content_s": content_s,
+            "total_s": total_s,
+        }
+    finally:
+        for path, data in saved.items():
+            path.write_bytes(data)
+
+
+def _events(log: Path, offset: int) -> list[dict[str, Any]]:
+    out = []
+    with log.open("rb") as handle:
+        handle.seek(offset)
+        for line in handle:
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if isinstance(event, dict):
+                    out.append(event)
+    return out
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

@@ -10,16 +10,16 @@ where a match cannot be.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from gateway.models import SearchQuery
 
 __all__ = ["Narrowed", "Narrower"]
 
 
-@dataclass(frozen=True, slots=True)
-class Narrowed:
+class Narrowed(msgspec.Struct, frozen=True):
     """What rg reads of a checkout instead of all of it (absolute paths)."""
 
     files: tuple[str, ...] = ()

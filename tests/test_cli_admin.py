@@ -99,8 +99,9 @@ NOT_ONE_SHOT = (
     "adapters.ripgrep.batch",
     "adapters.ripgrep.backend",
 )
-#: ... and, when nothing matched (no file to rank), the declaration index.
-NOT_WITHOUT_FILES = ("sqlite3", "tree_sitter", "gateway.index")
+#: ... and, when nothing matched (no file to rank), the declaration index (the content index's folder is
+#: looked at, with the standard library, before rg starts: gateway.index.content.paths).
+NOT_WITHOUT_FILES = ("sqlite3", "tree_sitter", "tantivy", "gateway.index.resolve", "gateway.index.store")
 
 
 def among(modules: set[str], names: tuple[str, ...]) -> list[str]:

@@ -34,8 +34,9 @@ import re
 import warnings
 from collections.abc import Collection, Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
 from typing import Any, TypeAlias
+
+import msgspec
 
 from gateway.index.grams import GRAM, fold
 
@@ -57,22 +58,19 @@ _MAXREPEAT: int = _parser.MAXREPEAT
 _SENSITIVE, _INSENSITIVE, _ALWAYS = 0, 1, 2  # the case of a region: "always" is the caller's -i
 
 
-@dataclass(frozen=True, slots=True)
-class Gram:
+class Gram(msgspec.Struct, frozen=True):
     """The file holds this gram."""
 
     code: int
 
 
-@dataclass(frozen=True, slots=True)
-class And:
+class And(msgspec.Struct, frozen=True):
     """The file satisfies every part."""
 
     parts: tuple[Need, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Or:
+class Or(msgspec.Struct, frozen=True):
     """The file satisfies at least one option."""
 
     options: tuple[Need, ...]
@@ -193,8 +191,7 @@ def _foreign(pattern: str) -> bool:
 # The analysis of the parse tree.
 
 
-@dataclass(frozen=True, slots=True)
-class _Info:
+class _Info(msgspec.Struct, frozen=True):
     """What a node can match: exactly one of ``exact`` (its strings) or ``required`` (its need)."""
 
     exact: _Exact | None = None
