@@ -4,7 +4,7 @@
                                               [--max-grams 20000] [--update-files 100]
 
 The content index narrows which files rg reads: for each file it holds the file's
-folded trigrams (:mod:`gateway.index.grams`: three bytes, ASCII letters in lower case),
+folded trigrams (:mod:`gateway.index.content.grams`: three bytes, ASCII letters in lower case),
 and a literal's candidates are the files holding every folded trigram of it (the AND);
 rg confirms. This script builds that index with each engine the team allowed, over the
 same files, and prints figures only (no target, no assertion about speed).
@@ -131,8 +131,8 @@ from pyroaring import BitMap, FrozenBitMap
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gateway.index.content.grams import file_grams, fold, text_grams, token, tokens
 from gateway.index.files import find_rg
-from gateway.index.grams import file_grams, fold, text_grams, token, tokens
 
 QUERIES = (
     "register_blueprint",

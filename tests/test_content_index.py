@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings, find_rg
 from gateway.index.content import fresh, records
 from gateway.index.content.build import ContentBuilder, ContentStats
+from gateway.index.content.grams import KELVIN
 from gateway.index.content.layout import Kind, read_manifest, read_state, root_dir
 from gateway.index.content.narrow import ContentIndex
 from gateway.index.files import Source, list_all
-from gateway.index.grams import KELVIN
 from gateway.models import BackendResult, SearchQuery
 from gateway.narrowing import Narrowed
 from tests.content_support import age, build, indexed

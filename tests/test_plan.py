@@ -13,8 +13,8 @@ import re2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gateway.index.grams import KELVIN, LONG_S, file_grams, fold, text_grams
-from gateway.index.plan import MAX_GRAMS, MAX_OPTIONS, And, Gram, Need, Or, grams_of, plan, satisfied
+from gateway.index.content.grams import KELVIN, LONG_S, file_grams, fold, text_grams
+from gateway.index.content.plan import MAX_GRAMS, MAX_OPTIONS, And, Gram, Need, Or, grams_of, plan, satisfied
 from tests.helpers import git_repo
 
 ROOT = Path(__file__).resolve().parents[1]

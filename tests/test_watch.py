@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.index import watch
-from gateway.index.watch import IN_CREATE, IN_MODIFY, IN_Q_OVERFLOW, Change, Event, Watcher, parse_events
+from gateway.index.content import watch
+from gateway.index.content.watch import IN_CREATE, IN_MODIFY, IN_Q_OVERFLOW, Change, Event, Watcher, parse_events
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux-only")
 

@@ -2,7 +2,7 @@
 
 Each file is one document: ``path`` (a raw, fast field: a search reads the matching
 files' paths straight from the column, no stored document is fetched) and ``g``, its
-distinct grams as words (:func:`gateway.index.grams.tokens`), indexed with document ids
+distinct grams as words (:func:`gateway.index.content.grams.tokens`), indexed with document ids
 only (no frequencies, no positions: a search asks which files hold every gram of a plan,
 not where). Two more words mark what the grams cannot say: :data:`ALWAYS` on a file every
 search reads (it has no grams), :data:`FOLDER` on a file searched through its folder.
@@ -25,9 +25,9 @@ from typing import Any
 
 import tantivy
 
+from gateway.index.content.grams import token
 from gateway.index.content.layout import ALWAYS, FOLDER, signature
-from gateway.index.grams import token
-from gateway.index.plan import And, Gram, Need
+from gateway.index.content.plan import And, Gram, Need
 
 __all__ = ["SCHEMA", "Reader", "Writer", "decode_path", "encode_path"]
 

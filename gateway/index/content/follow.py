@@ -3,7 +3,7 @@
 A search already sees every change (it reads changed folders as a scan would until the
 index has them, :mod:`~gateway.index.content.narrow`); this is what makes that last only
 moments. The background builder watches every folder of every checkout whose index is
-complete (:mod:`gateway.index.watch`), and once changes have been quiet for
+complete (:mod:`gateway.index.content.watch`), and once changes have been quiet for
 :data:`QUIET_S` (or pending for :data:`MOST_S`) it updates those folders
 (:meth:`~gateway.index.content.build.ContentBuilder.update`) and hands the files to the
 declaration index. A file read too soon after it was written (racy) is read again
@@ -42,7 +42,7 @@ class Follower:
         on_files: Callable[[Source, list[str]], None],
         on_tree: Callable[[Source], None],
     ) -> None:
-        from gateway.index.watch import Watcher
+        from gateway.index.content.watch import Watcher
 
         self.content = content
         self.sources = {s.root: s for s in sources}

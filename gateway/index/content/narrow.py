@@ -2,7 +2,7 @@
 
 :class:`ContentIndex` answers the :class:`~gateway.narrowing.Narrower` question for the
 local namespaces of one process. For a query it plans the grams a match needs
-(:mod:`gateway.index.plan`), asks the checkout's engine for the files holding them, and
+(:mod:`gateway.index.content.plan`), asks the checkout's engine for the files holding them, and
 adds what the engine cannot vouch for: the folders of files changed since they were
 indexed (rg reads those folders one level deep, exactly as a scan would), and the files
 that are searched every time (too large, UTF-16, a NUL after 32 KiB). It answers the reason
@@ -10,7 +10,7 @@ instead when the checkout must be scanned whole: no complete index yet, no gram 
 require, a folder the index never listed, too many candidates to be worth it.
 
 Knowing what changed: a *following* index (a server) watches every indexed folder with
-inotify (:mod:`gateway.index.watch`) from the moment it first reads a checkout's index,
+inotify (:mod:`gateway.index.content.watch`) from the moment it first reads a checkout's index,
 checks once that nothing changed before that (:func:`~gateway.index.content.fresh.check`,
 in a thread; the checkout is scanned meanwhile), and from then on the watcher's events
 are the changed files; each stays changed until the manifest says it was read again
@@ -106,7 +106,7 @@ class ContentIndex:
         if self._watcher is not None:
             return
         try:
-            from gateway.index.watch import Watcher
+            from gateway.index.content.watch import Watcher
 
             self._watcher = Watcher()
         except OSError as exc:
@@ -232,7 +232,7 @@ class ContentIndex:
     def _plan(self, query: SearchQuery) -> Any:
         key = (query.text, query.mode, query.case_sensitive)
         if key not in self._plans:
-            from gateway.index.plan import plan
+            from gateway.index.content.plan import plan
 
             if len(self._plans) >= PLANS:
                 self._plans.pop(next(iter(self._plans)))

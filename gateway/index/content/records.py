@@ -16,8 +16,8 @@ import time
 import msgspec
 
 from gateway.index.content.fresh import file_stat
+from gateway.index.content.grams import file_grams, tokens
 from gateway.index.content.layout import ALWAYS, FOLDER, Entry, Kind
-from gateway.index.grams import file_grams, tokens
 
 __all__ = ["BINARY_PROBE", "MAX_BYTES", "MAX_GRAMS", "Record", "classify", "read_record"]
 

@@ -1,6 +1,6 @@
 """Query planning: the grams every file holding a match of a search must contain.
 
-The content index (:mod:`gateway.index.grams`) holds each file's distinct folded grams;
+The content index (:mod:`gateway.index.content.grams`) holds each file's distinct folded grams;
 :func:`plan` turns a search into a boolean condition over them (a :data:`Need`) that
 every file rg would report satisfies. The index only narrows: rg reads the candidates
 and confirms, so a plan may let through files without a match (precision is secondary)
@@ -38,7 +38,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from gateway.index.grams import GRAM, fold
+from gateway.index.content.grams import GRAM, fold
 
 __all__ = ["MAX_GRAMS", "MAX_OPTIONS", "And", "Gram", "Need", "Or", "grams_of", "plan", "satisfied"]
 
