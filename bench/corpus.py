@@ -52,13 +52,13 @@ def size(paths: list[Path]) -> tuple[int, int]:
 def wait_for_index(folder: Path, dirs: list[Path], timeout: float = 900.0) -> float:
     """Wait until the declaration index under ``folder`` holds every file the builder would index; seconds waited."""
     from gateway.index.files import Source, find_rg, list_files
-    from gateway.index.store import DB_NAME, Store
+    from gateway.index.store import Store, db_name
 
     rg = find_rg()
     wanted = {d.name: set(list_files(Source(d.name, str(d)), rg)) for d in dirs}
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if (folder / DB_NAME).exists():
+        if (folder / db_name()).exists():
             store = Store.open(str(folder))
             try:
                 if all(wanted[d.name] <= set(store.states(str(d))) for d in dirs):

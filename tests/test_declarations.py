@@ -20,7 +20,7 @@ from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index import grammars, parse, resolve
 from gateway.index.builder import Builder
 from gateway.index.files import Source
-from gateway.index.store import DB_NAME, Store
+from gateway.index.store import Store, db_name
 from gateway.rank import EXACT, NOT
 from gateway.request import parse_request
 from gateway.service import SearchService
@@ -238,7 +238,7 @@ class TestHitsAsDeclarations:
     async def test_a_damaged_database_at_start_is_rebuilt(self, corpus: Path, tmp_path: Path) -> None:
         """A database that is not one: the search answers with declarations; one warning says it was rebuilt."""
         (tmp_path / "idx").mkdir()
-        (tmp_path / "idx" / DB_NAME).write_bytes(b"garbage" * 4096)
+        (tmp_path / "idx" / db_name()).write_bytes(b"garbage" * 4096)
         service = _service(corpus, tmp_path / "idx")
         try:
             with capture_logs() as logs:

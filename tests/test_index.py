@@ -14,7 +14,7 @@ from gateway.index.builder import Builder, BuilderProcess
 from gateway.index.files import Source, index_file
 from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
-from gateway.index.store import DB_NAME, FileRecord, Store
+from gateway.index.store import FileRecord, Store, db_name
 
 PY = "import os\n\n\nclass Widget:\n    def draw(self):\n        return 1\n\n\ndef make():\n    return Widget()\n"
 
@@ -166,6 +166,15 @@ class TestStore:
         assert Store.open(str(tmp_path), version="1:old").states("ns")
         assert Store.open(str(tmp_path), version="1:new").states("ns") == {}
 
+    def test_each_version_keeps_its_own_database(self, tmp_path: Path) -> None:
+        """Two versions sharing one folder: each reads and writes its own file, neither drops the other's rows."""
+        old, new = Store.open(str(tmp_path), version="7:old"), Store.open(str(tmp_path), version="7:new")
+        old.put("ns", [_record()])
+        new.put("ns", [_record()])
+        assert old.path != new.path and old.states("ns") and new.states("ns")
+        assert Store.open(str(tmp_path), version="7:old").states("ns")  # opened again by the old version
+        assert sorted(p.name for p in tmp_path.glob("*.sqlite3")) == [db_name("7:new"), db_name("7:old")]
+
     def test_two_connections_share_one_database(self, tmp_path: Path) -> None:
         """A reader sees what another connection committed (WAL), and knows that something changed."""
         reader, writer = Store.open(str(tmp_path)), Store.open(str(tmp_path))
@@ -177,7 +186,7 @@ class TestStore:
 
     def test_a_corrupt_database_is_rebuilt_with_one_warning(self, tmp_path: Path) -> None:
         """A file that is not a database is deleted and built again."""
-        (tmp_path / DB_NAME).write_bytes(b"this is not a database" * 100)
+        (tmp_path / db_name()).write_bytes(b"this is not a database" * 100)
         with capture_logs() as logs:
             store = Store.open(str(tmp_path))
         assert store.path is not None and store.states("ns") == {}
@@ -296,7 +305,7 @@ class TestBuilder:
 class TestConcurrentWriters:
     def test_a_busy_database_fails_a_write_fast_not_a_read(self, tmp_path: Path) -> None:
         """While another connection holds the write lock, reads go on and a short-timeout write gives up."""
-        holder = sqlite3.connect(str(tmp_path / DB_NAME), isolation_level=None)
+        holder = sqlite3.connect(str(tmp_path / db_name()), isolation_level=None)
         store = Store.open(str(tmp_path), busy_s=0.05)
         holder.execute("BEGIN IMMEDIATE")
         try:

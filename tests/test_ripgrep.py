@@ -17,8 +17,10 @@ from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import SKIPPED, Collector, LineSplitter, OutputReader
 from gateway.errors import BackendError
 from gateway.fanout import Route, fan_out
+from gateway.index.content import fresh
 from gateway.models import MAX_TEXT, BackendResult, FileMatch, SearchQuery
 from gateway.signals import DefinitionTest, defines
+from tests.content_support import indexed
 from tests.helpers import git_repo, rg_children
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
@@ -36,9 +38,25 @@ def make_repo(tmp_path: Path) -> Make:
     return make
 
 
+#: Whether :func:`search` narrows with a content index built first (the ``index_mode`` fixture's).
+MODE: dict[str, Any] = {"indexed": False, "folder": ""}
+
+
+@pytest.fixture(params=["scanned", "indexed"])
+def index_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """The rg oracle run twice: scanning, and narrowed by a content index built over the repository first."""
+    monkeypatch.setitem(MODE, "indexed", request.param == "indexed")
+    monkeypatch.setitem(MODE, "folder", str(tmp_path / "content-index"))
+    monkeypatch.setattr(fresh, "RACY_NS", 0)  # files the test wrote a moment ago are named, not read by folder
+    return str(request.param)
+
+
 async def search(root: Path, text: str = "needle", settings: dict[str, Any] | None = None, **q: Any) -> BackendResult:
-    """Run one query on a fresh backend over ``root``."""
+    """Run one query on a fresh backend over ``root`` (narrowed by its content index in ``indexed`` mode)."""
     backend = RipgrepBackend("test", RipgrepSettings(root=str(root), **(settings or {})))
+    if MODE["indexed"]:
+        exclude = tuple(backend.settings.exclude)
+        backend.use_index(indexed(Path(MODE["folder"]), root, exclude))
     async with backend:
         return await backend.search(SearchQuery(text=text, **q))
 
@@ -63,6 +81,7 @@ def slow_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.usefixtures("index_mode")
 class TestFileSelection:
     async def test_gitignored_file_is_not_searched(self, make_repo: Make) -> None:
         """A file matched by .gitignore never appears."""
@@ -129,6 +148,7 @@ class TestFileSelection:
         assert (result.status, paths(result)) == ("ok", [])
 
 
+@pytest.mark.usefixtures("index_mode")
 class TestHits:
     async def test_non_utf8_content_yields_hits(self, make_repo: Make) -> None:
         """Undecodable bytes in a line are replaced, not fatal."""
@@ -181,6 +201,7 @@ class TestHits:
         assert paths(await search(root)) == ["c.txt", "a.txt", "b.txt"]
 
 
+@pytest.mark.usefixtures("index_mode")
 class TestModes:
     async def test_exact_is_literal(self, make_repo: Make) -> None:
         """In exact mode regex metacharacters match themselves."""
@@ -210,6 +231,7 @@ class TestModes:
         assert rg_children() == set()
 
 
+@pytest.mark.usefixtures("index_mode")
 class TestContext:
     async def test_context_lines_around_hits(self, make_repo: Make) -> None:
         """Hits carry up to N neighbouring lines, including other matching lines."""

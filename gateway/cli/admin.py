@@ -15,7 +15,7 @@ from gateway.cli.scope import load
 if TYPE_CHECKING:
     from gateway.config import Config
 
-__all__ = ["check_config", "config_warnings", "mcp", "namespaces", "serve"]
+__all__ = ["check_config", "config_warnings", "index_warnings", "mcp", "namespaces", "serve"]
 
 
 def namespaces(args: argparse.Namespace) -> int:
@@ -62,11 +62,36 @@ def _strings(value: Any, key: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{key}.{name}")
 
 
+def index_warnings(config: Config) -> list[str]:
+    """What stops the local namespaces' indexes: an ``[index] dir`` that cannot be written (they are
+    then scanned every time), or a disk with less room than ``[index] max_bytes``."""
+    if not config.index.enabled or not any(getattr(ns.settings, "root", None) for ns in config.namespaces):
+        return []
+    folder = os.path.expanduser(config.index.dir)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".check-"):
+            pass
+    except OSError as exc:
+        return [f"index.dir: {folder} cannot be written ({exc.strerror or exc}): local namespaces are scanned, unindexed"]
+    import shutil
+
+    free = shutil.disk_usage(folder).free
+    if config.index.content and free < config.index.max_bytes:
+        return [
+            f"index.dir: {folder} has {free / 1e9:.1f} GB free, less than [index] max_bytes "
+            f"({config.index.max_bytes / 1e9:.1f} GB): indexes may fill the disk before their bound"
+        ]
+    return []
+
+
 def config_warnings(config: Config, env: dict[str, str] | None = None) -> list[str]:
     """What is valid but probably not meant: nothing to serve, a token variable that is not set,
-    a ``~`` that nothing expands."""
+    a ``~`` that nothing expands, an index folder that cannot be written."""
     env = dict(os.environ) if env is None else env
-    out: list[str] = []
+    out: list[str] = index_warnings(config)
     for i, ns in enumerate(config.namespaces):
         settings = ns.settings.model_dump()
         token_env = settings.get("token_env")

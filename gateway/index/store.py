@@ -1,5 +1,9 @@
 """The declaration index on disk: one SQLite database under ``[index] dir``, shared by processes.
 
+Each version of the parser (:func:`parser_version`: the schema, our queries, the grammar
+wheels) has a database file of its own (:func:`db_name`), so two versions of fedsearch
+sharing one folder never drop each other's rows.
+
 Files are keyed by the checkout they are in (its absolute root), not by namespace
 name: two configs, or two names, for one checkout share its rows, and a namespace
 whose root changes simply reads other rows.
@@ -63,7 +67,6 @@ from gateway.index.versions import installed_version
 from gateway.log import get_logger
 
 __all__ = [
-    "DB_NAME",
     "SCHEMA_VERSION",
     "Candidate",
     "FileRecord",
@@ -71,12 +74,12 @@ __all__ = [
     "Store",
     "Stored",
     "Unembedded",
+    "db_name",
     "installed_version",
     "parser_version",
 ]
 
 SCHEMA_VERSION = 7
-DB_NAME = "declarations.sqlite3"
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
 
@@ -117,6 +120,12 @@ CREATE TABLE IF NOT EXISTS intents (
     vectors BLOB NOT NULL
 );
 """
+
+
+def db_name(version: str | None = None) -> str:
+    """The database file of one version of the parser (:func:`parser_version`): each version keeps its own,
+    so two versions of fedsearch sharing ``[index] dir`` never drop each other's rows."""
+    return f"declarations-{(version or parser_version()).replace(':', '-')}.sqlite3"
 
 
 @functools.cache
@@ -225,7 +234,7 @@ class Store:
         if directory is None:
             return cls._memory(version)
         folder = os.path.expanduser(directory)
-        path = os.path.join(folder, DB_NAME)
+        path = os.path.join(folder, db_name(version))
         for attempt in (1, 2):
             try:
                 os.makedirs(folder, exist_ok=True)

@@ -39,6 +39,7 @@ from gateway.index.content.layout import (
     Manifest,
     State,
     content_dir,
+    encode_manifest,
     read_manifest,
     read_state,
     root_dir,
@@ -60,7 +61,6 @@ DEFAULT_MAX_BYTES = 10 * 1024**3
 SIZE_GUESS = 0.15
 
 log = get_logger("fedsearch.index")
-_encoder = msgspec.msgpack.Encoder()
 
 
 @dataclass(slots=True)
@@ -348,7 +348,7 @@ class ContentBuilder:
     # --- writing the manifest and the state -----------------------------------------
 
     def _write_manifest(self, folder: str, root: str, files: dict[str, Entry], folders: dict[str, Folder]) -> None:
-        write_atomic(os.path.join(folder, "manifest.msgpack"), _encoder.encode(Manifest(root, files, folders)))
+        write_atomic(os.path.join(folder, "manifest.msgpack"), encode_manifest(Manifest(root, files, folders)))
 
     def _finish(self, folder: str, listed_ns: int | None, built_s: float | None) -> None:
         """The state after a pass (``listed_ns`` None: an update, which keeps the last listing time)."""

@@ -18,7 +18,6 @@ reopens an index only when its ``meta.json`` was replaced (:class:`Reader`).
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -26,10 +25,10 @@ from typing import Any
 import tantivy
 
 from gateway.index.content.grams import token
-from gateway.index.content.layout import ALWAYS, FOLDER, signature
+from gateway.index.content.layout import ALWAYS, FOLDER, decode_path, encode_path, signature
 from gateway.index.content.plan import And, Gram, Need
 
-__all__ = ["SCHEMA", "Reader", "Writer", "decode_path", "encode_path"]
+__all__ = ["SCHEMA", "Reader", "Writer"]
 
 #: Writer memory (bytes) and threads: tantivy splits the heap between its threads (>= 15 MB each).
 WRITER_HEAP = 64_000_000
@@ -44,22 +43,6 @@ def _schema() -> Any:
 
 
 SCHEMA = _schema()
-
-
-def encode_path(path: str) -> str:
-    """A path as the engine keeps it: itself, or (not UTF-8) NUL and its bytes in base64 (no path holds a NUL)."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return "\0" + base64.b64encode(os.fsencode(path)).decode("ascii")
-    return path
-
-
-def decode_path(kept: str) -> str:
-    """:func:`encode_path` undone."""
-    if kept.startswith("\0"):
-        return os.fsdecode(base64.b64decode(kept[1:]))
-    return kept
 
 
 def _query(need: Need) -> Any:

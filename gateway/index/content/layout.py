@@ -20,9 +20,11 @@ reads, changes or deletes the other's files.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import enum
 import os
+from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
@@ -39,6 +41,9 @@ __all__ = [
     "Manifest",
     "State",
     "content_dir",
+    "decode_path",
+    "encode_manifest",
+    "encode_path",
     "read_manifest",
     "read_state",
     "root_dir",
@@ -47,6 +52,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 #: The engine's word on a file every search reads (it has no grams); on a file searched through its folder.
 ALWAYS = "~all"
@@ -118,6 +124,46 @@ class State(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
+def encode_path(path: str) -> str:
+    """A path as the engine keeps it: itself, or (not UTF-8) NUL and its bytes in base64 (no path holds a NUL)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "\0" + base64.b64encode(os.fsencode(path)).decode("ascii")
+    return path
+
+
+def decode_path(kept: str) -> str:
+    """:func:`encode_path` undone."""
+    if kept.startswith("\0"):
+        return os.fsdecode(base64.b64decode(kept[1:]))
+    return kept
+
+
+def _keys(paths: dict[str, V], how: Callable[[str], str]) -> dict[str, V]:
+    """``paths`` with each key through ``how`` (as it is when every key is ASCII: the usual case, at once)."""
+    if all(map(str.isascii, paths)):
+        return paths
+    return {how(k): v for k, v in paths.items()}
+
+
+def _folders_through(folders: dict[str, Folder], how: Callable[[str], str]) -> dict[str, Folder]:
+    out = _keys(folders, how)
+    if any(not all(map(str.isascii, f.folders)) for f in out.values()):
+        out = {k: msgspec.structs.replace(f, folders=tuple(map(how, f.folders))) for k, f in out.items()}
+    return out
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    """The manifest as msgpack (paths that are not UTF-8 kept as :func:`encode_path` writes them)."""
+    kept = Manifest(
+        encode_path(manifest.root),
+        _keys(manifest.files, encode_path),
+        _folders_through(manifest.folders, encode_path),
+    )
+    return _encoder.encode(kept)
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Replace ``path`` with ``data`` whole: written beside it, flushed, renamed over it."""
     aside = f"{path}.{os.getpid()}.tmp"
@@ -142,13 +188,19 @@ def signature(path: str) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+_encoder = msgspec.msgpack.Encoder()
 _manifest_decoder = msgspec.msgpack.Decoder(Manifest)
 _state_decoder = msgspec.json.Decoder(State)
 
 
 def read_manifest(folder: str) -> Manifest | None:
     """The manifest of one checkout's index (None: none, or unreadable: the index is rebuilt)."""
-    return _read(os.path.join(folder, "manifest.msgpack"), _manifest_decoder)
+    kept = _read(os.path.join(folder, "manifest.msgpack"), _manifest_decoder)
+    if kept is None:
+        return None
+    return Manifest(
+        decode_path(kept.root), _keys(kept.files, decode_path), _folders_through(kept.folders, decode_path)
+    )
 
 
 def read_state(folder: str) -> State | None:
