@@ -17,7 +17,7 @@ import re2
 
 from gateway.globs import MAX_GLOBS, validate_glob
 from gateway.languages import normalise
-from gateway.syntax import ParsedQuery, parse_query
+from gateway.syntax import ParsedQuery, escape, parse_query
 
 if TYPE_CHECKING:
     from gateway.models import Mode, SearchQuery
@@ -148,7 +148,7 @@ def _pattern_of(parsed: ParsedQuery, request: Fields, symbols: tuple[str, ...]) 
         return " ".join(symbols), mode
     if len(symbols) == 1 and mode == "exact":
         return symbols[0], mode
-    return "|".join(re2.escape(s) for s in symbols), "regex"
+    return "|".join(escape(s) for s in symbols), "regex"
 
 
 def criteria_of(request: Fields) -> Criteria:

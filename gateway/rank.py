@@ -22,7 +22,6 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import msgspec
-import re2
 from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
@@ -36,7 +35,7 @@ from gateway.signals import (
     query_name,
     secondary,
 )
-from gateway.syntax import with_pattern
+from gateway.syntax import escape, with_pattern
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
     from gateway.request import SearchRequest
@@ -363,7 +362,7 @@ def _fallback(request: SearchRequest, unsupported: Sequence[Outcome]) -> list[di
         _action(
             f"{which} cannot search in exact mode: search as a regex",
             request.args(
-                **base, mode="regex", query=with_pattern(request.query, re2.escape(criteria.pattern), regex_mode=True)
+                **base, mode="regex", query=with_pattern(request.query, escape(criteria.pattern), regex_mode=True)
             ),
         )
     ]

@@ -24,9 +24,19 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
-import re2
 
-__all__ = ["KEYS", "Filter", "Key", "ParsedQuery", "literal", "parse_query", "with_pattern"]
+__all__ = ["KEYS", "Filter", "Key", "ParsedQuery", "escape", "literal", "parse_query", "with_pattern"]
+
+#: What a regex must escape to match itself, in RE2 and in rg's regex crate alike (the crate's own
+#: ``regex::escape`` set). Not ``re2.escape``: it escapes every punctuation mark, and ``\<`` and ``\>``,
+#: literal to RE2, are word boundaries to rg (``Vec<u8>`` would match nothing).
+_META = frozenset("\\.+*?()|[]{}^$#&-~")
+
+
+def escape(text: str) -> str:
+    """``text`` as a regex that matches exactly it, read alike by RE2 (validation) and rg."""
+    return "".join("\\" + ch if ch in _META else ch for ch in text)
+
 
 Key = Literal["repo", "file", "lang", "case", "sym"]
 
@@ -168,7 +178,7 @@ def parse_query(text: str, regex_mode: bool = False) -> ParsedQuery:
             return ParsedQuery(inner, True, tuple(filters))
         if not filters:
             return ParsedQuery(text, False, ())
-    pattern = " ".join(re2.escape(t.text) if t.quoted and regex_mode else t.text for t in terms)
+    pattern = " ".join(escape(t.text) if t.quoted and regex_mode else t.text for t in terms)
     return ParsedQuery(pattern, False, tuple(filters))
 
 

@@ -11,8 +11,10 @@ import pytest
 
 from adapters.ripgrep.backend import find_rg
 from gateway.config import config_from_env
+from gateway.index.content import fresh
 from gateway.request import parse_request
 from gateway.service import SearchService
+from tests.content_support import build
 from tests.corpus import make_corpus, matched_lines
 
 REPOS = {
@@ -49,10 +51,19 @@ def corpus(tmp_path: Path) -> Path:
     return make_corpus(tmp_path / "src", REPOS)
 
 
-@pytest.mark.parametrize("query", ["widget", "Widget", "return"])
-async def test_every_rg_match_is_reachable_by_paging(corpus: Path, query: str) -> None:
-    """Paging through fedsearch's answers yields exactly rg's matches, each file once, in one order."""
+@pytest.mark.parametrize("indexed", [False, True], ids=["scanned", "indexed"])
+@pytest.mark.parametrize("query", ["widget", "Widget", "return", "widget_7"])
+async def test_every_rg_match_is_reachable_by_paging(
+    corpus: Path, query: str, indexed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Paging through fedsearch's answers yields exactly rg's matches, each file once, in one order,
+    whether rg scans or reads what the content index names."""
     service = SearchService(config_from_env(root=str(corpus), env={}))
+    if indexed:
+        monkeypatch.setattr(fresh, "RACY_NS", 0)
+        assert service.content is not None
+        for name in REPOS:
+            build(Path(service.content.directory), corpus / name)
     try:
         request = parse_request({"query": query, "files": 7, "hit_budget": 10})
         seen: set[tuple[str, str, int]] = set()
@@ -72,5 +83,8 @@ async def test_every_rg_match_is_reachable_by_paging(corpus: Path, query: str) -
             request = parse_request(nxt[0]["args"])
         assert seen == _rg_matches(corpus, query)
         assert len(files) == len(set(files)) == answer["file_count"]
+        if indexed:  # asked of the index: named what rg read (widget_7), or most files can match (common)
+            assert service.content is not None
+            assert service.content.outcomes["narrowed" if query == "widget_7" else "common"] > 0
     finally:
         await service.aclose()

@@ -16,7 +16,7 @@ from gateway.errors import InvalidRequest
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.request import parse_request
 from gateway.service import SearchService
-from gateway.syntax import KEYS, literal, parse_query, with_pattern
+from gateway.syntax import KEYS, escape, literal, parse_query, with_pattern
 from gateway.testing import MockBackend
 from tests.corpus import make_corpus
 
@@ -350,3 +350,27 @@ async def _declarations(query: SearchQuery) -> BackendResult:
             FileMatch(path="b.py", hits=(Hit(line=1, text="needle"),)),
         )
     )
+
+
+class TestEscape:
+    """A literal turned into a regex (quoted terms, sym:, -w, the exact-only fallback) matches itself in rg too."""
+
+    @given(st.text(alphabet=st.sampled_from(list("ab<>.+*?()|[]{}^$#&-~\\ /:'\"é")), min_size=1, max_size=12))
+    def test_re2_reads_it_as_the_text(self, text: str) -> None:
+        """RE2 (the gateway's validation) finds exactly the text."""
+        assert re2.fullmatch(escape(text), text) is not None
+
+    @pytest.mark.parametrize("text", ["Vec<u8>", "a->b", "x#y&z~w", r"C:\path", "f(x) {y} [z]", "a-b"])
+    def test_rg_finds_it(self, tmp_path: Path, text: str) -> None:
+        """The real rg finds the escaped text (re2.escape's \\< and \\> are word boundaries to rg)."""
+        import subprocess
+
+        from adapters.ripgrep.backend import find_rg
+
+        (tmp_path / "f.txt").write_text(f"before {text} after\n")
+        rg = find_rg()
+        assert rg is not None
+        done = subprocess.run(
+            [rg, "--no-config", "-c", "-e", escape(text), str(tmp_path / "f.txt")], capture_output=True
+        )
+        assert done.stdout.strip() == b"1", done.stderr

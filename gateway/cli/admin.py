@@ -75,7 +75,8 @@ def index_warnings(config: Config) -> list[str]:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".check-"):
             pass
     except OSError as exc:
-        return [f"index.dir: {folder} cannot be written ({exc.strerror or exc}): local namespaces are scanned, unindexed"]
+        why = exc.strerror or exc
+        return [f"index.dir: {folder} cannot be written ({why}): local namespaces are scanned, unindexed"]
     import shutil
 
     free = shutil.disk_usage(folder).free

@@ -42,13 +42,13 @@ Ask = Callable[[dict[str, Any]], dict[str, Any]]
 def _word(query: str, mode: str) -> str:
     """``-w``: the query as a regex matching whole words: word boundaries around a regex, and
     around literal text at each end that is a word character (``foo(`` matches ``foo('x')``)."""
-    import re2
+    from gateway.syntax import escape
 
     if mode == "regex":
         return rf"\b(?:{query})\b"
     head = r"\b" if _WORD.match(query[:1]) else ""
     tail = r"\b" if _WORD.match(query[-1:]) else ""
-    return f"{head}{re2.escape(query)}{tail}"
+    return f"{head}{escape(query)}{tail}"
 
 
 def _context(args: argparse.Namespace) -> tuple[int, int] | None:

@@ -198,9 +198,7 @@ def read_manifest(folder: str) -> Manifest | None:
     kept = _read(os.path.join(folder, "manifest.msgpack"), _manifest_decoder)
     if kept is None:
         return None
-    return Manifest(
-        decode_path(kept.root), _keys(kept.files, decode_path), _folders_through(kept.folders, decode_path)
-    )
+    return Manifest(decode_path(kept.root), _keys(kept.files, decode_path), _folders_through(kept.folders, decode_path))
 
 
 def read_state(folder: str) -> State | None:
