@@ -6,7 +6,7 @@
 Both trees serve one config over the same corpus: the 8 package checkouts of
 bench/corpus.py as ripgrep namespaces, and one namespace of every remote kind (zoekt,
 hound, livegrep, sourcegraph, github, gitlab, afi, gateway) pointed at a fake serving
-the recorded formats of ../shared/fixtures/backends. Every request (searches of every
+the recorded formats of tests/fixtures/backends. Every request (searches of every
 kind and filter over POST and GET, paging by the answers' own next actions, bad
 input, namespaces, files, AFI) goes to both servers; their JSON is compared with the
 timing fields (``took_ms``) left out. ``fedsearch search --json`` is run from each tree
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.corpus import build
 from bench.overhead import free_ports
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "backends"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "backends"
 QUERIES = ("register_widget", "def __init__", "ClientSession", "TODO", "import os", "raise ValueError")
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-FIXTURE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "backends" / "zoekt_search_response.json"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "backends" / "zoekt_search_response.json"
 
 
 def payload(index: int, files: int = 100) -> bytes:

@@ -1,8 +1,6 @@
 """Shared fixtures. Helpers are in tests/helpers.py, fake backends in tests/fakeservers.py.
 
-The recorded backend payloads live in ``../shared/fixtures/backends`` (beside the clone).
-Without them the tests that need them skip, and the run's header says so; under
-``CI=true`` a missing folder stops the run at once instead.
+The recorded backend payloads (the real APIs' formats) live in ``tests/fixtures/backends``.
 """
 
 from __future__ import annotations
@@ -18,19 +16,12 @@ import structlog
 from tests.fake_github_gitlab import FakeApi
 from tests.redis_server import REDIS_SERVER, RedisServer, need_redis, redis_missing
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "backends"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    if os.environ.get("CI") == "true" and not FIXTURES.is_dir():
-        raise pytest.UsageError(f"{FIXTURES} is missing: CI lays ../shared beside the clone (CI=true)")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "backends"
 
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """The recorded backend payloads in ../shared/fixtures/backends."""
-    if not FIXTURES.is_dir():  # pragma: no cover - CI lays shared/ beside the clone
-        pytest.skip("../shared/fixtures/backends is not present")
+    """The recorded backend payloads in tests/fixtures/backends (part of the repository: never skipped)."""
     return FIXTURES
 
 

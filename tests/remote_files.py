@@ -1,6 +1,6 @@
 """The files of the fixtures' fictional repository, as fakes serve them for reads.
 
-``../shared/fixtures/backends`` records searches of ``github.com/acme/widget-service``
+``tests/fixtures/backends`` records searches of ``github.com/acme/widget-service``
 for ``register_widget``; no backend's recording holds a whole file, so the registry
 module is written out here, its lines where the recordings put them (line 6 defines
 ``register_widget``, line 12 is the ``café-safe`` lookup) and each read fake serves it

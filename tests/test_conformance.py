@@ -1,7 +1,7 @@
 """Every backend kind keeps the same promises (SPEC §6), whatever protocol it speaks.
 
 Parametrised over ``gateway.registry.KINDS``: each kind has a :class:`Kind` below saying
-how to point it at a fake serving its real API format (``../shared/fixtures/backends/``)
+how to point it at a fake serving its real API format (``tests/fixtures/backends/``)
 and which of its requests the faults are played on. A kind added to the registry
 without one fails :class:`TestCoverage`.
 

@@ -69,6 +69,7 @@ class RootView:
         #: Following: "" not yet; "checking" while the first check runs; "ready"; else why it cannot.
         self.following = ""
         self.watched: set[str] = set()
+        self.watched_for: Manifest | None = None  # the manifest whose folders are all watched
         self.broken = ""  # the engine could not be read: why
 
     def sync_state(self) -> State | None:
@@ -169,6 +170,7 @@ class ContentIndex:
                 log.warning("content_index_not_following", root=view.root, reason=view.following)
                 return
         view.watched = set(manifest.folders)
+        view.watched_for = manifest
         view.following = "checking"
         threading.Thread(target=self._first_check, args=(view, manifest), daemon=True).start()
 
@@ -183,6 +185,9 @@ class ContentIndex:
 
     def _watch_new(self, view: RootView, manifest: Manifest) -> None:
         """Folders the index lists now that were not watched: watched, and what changed there before taken."""
+        if view.watched_for is manifest:
+            return
+        view.watched_for = manifest
         new = manifest.folders.keys() - view.watched
         if not new:
             return
