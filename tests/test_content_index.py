@@ -348,6 +348,56 @@ class TestFollowing:
         assert following.narrow(str(repo), query("register_blueprint"), None) == "stale"
 
 
+class TestBuilderFollows:
+    """The background builder watches what it indexed and reads again what changed."""
+
+    @pytest.fixture
+    def follower(
+        self, tmp_path: Path, repo: Path, no_race: None, monkeypatch: pytest.MonkeyPatch
+    ) -> Iterator[tuple[Any, list[Any]]]:
+        from gateway.index.content import follow
+
+        monkeypatch.setattr(follow, "QUIET_S", 0.0)
+        build(tmp_path / "idx", repo)
+        calls: list[Any] = []
+        source = Source("repo", str(repo))
+        content = ContentBuilder(str(tmp_path / "idx"))
+        watcher = follow.Follower(
+            content, [source], lambda s, p: calls.append(("files", p)), lambda s: calls.append(("tree", s.root))
+        )
+        watcher.watch()
+        yield watcher, calls
+        watcher.close()
+
+    def test_a_changed_file_is_read_again(self, follower: tuple[Any, list[Any]], tmp_path: Path, repo: Path) -> None:
+        """A file written after the build is in the index again once the builder took the change."""
+        watcher, calls = follower
+        (repo / "sub" / "c.txt").write_text("zqxjkw_followed\n")
+        watcher.take()
+        stats = watcher.apply()
+        assert stats.read == 1 and calls == [("files", ["sub/c.txt"])]
+        index = ContentIndex(str(tmp_path / "idx"), [str(repo)])
+        files, folders = named(index.narrow(str(repo), query("zqxjkw_followed"), None), repo)
+        assert files == {"sub/c.txt"} and "sub" not in folders
+
+    def test_a_removed_file_leaves_the_index(self, follower: tuple[Any, list[Any]], tmp_path: Path, repo: Path) -> None:
+        """A file deleted after the build leaves the manifest and the engine."""
+        watcher, _ = follower
+        (repo / "b.py").unlink()
+        watcher.take()
+        assert watcher.apply().removed == 1
+        manifest = read_manifest(root_dir(str(tmp_path / "idx"), str(repo)))
+        assert manifest is not None and "b.py" not in manifest.files
+
+    def test_a_new_folder_lists_the_checkout_again(self, follower: tuple[Any, list[Any]], repo: Path) -> None:
+        """A folder made after the build is a tree change: the builder lists that checkout again."""
+        watcher, calls = follower
+        (repo / "fresh").mkdir()
+        watcher.take()
+        watcher.apply()
+        assert ("tree", str(repo)) in calls
+
+
 # --- the oracle: a narrowed search finds exactly what a full scan finds ---------------------------
 
 

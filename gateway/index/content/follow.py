@@ -14,12 +14,13 @@ checkout: it is listed again.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 
 from gateway.index.content.build import ContentBuilder, ContentStats
 from gateway.index.content.fresh import RACY_NS
-from gateway.index.content.layout import read_manifest, read_state, root_dir
+from gateway.index.content.layout import read_manifest, read_state, root_dir, signature
 from gateway.index.files import Source
 from gateway.log import get_logger
 
@@ -50,6 +51,7 @@ class Follower:
         self.on_tree = on_tree
         self.watcher = Watcher()  # OSError: no inotify here (the periodic pass still refreshes)
         self._watched: dict[str, set[str]] = {}
+        self._seen: dict[str, tuple[int, int, int] | None] = {}  # root -> its manifest's signature when watched
         self._files: dict[str, set[str]] = {}
         self._trees: set[str] = set()
         self._first = 0.0  # when the oldest pending change came (monotonic), 0: none
@@ -63,6 +65,10 @@ class Follower:
         """Watch the folders of every complete index not watched yet (after a pass listed them)."""
         for root, source in self.sources.items():
             folder = root_dir(self.content.directory, root)
+            seen = signature(os.path.join(folder, "manifest.msgpack"))
+            if seen is not None and self._seen.get(root) == seen and root in self._watched:
+                continue  # its manifest did not change: its folders are watched
+            self._seen[root] = seen
             state = read_state(folder)
             manifest = read_manifest(folder) if state is not None and state.complete else None
             if manifest is None:
@@ -107,6 +113,7 @@ class Follower:
             self._trees, self._files, self._first = set(), {}, 0.0
             for root in trees:
                 self._watched.pop(root, None)  # listed again: its folders are watched anew
+                self._seen.pop(root, None)
                 self.on_tree(self.sources[root])
             for root, paths in files.items():
                 if root not in trees:
