@@ -25,7 +25,7 @@ from typing import Any
 import tantivy
 
 from gateway.index.content.grams import token
-from gateway.index.content.layout import ALWAYS, FOLDER, decode_path, encode_path, signature
+from gateway.index.content.layout import ALWAYS, FOLDER, encode_path, path_hash, signature
 from gateway.index.content.plan import And, Gram, Need
 
 __all__ = ["SCHEMA", "Reader", "Writer"]
@@ -38,7 +38,8 @@ WRITER_THREADS = 1
 def _schema() -> Any:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("g", stored=False, tokenizer_name="whitespace", index_option="basic")
-    builder.add_text_field("path", stored=False, tokenizer_name="raw", index_option="basic", fast=True)
+    builder.add_text_field("path", stored=False, tokenizer_name="raw", index_option="basic")
+    builder.add_unsigned_field("h", stored=False, indexed=False, fast=True)
     return builder.build()
 
 
@@ -67,8 +68,8 @@ class Reader:
         self._index: Any = None
         self._searcher: Any = None
         self.files = 0
-        #: Files searched through their folder (few: binary-looking and UTF-16 files).
-        self.folder_files: frozenset[str] = frozenset()
+        #: The hashes of the files searched through their folder (few: binary-looking and UTF-16 files).
+        self.folder_files: frozenset[int] = frozenset()
 
     def refresh(self) -> bool:
         """Reopen if a builder committed since (a replaced meta.json); whether it is readable.
@@ -85,22 +86,23 @@ class Reader:
                 self._index.reload()
             searcher = self._index.searcher()
             self.files = searcher.num_docs
-            self.folder_files = frozenset(self._paths(searcher, _word(FOLDER)))
+            self.folder_files = frozenset(self._hashes(searcher, _word(FOLDER)))
             self._searcher, self._seen = searcher, seen
         return True
 
-    def _paths(self, searcher: Any, query: Any) -> list[str]:
+    def _hashes(self, searcher: Any, query: Any) -> list[int]:
         if not self.files:
             return []
-        hits = searcher.search(query, limit=self.files, count=False, order_by_field="path").hits
-        return [decode_path(kept) for kept, _ in hits]
+        addresses = [address for _, address in searcher.search(query, limit=self.files, count=False).hits]
+        values: list[int] = searcher.fast_field_values("h", addresses) if addresses else []
+        return values
 
-    def candidates(self, need: Need) -> list[str]:
-        """The files holding every gram ``need`` asks for, and those every search reads."""
+    def candidates(self, need: Need) -> list[int]:
+        """The path hashes of the files holding every gram ``need`` asks for, and of those every search reads."""
         query = tantivy.Query.boolean_query(
             [(tantivy.Occur.Should, _query(need)), (tantivy.Occur.Should, _word(ALWAYS))]
         )
-        return self._paths(self._searcher, query)
+        return self._hashes(self._searcher, query)
 
 
 class Writer:
@@ -121,6 +123,7 @@ class Writer:
         """Index one file (after :meth:`remove` of any older version of it)."""
         doc = tantivy.Document()
         doc.add_text("path", encode_path(path))
+        doc.add_unsigned("h", path_hash(path))
         doc.add_text("g", words)
         self._writer.add_document(doc)
 

@@ -29,6 +29,11 @@ from typing import TypeVar
 
 import msgspec
 
+try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (as gateway.index.store)
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - a Python built without its own hashes
+    from hashlib import blake2b
+
 from gateway.index.content.paths import FORMAT, content_dir, root_dir
 
 __all__ = [
@@ -44,6 +49,7 @@ __all__ = [
     "decode_path",
     "encode_manifest",
     "encode_path",
+    "path_hash",
     "read_manifest",
     "read_state",
     "root_dir",
@@ -138,6 +144,11 @@ def decode_path(kept: str) -> str:
     if kept.startswith("\0"):
         return os.fsdecode(base64.b64decode(kept[1:]))
     return kept
+
+
+def path_hash(path: str) -> int:
+    """A root-relative path's 64-bit hash: how the engine names a file to a search (see engine.py)."""
+    return int.from_bytes(blake2b(os.fsencode(path), digest_size=8).digest(), "little")
 
 
 def _keys(paths: dict[str, V], how: Callable[[str], str]) -> dict[str, V]:

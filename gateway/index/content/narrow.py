@@ -33,7 +33,15 @@ from typing import Any
 
 from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
-from gateway.index.content.layout import Manifest, State, read_manifest, read_state, root_dir, signature
+from gateway.index.content.layout import (
+    Manifest,
+    State,
+    path_hash,
+    read_manifest,
+    read_state,
+    root_dir,
+    signature,
+)
 from gateway.log import get_logger
 from gateway.models import SearchQuery
 from gateway.narrowing import Narrowed
@@ -62,6 +70,7 @@ class RootView:
         self._state_seen: tuple[int, int, int] | None = None
         self.manifest: Manifest | None = None
         self._manifest_seen: tuple[int, int, int] | None = None
+        self._paths: dict[int, str] | None = None  # path hash -> path, of the manifest's files
         #: Changed since indexed (root-relative): files, folders; a tree change's time (0: none).
         self.files: set[str] = set()
         self.folders: set[str] = set()
@@ -82,7 +91,25 @@ class RootView:
         seen = signature(os.path.join(self.folder, "manifest.msgpack"))
         if seen != self._manifest_seen:
             self.manifest, self._manifest_seen = read_manifest(self.folder), seen
+            self._paths = None
         return self.manifest
+
+    def paths_of(self, hashes: list[int]) -> list[tuple[int, str]] | None:
+        """The files the engine named (by path hash), from the manifest; None when one is not in it
+        (the engine committed a file whose manifest is not written yet: the caller scans, to be safe)."""
+        if self._paths is None:
+            manifest = self.manifest
+            if manifest is None:
+                return None
+            self._paths = {path_hash(p): p for p in manifest.files}
+        paths = self._paths
+        out = []
+        for h in hashes:
+            path = paths.get(h)
+            if path is None:
+                return None
+            out.append((h, path))
+        return out
 
 
 class ContentIndex:
@@ -225,14 +252,17 @@ class ContentIndex:
             try:
                 if not view.reader.refresh():
                     return "building"
-                paths = view.reader.candidates(need)
+                hashes = view.reader.candidates(need)
             except (OSError, ValueError) as exc:  # damaged: scanned until a builder rebuilds it
                 if not view.broken:
                     log.warning("content_index_unreadable", root=root, error=str(exc)[:200])
                 view.broken = str(exc)[:200] or type(exc).__name__
                 return "unreadable"
             view.broken = ""
-            return self._narrowed(view, paths, accept)
+            named = view.paths_of(hashes)
+            if named is None:
+                return "stale"  # committed a moment ago, its manifest not written yet
+            return self._narrowed(view, named, accept)
 
     def _plan(self, query: SearchQuery) -> Any:
         key = (query.text, query.mode, query.case_sensitive)
@@ -275,17 +305,19 @@ class ContentIndex:
             view.folders = {f for f in view.folders if not folder_clean(view.root, f, manifest)}
         return ""
 
-    def _narrowed(self, view: RootView, paths: list[str], accept: Callable[[str], bool] | None) -> Narrowed | str:
+    def _narrowed(
+        self, view: RootView, named: list[tuple[int, str]], accept: Callable[[str], bool] | None
+    ) -> Narrowed | str:
         root = view.root
         folders = {parent(p) for p in view.files} | view.folders
         by_folder = view.reader.folder_files
-        for path in paths:
-            if path in by_folder:
+        for h, path in named:
+            if h in by_folder:
                 folders.add(parent(path))
         files = [
             path
-            for path in paths
-            if path not in by_folder and parent(path) not in folders and (accept is None or accept(path))
+            for h, path in named
+            if h not in by_folder and parent(path) not in folders and (accept is None or accept(path))
         ]
         if len(files) > COMMON_SHARE * max(1, view.reader.files):
             return "common"
