@@ -57,12 +57,29 @@ class TestRecords:
         assert len(words.split()) == len({b"needle needle"[i : i + 3] for i in range(11)})
 
     def test_nul_early_is_binary(self) -> None:
-        """A NUL within 32 KiB: rg prints nothing of the file, so it is not in the engine."""
+        """A NUL within 64 KiB: rg prints nothing of the file, so it is not in the engine."""
         assert records.classify(b"needle\0") == (Kind.BINARY, None)
 
+    def test_rg_hides_a_file_with_a_nul_in_its_first_buffer(self, tmp_path: Path) -> None:
+        """The real rg prints nothing of a file whose NUL lies within its first 64 KiB, and prints the
+        lines before one that lies further (what BINARY and PREFIX stand on)."""
+        import subprocess
+
+        def body(nul_at: int) -> bytes:
+            head = b"needle first\n"
+            return head + b"f" * (nul_at - len(head)) + b"\0\n"
+
+        git_repo(tmp_path, {"at65535.txt": body(65_535), "at65536.txt": body(65_536)})
+        rg = find_rg()
+        assert rg is not None
+        listed = subprocess.run([rg, "--no-config", "-l", "needle"], cwd=tmp_path, capture_output=True, text=True)
+        assert listed.stdout.split() == ["at65536.txt"]
+        assert records.classify(body(65_535))[0] is Kind.BINARY
+        assert records.classify(body(65_536))[0] is Kind.PREFIX
+
     def test_nul_late_indexes_the_prefix_searched_by_folder(self) -> None:
-        """A NUL after 32 KiB: the grams before it, searched through its folder."""
-        kind, words = records.classify(b"x" * 40_000 + b"needle\0after")
+        """A NUL after 64 KiB: the grams before it, searched through its folder."""
+        kind, words = records.classify(b"x" * 70_000 + b"needle\0after")
         assert kind is Kind.PREFIX and words is not None and words.endswith("~dir")
         assert len(words.split()) < 10  # "xxx", "xxn", "xne", ... never "aft"
 
@@ -76,10 +93,10 @@ class TestRecords:
         assert records.classify(b"abcdefghijkl") == (Kind.LARGE, "~all")
 
     def test_large_file_is_searched_every_time(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """A file over MAX_BYTES with no NUL is LARGE; with a NUL past 32 KiB, read by folder."""
+        """A file over MAX_BYTES with no NUL is LARGE; with a NUL past 64 KiB, read by folder."""
         monkeypatch.setattr(records, "MAX_BYTES", 100)
         assert records.classify(b"y" * 200) == (Kind.LARGE, "~all")
-        assert records.classify(b"y" * 40_000 + b"\0")[0] is Kind.FOLDER
+        assert records.classify(b"y" * 70_000 + b"\0")[0] is Kind.FOLDER
 
     def test_kelvin_sign_is_also_read_as_k(self) -> None:
         """A file with KELVIN SIGN holds the grams of the text with it written as k (rg -i equates them)."""
@@ -104,7 +121,7 @@ def repo(tmp_path: Path) -> Path:
             "build/out.txt": "needle built\n",
             ".hidden.txt": "needle hidden\n",
             "bin.dat": b"needle\0binary",
-            "odd/late.txt": b"needle first\n" + b"filler line\n" * 4000 + b"\0needle late\n",
+            "odd/late.txt": b"needle first\n" + b"filler line\n" * 6000 + b"\0needle late\n",
             "odd/utf16.txt": "needle utf16\n".encode("utf-16"),
         },
     )
@@ -204,7 +221,7 @@ class TestNarrow:
         index = indexed(tmp_path / "idx", repo)
         files, folders = named(index.narrow(str(repo), query("needle"), None), repo)
         assert files == {"sub/c.txt", "sub/deep/d.txt"}
-        assert folders == {"odd"}  # late.txt (a NUL past 32 KiB) and utf16.txt: read as a scan reads them
+        assert folders == {"odd"}  # late.txt (a NUL past 64 KiB) and utf16.txt: read as a scan reads them
 
     def test_nothing_holds_it(self, tmp_path: Path, repo: Path, no_race: None) -> None:
         """A token found nowhere names no file (only the folders every search reads)."""
@@ -415,7 +432,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "secret.py": "def register_blueprint(): pass\n",
             "notes/kelvin.txt": "temperature in " + "\u212a" + "ELVIN and \u017fELF\n",
             "notes/binary.bin": b"def search(\0 binary",
-            "notes/late.txt": (b"def search(self):\n" * 3000) + b"\0 def search(self) after\n",
+            "notes/late.txt": (b"def search(self):\n" * 4000) + b"\0 def search(self) after\n",
             "notes/utf16.txt": "def search(self): in utf-16\n".encode("utf-16"),
             "notes/caf\u00e9.txt": "CAFÉ et café, Straße\n",
         },

@@ -277,6 +277,8 @@ class Store:
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA synchronous=NORMAL")
         found = db.execute("PRAGMA user_version").fetchone()[0]
+        if found == SCHEMA_VERSION and self._parser() == version:
+            return  # ready: opened without writing (a write would make every reader drop what it holds)
         with self._write():
             if found not in (0, SCHEMA_VERSION):  # another layout: start again
                 for table in ("intents", "declarations", "files", "namespaces", "meta"):  # namespaces: version 4
@@ -289,6 +291,14 @@ class Store:
             if row is None or row[0] != version:
                 db.execute("DELETE FROM files")
                 db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('parser', ?)", (version,))
+
+    def _parser(self) -> str | None:
+        """What parsed the rows (None: no database yet)."""
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'parser'").fetchone()
+        except sqlite3.OperationalError:  # no meta table yet
+            return None
+        return None if row is None else str(row[0])
 
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:

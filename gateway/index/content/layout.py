@@ -69,8 +69,8 @@ class Kind(enum.IntEnum):
     """How a file takes part in searches (rg decides binary files; we only follow it).
 
     TEXT      its grams are indexed; searched by name when they match.
-    BINARY    a NUL in its first 32 KiB: a scan prints nothing of it (rg stops at the first
-              buffer holding a NUL, 64 KiB); never searched.
+    BINARY    a NUL in its first 64 KiB: a scan prints nothing of it (rg stops at the first
+              64 KiB buffer holding a NUL, before searching it); never searched.
     PREFIX    a NUL further on: a scan prints only matches before it, so the grams of what
               comes before the NUL are indexed, and when they match it is searched through its
               folder (rg then treats it exactly as a scan does).

@@ -5,7 +5,7 @@ local namespaces of one process. For a query it plans the grams a match needs
 (:mod:`gateway.index.content.plan`), asks the checkout's engine for the files holding them, and
 adds what the engine cannot vouch for: the folders of files changed since they were
 indexed (rg reads those folders one level deep, exactly as a scan would), and the files
-that are searched every time (too large, UTF-16, a NUL after 32 KiB). It answers the reason
+that are searched every time (too large, UTF-16, a NUL after 64 KiB). It answers the reason
 instead when the checkout must be scanned whole: no complete index yet, no gram to
 require, a folder the index never listed, too many candidates to be worth it.
 

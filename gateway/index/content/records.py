@@ -21,8 +21,10 @@ from gateway.index.content.layout import ALWAYS, FOLDER, Entry, Kind
 
 __all__ = ["BINARY_PROBE", "MAX_BYTES", "MAX_GRAMS", "Record", "classify", "read_record"]
 
-#: A NUL within this many bytes: rg prints nothing of the file (its first buffer is 64 KiB; half, to be safe).
-BINARY_PROBE = 32 * 1024
+#: A NUL within this many bytes: rg prints nothing of the file. rg 14 reads a file in 64 KiB buffers and
+#: stops at the first that holds a NUL, before searching it (tests/test_content_index.py holds the real
+#: rg to it: a NUL at 65,535 hides the file, one at 65,536 does not).
+BINARY_PROBE = 64 * 1024
 #: Larger files are not indexed: every search reads them (as every scan does).
 MAX_BYTES = 16 * 1024 * 1024
 #: A file with more distinct grams is not indexed either (codesearch's limit): its words would
