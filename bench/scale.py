@@ -140,8 +140,9 @@ content = ContentBuilder(sys.argv[2], workers=index.build_workers, max_bytes=ind
 builder = Builder(Store.open(None), list(index.sources.values()), workers=index.build_workers, content=content)
 stats = BuildStats()
 started = time.monotonic()
-for source in index.sources.values():
-    builder.refresh_content(source, stats)
+with content.pool():  # as the background builder's pass: its reading processes forked once
+    for source in index.sources.values():
+        builder.refresh_content(source, stats)
 print(json.dumps({"seconds": time.monotonic() - started, "files": stats.content_read, "bytes": stats.content_bytes,
                   "workers": index.build_workers}))
 """

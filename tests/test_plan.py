@@ -59,7 +59,7 @@ def recase(text: str, case: str) -> str:
 
 def shown(need: Need | None) -> set[bytes]:
     """The grams a plan mentions, as bytes (for readable assertions)."""
-    return set() if need is None else {code.to_bytes(3, "big") for code in grams_of(need)}
+    return set() if need is None else {code.to_bytes(3, "little") for code in grams_of(need)}
 
 
 def grams(text: str) -> set[int]:
@@ -203,7 +203,7 @@ class TestRegex:
     def test_unknown_middle_keeps_both_ends(self) -> None:
         r"""def \w+_blueprint\( asks for the grams of 'def ' and of '_blueprint('."""
         need = plan(r"def \w+_blueprint\(", regex=True, case_sensitive=True)
-        assert shown(need) == {b"def", b"ef "} | {code.to_bytes(3, "big") for code in text_grams(b"_blueprint(")}
+        assert shown(need) == {b"def", b"ef "} | {code.to_bytes(3, "little") for code in text_grams(b"_blueprint(")}
 
     def test_star_does_not_require_its_absence(self) -> None:
         """abcd*efg asks for abc and efg but nothing across the d* (so never 'cef')."""

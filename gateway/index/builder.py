@@ -114,10 +114,12 @@ class Builder:
         started = time.monotonic()
         todo = list(self.sources.values()) if sources is None else list(sources)
         listings: dict[str, list[str]] = {}
-        for source in todo if self.content is not None else ():
-            if self.should_stop():
-                break
-            listings[source.namespace] = self.refresh_content(source, stats)
+        if self.content is not None and todo:
+            with self.content.pool():  # its reading processes forked once for the whole pass
+                for source in todo:
+                    if self.should_stop():
+                        break
+                    listings[source.namespace] = self.refresh_content(source, stats)
         for source in todo:
             if self.should_stop():
                 break

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import msgspec
 
 from gateway.index.content.engine import Writer
-from gateway.index.content.fresh import RACY_NS, clean, parent
+from gateway.index.content.fresh import RACY_NS, parent, stale
 from gateway.index.content.layout import (
     Entry,
     Folder,
@@ -135,6 +135,7 @@ class ContentBuilder:
         self.rg = rg
         #: Asked between batches: whether to stop now (the parent went away).
         self.should_stop: Callable[[], bool] = lambda: False
+        self._pool: ProcessPoolExecutor | None = None
         #: Told (files read, files to read) after each batch (``fedsearch index`` on a terminal).
         self.progress: Callable[[int, int], object] = lambda done, total: None
         self._warned: set[str] = set()
@@ -152,9 +153,9 @@ class ContentBuilder:
                 return False
             present = set(listed)
             gone = [p for p in manifest.files if p not in present]
-            changed = [p for p in listed if not clean(source.root, p, manifest)]
+            changed, adding = stale(source.root, listed, manifest)
             stats.listed += len(listed)
-            if changed and not self._fits(folder, source.root, changed):
+            if changed and not self._fits(folder, source.root, adding):
                 return False
             try:
                 complete = self._apply(folder, source, manifest, changed, gone, listed, listed_ns, stats)
@@ -188,7 +189,7 @@ class ContentBuilder:
         wanted = set(rels)
         present = set(listed)
         gone = [p for p in manifest.files if parent(p) in wanted and p not in present]
-        changed = [p for p in listed if not clean(source.root, p, manifest)]
+        changed = stale(source.root, listed, manifest)[0]
         try:
             self._apply(folder, source, manifest, changed, gone, None, listed_ns, stats, rels)
         except Damaged:
@@ -218,14 +219,11 @@ class ContentBuilder:
             manifest = Manifest(root)
         return manifest
 
-    def _fits(self, folder: str, root: str, changed: Sequence[str]) -> bool:
-        """Whether the index would stay within ``max_bytes`` (else it says so in its state)."""
+    def _fits(self, folder: str, root: str, adding: int) -> bool:
+        """Whether the index would stay within ``max_bytes`` with ``adding`` bytes of files read (else it
+        says so in its state)."""
         state = read_state(folder)
         own = state.bytes if state is not None else 0
-        adding = 0
-        for path in changed:
-            with contextlib.suppress(OSError):
-                adding += os.stat(os.path.join(root, path)).st_size
         if total_bytes(self.directory) - own + max(own, int(adding * SIZE_GUESS)) <= self.max_bytes:
             return True
         reason = f"not indexed: it would take the content indexes past [index] max_bytes ({self.max_bytes:,} bytes)"
@@ -259,7 +257,7 @@ class ContentBuilder:
                 if writer is None:  # after the workers were forked: the writer starts threads
                     writer = self._writer(folder)
                     writer.remove(gone)
-                writer.remove(paths)  # each file's older version; a file that vanished has none now
+                writer.remove(p for p in paths if p in manifest.files)  # each file's older version, if any
                 for path in paths:
                     files.pop(path, None)
                 for record in records:
@@ -309,9 +307,7 @@ class ContentBuilder:
             for batch in batches:
                 yield batch, _read_batch(root, batch)
             return
-        import multiprocessing
-
-        with ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        with self.pool() as pool:
             waiting = iter(batches)
             pending = collections.deque(
                 (b, pool.submit(_read_batch, root, b)) for b in itertools.islice(waiting, 2 * self.workers)
@@ -322,6 +318,23 @@ class ContentBuilder:
                 if following is not None:  # a few batches ahead, never all: their results wait in memory
                     pending.append((following, pool.submit(_read_batch, root, following)))
                 yield batch, future.result()
+
+    @contextlib.contextmanager
+    def pool(self) -> Iterator[ProcessPoolExecutor]:
+        """The reading processes, for one pass over many checkouts (forked once, before any engine's writer
+        starts its threads) or, outside of one, for one checkout."""
+        if self._pool is not None:
+            yield self._pool
+            return
+        import multiprocessing
+
+        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+        self._pool = pool
+        try:
+            yield pool
+        finally:
+            self._pool = None
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def _list(self, source: Source, rels: Sequence[str]) -> list[str] | None:
         """The files rg lists in some folders of a checkout, one level deep (None: rg failed)."""

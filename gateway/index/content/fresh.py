@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import os
 import stat as stat_module
+from collections.abc import Iterable
 
 from gateway.index.content.layout import Entry, Folder, Manifest
 
-__all__ = ["RACY_NS", "Staleness", "check", "clean", "file_stat", "folder_clean", "parent"]
+__all__ = ["RACY_NS", "Staleness", "check", "clean", "file_stat", "folder_clean", "parent", "stale"]
 
 #: A file read sooner than this after it was written may have changed again unseen (2 s:
 #: coarser than any file system's timestamps but FAT's).
@@ -88,6 +89,20 @@ def clean(root: str, path: str, manifest: Manifest) -> bool:
     if folder is None or not _folder_clean(folder, _stat(os.path.join(root, rel) if rel else root)):
         return False
     return folder.listed_ns - max(now[1], now[2]) >= RACY_NS
+
+
+def stale(root: str, paths: Iterable[str], manifest: Manifest) -> tuple[list[str], int]:
+    """Which of ``paths`` (files rg lists now) are not clean, and their bytes together (one ``stat`` each)."""
+    out: list[str] = []
+    size = 0
+    files = manifest.files
+    for path in paths:
+        now = _stat(os.path.join(root, path))
+        entry = files.get(path)
+        if entry is None or not _entry_clean(entry, now):
+            out.append(path)
+            size += now[0] if now is not None else 0
+    return out, size
 
 
 class Staleness:

@@ -1,7 +1,8 @@
 """Trigrams of a file's bytes, as the content index holds them and the query planner asks for them.
 
 A gram is three consecutive bytes of the text with ASCII letters folded to lower case,
-as a 24-bit integer (``b0 << 16 | b1 << 8 | b2``). One folded index serves both cases:
+as a 24-bit integer (``b0 | b1 << 8 | b2 << 16``: the three bytes read as a little-endian
+number, which numpy reads straight from the bytes). One folded index serves both cases:
 a case-sensitive search asks for folded grams too (rg confirms the case), and a
 case-insensitive one finds every ASCII case variant. Unicode simple case folding,
 which ``rg -i`` uses, makes exactly two non-ASCII characters equal to ASCII letters:
@@ -34,6 +35,7 @@ __all__ = [
     "LONG_S",
     "file_grams",
     "fold",
+    "text_codes",
     "text_grams",
     "token",
     "tokens",
@@ -56,9 +58,14 @@ def fold(data: bytes) -> bytes:
     return data.translate(FOLD)
 
 
+def text_codes(data: bytes) -> list[int]:
+    """The grams of a short text (already folded where it should be), in order, repeats included."""
+    return [data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) for i in range(len(data) - GRAM + 1)]
+
+
 def text_grams(data: bytes) -> set[int]:
     """The grams of a short text (already folded where it should be), as a set."""
-    return {(data[i] << 16) | (data[i + 1] << 8) | data[i + 2] for i in range(len(data) - GRAM + 1)}
+    return set(text_codes(data))
 
 
 class _Scratch:
@@ -79,11 +86,14 @@ class _Scratch:
         self.positions = np.arange(1 << 20, dtype=np.int32)
 
     def codes(self, data: bytes) -> npt.NDArray[np.int32]:
-        """Every gram of ``data`` in order (repeats included)."""
+        """Every gram of ``data`` in order (repeats included): each position's next four bytes read as one
+        little-endian number (an unaligned strided view, no copy), the fourth masked off."""
         import numpy as np
 
-        folded = self.fold[np.frombuffer(data, dtype=np.uint8)].astype(np.int32)
-        return (folded[:-2] << 16) | (folded[1:-1] << 8) | folded[2:]
+        folded = self.fold[np.frombuffer(data + b"\0", dtype=np.uint8)]
+        windows = np.ndarray(shape=(len(data) - GRAM + 1,), dtype="<u4", buffer=folded, strides=(1,))
+        codes: npt.NDArray[np.int32] = (windows & 0xFFFFFF).view(np.int32)
+        return codes
 
     def distinct(self, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
         import numpy as np

@@ -88,13 +88,15 @@ class Kind(enum.IntEnum):
 
 
 class Entry(msgspec.Struct, array_like=True, frozen=True):
-    """One file as indexed: its (size, mtime, ctime) then, its kind, and when it was read (``time.time_ns()``)."""
+    """One file as indexed: its (size, mtime, ctime) then, its kind, when it was read (``time.time_ns()``),
+    and its path's hash (:func:`path_hash`: how the engine names it)."""
 
     size: int
     mtime_ns: int
     ctime_ns: int
     kind: int
     read_ns: int
+    hash: int
 
 
 class Folder(msgspec.Struct, array_like=True, frozen=True):

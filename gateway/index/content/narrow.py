@@ -36,7 +36,6 @@ from gateway.index.content.fresh import check, clean, folder_clean, parent
 from gateway.index.content.layout import (
     Manifest,
     State,
-    path_hash,
     read_manifest,
     read_state,
     root_dir,
@@ -101,7 +100,7 @@ class RootView:
             manifest = self.manifest
             if manifest is None:
                 return None
-            self._paths = {path_hash(p): p for p in manifest.files}
+            self._paths = {e.hash: p for p, e in manifest.files.items()}
         paths = self._paths
         out = []
         for h in hashes:

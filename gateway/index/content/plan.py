@@ -38,7 +38,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from gateway.index.content.grams import GRAM, fold
+from gateway.index.content.grams import GRAM, fold, text_codes
 
 __all__ = ["MAX_GRAMS", "MAX_OPTIONS", "And", "Gram", "Need", "Or", "grams_of", "plan", "satisfied"]
 
@@ -304,8 +304,7 @@ def _repeat(low: int, high: int, child: _Info) -> _Info:
 
 def _grams(data: bytes) -> list[int]:
     """The grams of ``data`` in the order they occur, each once."""
-    codes = ((data[i] << 16) | (data[i + 1] << 8) | data[i + 2] for i in range(len(data) - GRAM + 1))
-    return list(dict.fromkeys(codes))
+    return list(dict.fromkeys(text_codes(data)))
 
 
 def _need_of(strings: Iterable[bytes]) -> _Cond:

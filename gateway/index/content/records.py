@@ -17,7 +17,7 @@ import msgspec
 
 from gateway.index.content.fresh import file_stat
 from gateway.index.content.grams import file_grams, tokens
-from gateway.index.content.layout import ALWAYS, FOLDER, Entry, Kind
+from gateway.index.content.layout import ALWAYS, FOLDER, Entry, Kind, path_hash
 
 __all__ = ["BINARY_PROBE", "MAX_BYTES", "MAX_GRAMS", "Record", "classify", "read_record"]
 
@@ -74,6 +74,7 @@ def read_record(root: str, path: str) -> Record | None:
             return None
         if len(data) == before[0] and file_stat(full) == before:
             kind, words = classify(data)
-            return Record(path, Entry(*before, int(kind), read_ns), words)
+            return Record(path, Entry(*before, int(kind), read_ns, path_hash(path)), words)
     # It keeps changing: searched through its folder, and read again by the next pass (mtime -1 never matches).
-    return Record(path, Entry(0, -1, -1, int(Kind.FOLDER), time.time_ns()), f"{ALWAYS} {FOLDER}")
+    entry = Entry(0, -1, -1, int(Kind.FOLDER), time.time_ns(), path_hash(path))
+    return Record(path, entry, f"{ALWAYS} {FOLDER}")
