@@ -278,3 +278,14 @@ class TestRead:
         w.close()
         w.close()
         assert w.fileno() == -1 and w.read() == []
+
+
+class TestNotFollowingNew:
+    def test_a_new_directory_is_reported_but_not_watched(self, tmp_path: Path) -> None:
+        """With follow_new=False a directory made is a tree change, and what is then written in it is not reported."""
+        with Watcher(follow_new=False) as watcher:
+            assert watcher.add(str(tmp_path), [""])
+            (tmp_path / "node_modules").mkdir()
+            assert watcher.read() == [Change(str(tmp_path), "node_modules", "tree")]
+            (tmp_path / "node_modules" / "x.js").write_text("x")
+            assert watcher.read() == []

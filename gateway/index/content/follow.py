@@ -49,7 +49,7 @@ class Follower:
         self.sources = {s.root: s for s in sources}
         self.on_files = on_files
         self.on_tree = on_tree
-        self.watcher = Watcher()  # OSError: no inotify here (the periodic pass still refreshes)
+        self.watcher = Watcher(follow_new=False)  # OSError: no inotify here (the periodic pass still refreshes)
         self._watched: dict[str, set[str]] = {}
         self._seen: dict[str, tuple[int, int, int] | None] = {}  # root -> its manifest's signature when watched
         self._files: dict[str, set[str]] = {}

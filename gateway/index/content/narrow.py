@@ -135,7 +135,7 @@ class ContentIndex:
         try:
             from gateway.index.content.watch import Watcher
 
-            self._watcher = Watcher()
+            self._watcher = Watcher(follow_new=False)
         except OSError as exc:
             log.info("content_index_not_following", reason=exc.strerror or str(exc))
             return

@@ -101,7 +101,11 @@ def _call(name: str, *args: int | bytes) -> int:
 class Watcher:
     """An inotify instance following the directories of one or more roots (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, follow_new: bool = True) -> None:
+        """``follow_new``: watch a directory made inside a watched one at once (and what it holds); the
+        content index says False: it lists a checkout again after any tree change and then watches the
+        folders rg searches, so an ignored ``node_modules`` or ``build`` made meanwhile is never watched."""
+        self.follow_new = follow_new
         self._fd = _call("inotify_init1", os.O_NONBLOCK | os.O_CLOEXEC)
         self._roots: dict[str, None] = {}  # insertion-ordered
         self._wds: dict[int, list[tuple[str, str]]] = {}  # one wd may be one directory of several roots
@@ -170,7 +174,7 @@ class Watcher:
                 changes.append(Change(root, path, "tree"))
                 if mask & IN_MOVED_FROM:
                     self._forget(root, path)
-                if mask & (IN_CREATE | IN_MOVED_TO) and not self._watch_tree(root, path):
+                if self.follow_new and mask & (IN_CREATE | IN_MOVED_TO) and not self._watch_tree(root, path):
                     changes.append(Change(root, "", "tree"))
             elif mask & _FILE_EVENTS:
                 changes.append(Change(root, path, "file"))
