@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import sysconfig
@@ -50,20 +51,28 @@ def size(paths: list[Path]) -> tuple[int, int]:
 
 
 def wait_for_index(folder: Path, dirs: list[Path], timeout: float = 900.0) -> float:
-    """Wait until the declaration index under ``folder`` holds every file the builder would index; seconds waited."""
+    """Wait until the declaration index under ``folder`` holds every file the builder would index; seconds waited.
+
+    Read with sqlite3 alone from whichever ``declarations*.sqlite3`` is there: a tree compared with
+    this one may name its database otherwise (before each version had its own file)."""
+    import sqlite3
+
     from gateway.index.files import Source, find_rg, list_files
-    from gateway.index.store import Store, db_name
 
     rg = find_rg()
-    wanted = {d.name: set(list_files(Source(d.name, str(d)), rg)) for d in dirs}
+    wanted = {str(d): set(list_files(Source(d.name, str(d)), rg)) for d in dirs}
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        if (folder / db_name()).exists():
-            store = Store.open(str(folder))
-            try:
-                if all(wanted[d.name] <= set(store.states(str(d))) for d in dirs):
-                    return time.monotonic() - started
-            finally:
-                store.close()
+        for db in folder.glob("declarations*.sqlite3"):
+            with contextlib.suppress(sqlite3.Error):
+                connection = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
+                try:
+                    if all(
+                        paths <= {p for (p,) in connection.execute("SELECT path FROM files WHERE root = ?", (root,))}
+                        for root, paths in wanted.items()
+                    ):
+                        return time.monotonic() - started
+                finally:
+                    connection.close()
         time.sleep(0.2)
     raise RuntimeError(f"the index under {folder} was not built in {timeout} s")

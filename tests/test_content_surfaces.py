@@ -107,7 +107,8 @@ class TestServer:
             for line in text.splitlines()
             if line.startswith("fedsearch_content_index_searches_total{")
         }
-        assert counts['outcome="narrowed"'] >= 3 and counts['outcome="no_grams"'] >= 3
+        assert counts['outcome="narrowed"'] >= 1 and counts['outcome="no_grams"'] >= 3
+        assert sum(counts.values()) >= 6  # every namespace asked, twice
         assert 'fedsearch_content_index_ready{namespace="alpha"} 1.0' in text
         assert any(line.startswith('fedsearch_content_index_bytes{namespace="alpha"}') for line in text.splitlines())
         assert "fedsearch_content_index_build_seconds" in text

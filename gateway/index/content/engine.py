@@ -97,11 +97,13 @@ class Reader:
         values: list[int] = searcher.fast_field_values("h", addresses) if addresses else []
         return values
 
-    def candidates(self, need: Need) -> list[int]:
-        """The path hashes of the files holding every gram ``need`` asks for, and of those every search reads."""
-        query = tantivy.Query.boolean_query(
-            [(tantivy.Occur.Should, _query(need)), (tantivy.Occur.Should, _word(ALWAYS))]
-        )
+    def candidates(self, need: Need, most: int) -> list[int] | None:
+        """The path hashes of the files holding every gram ``need`` asks for, and of those every search
+        reads; None when more than ``most`` hold the grams (counted first: a count costs a tenth of the list)."""
+        wanted = _query(need)
+        if self._searcher.search(wanted, limit=1, count=True).count > most:
+            return None
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Should, wanted), (tantivy.Occur.Should, _word(ALWAYS))])
         return self._hashes(self._searcher, query)
 
 

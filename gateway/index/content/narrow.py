@@ -251,13 +251,15 @@ class ContentIndex:
             try:
                 if not view.reader.refresh():
                     return "building"
-                hashes = view.reader.candidates(need)
+                hashes = view.reader.candidates(need, int(COMMON_SHARE * view.reader.files))
             except (OSError, ValueError) as exc:  # damaged: scanned until a builder rebuilds it
                 if not view.broken:
                     log.warning("content_index_unreadable", root=root, error=str(exc)[:200])
                 view.broken = str(exc)[:200] or type(exc).__name__
                 return "unreadable"
             view.broken = ""
+            if hashes is None:
+                return "common"
             named = view.paths_of(hashes)
             if named is None:
                 return "stale"  # committed a moment ago, its manifest not written yet
