@@ -406,6 +406,29 @@ class TestBuilderFollows:
         manifest = read_manifest(root_dir(str(tmp_path / "idx"), str(repo)))
         assert manifest is not None and "b.py" not in manifest.files
 
+    def test_files_read_too_soon_are_read_again(
+        self, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Files a whole pass read within RACY_NS of their last write are read again once it passed: then a
+        search names them by the engine, not by their folders."""
+        from gateway.index.content import follow
+
+        monkeypatch.setattr(fresh, "RACY_NS", 300_000_000)  # 0.3 s: the repository was written just now
+        source = Source("repo", str(repo))
+        content = ContentBuilder(str(tmp_path / "idx"))
+        content.refresh(source, list_all(source, find_rg()), time.time_ns(), ContentStats())
+        assert str(repo) in content.racy
+        watcher = follow.Follower(content, [source], lambda s, p: None, lambda s: None)
+        watcher.watch()
+        deadline = time.monotonic() + 10
+        while (due := watcher.wait_s()) is not None and time.monotonic() < deadline:
+            time.sleep(due)
+            watcher.apply()
+        watcher.close()
+        index = ContentIndex(str(tmp_path / "idx"), [str(repo)])
+        files, folders = named(index.narrow(str(repo), query("register_blueprint"), None), repo)
+        assert files == {"a.py"} and "" not in folders
+
     def test_a_new_folder_lists_the_checkout_again(self, follower: tuple[Any, list[Any]], repo: Path) -> None:
         """A folder made after the build is a tree change: the builder lists that checkout again."""
         watcher, calls = follower

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import msgspec
 
+from gateway.index.content import fresh
 from gateway.index.content.engine import Writer
-from gateway.index.content.fresh import RACY_NS, parent, stale
+from gateway.index.content.fresh import parent, stale
 from gateway.index.content.layout import (
     Entry,
     Folder,
@@ -136,6 +137,9 @@ class ContentBuilder:
         #: Asked between batches: whether to stop now (the parent went away).
         self.should_stop: Callable[[], bool] = lambda: False
         self._pool: ProcessPoolExecutor | None = None
+        #: Files a whole pass read too soon after they were written, by checkout: to be read again
+        #: RACY_NS later (the builder's follower takes them), so searches can trust them.
+        self.racy: dict[str, list[str]] = {}
         #: Told (files read, files to read) after each batch (``fedsearch index`` on a terminal).
         self.progress: Callable[[int, int], object] = lambda done, total: None
         self._warned: set[str] = set()
@@ -169,6 +173,10 @@ class ContentBuilder:
             return False
         if complete:
             self._finish(folder, listed_ns, time.monotonic() - started)
+            after = read_manifest(folder)
+            racy = [p for p, e in after.files.items() if _racy(e)] if after is not None else []
+            if racy:
+                self.racy[source.root] = racy
         return complete
 
     def update(self, source: Source, paths: Iterable[str], stats: ContentStats) -> list[str]:
@@ -396,7 +404,7 @@ def _read_batch(root: str, paths: Sequence[str]) -> list[Record]:
 
 
 def _racy(entry: Entry) -> bool:
-    return entry.read_ns - max(entry.mtime_ns, entry.ctime_ns) < RACY_NS
+    return entry.read_ns - max(entry.mtime_ns, entry.ctime_ns) < fresh.RACY_NS
 
 
 def _bytes(folder: str) -> int:

@@ -18,8 +18,8 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 
+from gateway.index.content import fresh
 from gateway.index.content.build import ContentBuilder, ContentStats
-from gateway.index.content.fresh import RACY_NS
 from gateway.index.content.layout import read_manifest, read_state, root_dir, signature
 from gateway.index.files import Source
 from gateway.log import get_logger
@@ -62,7 +62,12 @@ class Follower:
         return self.watcher.fileno()
 
     def watch(self) -> None:
-        """Watch the folders of every complete index not watched yet (after a pass listed them)."""
+        """Watch the folders of every complete index not watched yet (after a pass listed them); the files
+        a pass read too soon after they were written are read again RACY_NS later."""
+        racy, self.content.racy = self.content.racy, {}
+        for root, paths in racy.items():
+            if root in self.sources:
+                self._again.append((time.monotonic() + fresh.RACY_NS / 1e9, root, paths))
         for root, source in self.sources.items():
             folder = root_dir(self.content.directory, root)
             seen = signature(os.path.join(folder, "manifest.msgpack"))
@@ -141,7 +146,7 @@ class Follower:
         racy = self.content.update(source, changed, stats)
         stats.seconds += time.perf_counter() - started
         if racy:
-            self._again.append((time.monotonic() + RACY_NS / 1e9, root, racy))
+            self._again.append((time.monotonic() + fresh.RACY_NS / 1e9, root, racy))
         self.on_files(source, changed)
 
     def close(self) -> None:

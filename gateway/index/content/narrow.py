@@ -45,10 +45,12 @@ from gateway.log import get_logger
 from gateway.models import SearchQuery
 from gateway.narrowing import Narrowed
 
-__all__ = ["COMMON_SHARE", "ContentIndex", "RootView"]
+__all__ = ["COMMON_SHARE", "MOST_FOLDERS", "ContentIndex", "RootView"]
 
 #: More candidates than this share of a checkout's files: rg scans it (as fast, fewer arguments).
 COMMON_SHARE = 0.5
+#: More folders than this changed since indexing (read as a scan would): the checkout is scanned whole.
+MOST_FOLDERS = 256
 #: Plans remembered (a query asked of many checkouts is planned once).
 PLANS = 256
 #: How often a server looks for checkouts whose index became complete, to follow them (seconds).
@@ -70,9 +72,12 @@ class RootView:
         self.manifest: Manifest | None = None
         self._manifest_seen: tuple[int, int, int] | None = None
         self._paths: dict[int, str] | None = None  # path hash -> path, of the manifest's files
-        #: Changed since indexed (root-relative): files, folders; a tree change's time (0: none).
+        #: Changed since indexed (root-relative): files and folders found not clean against ``checked_for``,
+        #: files the watcher reported since (not looked at yet); a tree change's time (0: none).
         self.files: set[str] = set()
         self.folders: set[str] = set()
+        self.unchecked: set[str] = set()
+        self.checked_for: Manifest | None = None
         self.tree_ns = 0
         #: Following: "" not yet; "checking" while the first check runs; "ready"; else why it cannot.
         self.following = ""
@@ -183,7 +188,7 @@ class ContentIndex:
                 if change.kind == "tree":
                     view.tree_ns = now
                 else:
-                    view.files.add(change.path)
+                    view.unchecked.add(change.path)
 
     def _follow(self, view: RootView, manifest: Manifest) -> None:
         """Watch the checkout's folders, then check once what changed before (in a thread)."""
@@ -203,7 +208,7 @@ class ContentIndex:
     def _first_check(self, view: RootView, manifest: Manifest) -> None:
         staleness = check(view.root, manifest)
         with view.lock:
-            view.files |= staleness.files
+            view.unchecked |= staleness.files  # checked again against the manifest of the next search
             view.folders |= staleness.folders
             if staleness.tree:
                 view.tree_ns = time.time_ns()
@@ -225,7 +230,7 @@ class ContentIndex:
         for rel in new:
             if not folder_clean(view.root, rel, manifest):
                 view.folders.add(rel)
-        view.files.update(p for p in manifest.files if parent(p) in new)  # cleared below when clean
+        view.unchecked.update(p for p in manifest.files if parent(p) in new)  # looked at below
 
     # --- the question ---------------------------------------------------------------
 
@@ -287,9 +292,9 @@ class ContentIndex:
             return "building"
         if self._watcher is None:  # not following: every file looked at now
             staleness = check(view.root, manifest)
-            if staleness.tree:
-                return "stale"
             view.files, view.folders = staleness.files, staleness.folders
+            if staleness.tree or len(view.folders) + len({parent(p) for p in view.files}) > MOST_FOLDERS:
+                return "stale"
             return ""
         if not view.following:
             self._follow(view, manifest)
@@ -300,11 +305,23 @@ class ContentIndex:
                 return "stale"  # a builder has not listed it since
             view.tree_ns = 0
         self._watch_new(view, manifest)
-        if view.files:
-            view.files = {p for p in view.files if not clean(view.root, p, manifest)}
-        if view.folders:
-            view.folders = {f for f in view.folders if not folder_clean(view.root, f, manifest)}
+        self._recheck(view, manifest)
+        if len(view.folders) + len({parent(p) for p in view.files}) > MOST_FOLDERS:
+            return "stale"  # changed all over (a checkout, a build): scanning is as fast
         return ""
+
+    def _recheck(self, view: RootView, manifest: Manifest) -> None:
+        """Bring the changed sets up to date: what the watcher reported since, looked at once; everything
+        again only when the manifest changed (only a new manifest can make a changed file clean)."""
+        root = view.root
+        if manifest is not view.checked_for:
+            view.checked_for = manifest
+            view.unchecked |= view.files
+            view.files = set()
+            view.folders = {f for f in view.folders if not folder_clean(root, f, manifest)}
+        if view.unchecked:
+            view.files |= {p for p in view.unchecked if not clean(root, p, manifest)}
+            view.unchecked = set()
 
     def _narrowed(
         self, view: RootView, named: list[tuple[int, str]], accept: Callable[[str], bool] | None
