@@ -35,6 +35,15 @@ async def api(aiohttp_server: Callable[..., Any]) -> AsyncIterator[FakeApi]:
     fake.release.set()
 
 
+@pytest.fixture(autouse=True)
+def _content_index_on_tiny_corpora(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process without a file watcher reads content indexes of any size here (the tests' corpora are tiny;
+    in use, below CLI_MIN_BYTES it scans: tests/test_content_index.py tests that on its own)."""
+    from gateway.index.content import paths
+
+    monkeypatch.setattr(paths, "CLI_MIN_BYTES", 0)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _index_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The declaration index of every test (and of the processes tests start) lives in a temporary folder."""

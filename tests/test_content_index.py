@@ -266,6 +266,17 @@ class TestNarrow:
         assert index.describe(str(repo))["state"] == "building"
         assert index.outcomes["building"] == 1
 
+    def test_small_checkouts_scan_without_a_watcher(
+        self, tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Without a file watcher, checkouts indexing less than CLI_MIN_BYTES together are scanned: looking at
+        every file would cost more than rg spends on them."""
+        from gateway.index.content import paths
+
+        monkeypatch.setattr(paths, "CLI_MIN_BYTES", 64 * 1024 * 1024)
+        index = indexed(tmp_path / "idx", repo)
+        assert index.narrow(str(repo), query("register_blueprint"), None) == "small"
+
     def test_semantic_is_not_narrowed(self, tmp_path: Path, repo: Path) -> None:
         """Only exact and regex searches read the content index."""
         index = indexed(tmp_path / "idx", repo)

@@ -147,9 +147,10 @@ class TestCli:
         roots = {name: str(corpus / name) for name in ("alpha", "gamma", "team/beta")}
         request = quick_request({"query": "register_widget"})
         assert request is not None
+        monkeypatch.setattr(paths, "CLI_MIN_BYTES", 1 << 40)  # first as if there were no index: scanned
         scanned = OneShot(roots).search(request)
-        assert run(capsys, "index")[0] == 0
         monkeypatch.setattr(paths, "CLI_MIN_BYTES", 0)  # this corpus is tiny: read its index anyway
+        assert run(capsys, "index")[0] == 0
         one = OneShot(roots)
         narrowed = one.search(request)
         assert one._content is not None and sum(one._content.outcomes.values()) == 3

@@ -78,7 +78,8 @@ def _indexed(roots: Mapping[str, str]) -> bool:
     from gateway.discovery import default_index_dir
     from gateway.index.content.paths import CLI_MIN_BYTES, usable_bytes
 
-    return usable_bytes(default_index_dir(), roots.values()) >= CLI_MIN_BYTES
+    indexed = usable_bytes(default_index_dir(), roots.values())
+    return indexed > 0 and indexed >= CLI_MIN_BYTES
 
 
 def speculate(roots: Mapping[str, str], data: Mapping[str, Any]) -> Early | None:

@@ -97,7 +97,8 @@ class OneShot:
 
         directory = default_index_dir()
         roots = [self.roots[n] for n in names]
-        if usable_bytes(directory, roots) < CLI_MIN_BYTES:
+        indexed = usable_bytes(directory, roots)
+        if not indexed or indexed < CLI_MIN_BYTES:
             return None
         from gateway.index.content.narrow import ContentIndex
 

@@ -196,7 +196,8 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                     "operationId": "namespaces",
                     "summary": (
                         "The visible namespaces (peers' children among them): name, backend kind, health, "
-                        "capabilities, file_paths (<path>, <repository>/<path> or <namespace>/<path>)"
+                        "capabilities, file_paths (<path>, <repository>/<path> or <namespace>/<path>); a local "
+                        "namespace's index too: {state: off|building|ready|stale, files, bytes, built_s, reason?}"
                     ),
                     "responses": {
                         "200": {

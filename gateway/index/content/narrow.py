@@ -17,7 +17,8 @@ are the changed files; each stays changed until the manifest says it was read ag
 since. A daemon thread drains the watcher as events come (so a tree change's time is
 exact), and every search drains it again first, so a change completed before a search
 began is always seen. A process without inotify, or the one-shot CLI, checks every file
-of the manifest at each search instead.
+of the manifest at each search instead, and only where its checkouts index at least
+:data:`~gateway.index.content.paths.CLI_MIN_BYTES` together (below that, rg alone is sooner).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 
 from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
+from gateway.index.content import paths
 from gateway.index.content.layout import (
     Manifest,
     State,
@@ -124,6 +126,7 @@ class ContentIndex:
         self.views = {root: RootView(self.directory, root) for root in roots}
         self.outcomes: Counter[str] = Counter()  # "narrowed", or why a checkout was scanned
         self._plans: dict[tuple[str, str, bool], Any] = {}
+        self._small: bool | None = None  # not following: whether its checkouts are too small to be worth it
         self._watcher: Any = None
         self._watch_lock = threading.Lock()
         self._wake: tuple[int, int] | None = None
@@ -291,6 +294,10 @@ class ContentIndex:
         if manifest is None:
             return "building"
         if self._watcher is None:  # not following: every file looked at now
+            if self._small is None:
+                self._small = paths.usable_bytes(self.directory, self.views) < paths.CLI_MIN_BYTES
+            if self._small:
+                return "small"  # the look at every file would cost more than rg spends on so little
             staleness = check(view.root, manifest)
             view.files, view.folders = staleness.files, staleness.folders
             if staleness.tree or len(view.folders) + len({parent(p) for p in view.files}) > MOST_FOLDERS:
