@@ -32,9 +32,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gateway.index.content import paths
 from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
-from gateway.index.content import paths
 from gateway.index.content.layout import (
     Manifest,
     State,
