@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -148,20 +149,18 @@ print(json.dumps({"seconds": time.monotonic() - started, "files": stats.content_
 """
 
 
+def _processes() -> Iterator[tuple[str, list[str]]]:
+    """Every process now: its pid and the fields of its ``/proc/PID/stat`` after the command name."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as handle:
+                yield entry, handle.read().rpartition(")")[2].split()
+
+
 def _tree_rss(pgid: int) -> int:
     """Resident bytes of every process in a process group now."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rpartition(")")[2].split()
-            if int(fields[2]) == pgid:  # pgrp
-                total += int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # rss pages
-        except (OSError, ValueError, IndexError):
-            continue
-    return total
+    page = os.sysconf("SC_PAGE_SIZE")
+    return sum(int(fields[21]) * page for _, fields in _processes() if int(fields[2]) == pgid)  # rss, pgrp
 
 
 def measure_build(config: Path, folder: Path) -> dict[str, Any]:
@@ -263,21 +262,12 @@ class Server:
 def _cpu_of_children(pid: int, marker: str) -> float:
     """CPU seconds so far of ``pid``'s children whose command line holds ``marker``."""
     total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for entry, fields in _processes():
+        if int(fields[1]) != pid:  # ppid
             continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rpartition(")")[2].split()
-            if int(fields[1]) != pid:  # ppid
-                continue
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if marker.encode() not in handle.read():
-                    continue
-            total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
-        except (OSError, ValueError, IndexError):
-            continue
+        with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as handle:
+            if marker.encode() in handle.read():
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
     return total
 
 
