@@ -138,6 +138,11 @@ class LazyHits(Sequence[Hit]):
         when ranking asks (for a file the declaration index does not know); None: look at the hits."""
         return None
 
+    def weight(self) -> int | None:
+        """What its undecoded form holds, in bytes, if the subclass knows it cheaply (a held snapshot
+        is counted so); None: the snapshot measures it."""
+        return None
+
     def _get(self) -> tuple[Hit, ...]:
         if self._hits is None:
             try:

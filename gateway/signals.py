@@ -7,14 +7,16 @@ Pure functions of their arguments, no I/O.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import re2
 
-from gateway.models import FileMatch, Hit, LazyHits, Mode
+from gateway.models import MAX_TEXT, FileMatch, Hit, LazyHits, Mode, cut_text
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
     from gateway.request import SearchRequest
@@ -120,6 +122,11 @@ def _RAW_DEFINES_AFTER() -> re.Pattern[bytes]:
     return re.compile(_RAW_DEFINES_AFTER_PATTERN)
 
 
+@functools.cache
+def _LINE_DEFINES() -> re.Pattern[bytes]:
+    return re.compile(_ASCII_DEFINES + rb"([A-Za-z_$][\w$]*)")
+
+
 #: A regex that is an identifier, maybe between word boundaries or anchors.
 _REGEX_IDENTIFIER = re.compile(r"(?:\\b|\^)?([A-Za-z_][A-Za-z0-9_]*)(?:\\b|\$)?")
 
@@ -185,12 +192,13 @@ class DefinitionTest:
     without decoding them.
     """
 
-    __slots__ = ("_raw", "name", "sensitive")
+    __slots__ = ("_raw", "_whole", "name", "sensitive")
 
     def __init__(self, name: str, sensitive: bool) -> None:
         self.name = name
         self.sensitive = sensitive
         self._raw = name.encode("utf-8") if sensitive else name.lower().encode("utf-8")
+        self._whole: Any = None  # the name as a whole identifier, an RE2 pattern over bytes (caller input: RE2)
 
     def names(self, name: str) -> bool:
         """Whether a declaration's name is this one."""
@@ -207,6 +215,42 @@ class DefinitionTest:
         """:meth:`text` on one ASCII match line as rg prints it."""
         found = _RAW_DEFINES().match(line)
         return found is not None and self._raw_names(found.group(1))
+
+    def line(self, raw: bytes, offset: int | None = None) -> bool:
+        """:meth:`text` on one line as a backend sent it (UTF-8 bytes, its line ending kept or not) as a
+        hit would hold it: cut (:func:`~gateway.models.cut_text`) around its first match at byte
+        ``offset``. An ASCII line that needs no cut is tested without decoding it."""
+        raw = raw.rstrip(b"\r\n")
+        if len(raw) <= MAX_TEXT and raw.isascii():
+            found = _LINE_DEFINES().match(raw)
+            return found is not None and self._raw_names(found.group(1))
+        column = len(raw[:offset].decode("utf-8", "replace")) + 1 if offset is not None else None
+        return self.text(cut_text(raw.decode("utf-8", "replace"), column))
+
+    def plain(self, raw: bytes) -> bool:
+        """Whether :meth:`lines` can test ``raw`` (one line, its ending stripped): ASCII, no newline, no cut needed."""
+        return len(raw) <= MAX_TEXT and raw.isascii() and b"\n" not in raw
+
+    def lines(self, lines: Sequence[bytes]) -> set[int]:
+        """The indices of the ``lines`` (each :meth:`plain`) that define the name: what :meth:`text` says
+        of each. One pass over them all finds the lines holding the name as a whole identifier (a
+        literal search, at C speed); only those are tested, one call each."""
+        if self._whole is None:
+            options = re2.Options()
+            options.case_sensitive = self.sensitive
+            options.log_errors = False
+            self._whole = re2.compile(
+                rb"(?m)(?:^|[^\w$])(" + re2.escape(self.name.encode("utf-8")) + rb")(?:[^\w$]|$)", options
+            )
+        blob = b"\n".join(lines)
+        starts = list(itertools.accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
+        defines, name = _LINE_DEFINES().match, self._raw_names
+        out: set[int] = set()
+        for found in self._whole.finditer(blob):
+            at = bisect.bisect_right(starts, found.start(1)) - 1
+            if at not in out and (defined := defines(lines[at])) is not None and name(defined.group(1)):
+                out.add(at)
+        return out
 
     def raw_block(self, body: bytes, end: int) -> bool:
         """:meth:`raw` on any line of an ASCII block of match lines that starts before ``end``."""

@@ -12,10 +12,12 @@ from typing import Any
 import pydantic
 import pytest
 import re2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapters.zoekt.backend import ZoektBackend, ZoektSettings
 from gateway.errors import BackendError
-from gateway.models import BackendResult, SearchQuery
+from gateway.models import BackendResult, FileMatch, SearchQuery
 from tests.fakeservers import (
     FakeServer,
     json_reply,
@@ -299,3 +301,69 @@ class TestFail:
             for _ in range(2):
                 with pytest.raises(BackendError, match="shape"):
                     await search(server)
+
+
+class TestDefinition:
+    """Whether a lazily kept Zoekt file defines the name is what ranking's test would find on its decoded hits."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(
+        lines=st.lists(
+            st.tuples(
+                st.integers(1, 30),
+                st.sampled_from(
+                    [
+                        "def register_widget(name):",
+                        "    return register_widget(x)",
+                        "class register_widget:",
+                        "x = 'def register_widget'",
+                        "déf register_widget",
+                        "def register_widget" + "(" * 300,
+                        "   " + "y" * 260 + " def register_widget",
+                        "async def Register_Widget():\r\n",
+                        "def Foo.register_widget(x):",
+                        "\tpub fn register_widget<T>() {} // register_widget",
+                        "register_widget register_widget",
+                    ]
+                ),
+                st.one_of(st.none(), st.integers(0, 8)),
+                st.booleans(),
+            ),
+            min_size=1,
+            max_size=24,
+        ),
+        sensitive=st.booleans(),
+    )
+    def test_lazy_equals_decoded(self, lines: list[tuple[int, str, int | None, bool]], sensitive: bool) -> None:
+        """definition() of the undecoded matches equals defines() over the hits they decode to."""
+        from adapters.zoekt.read import File, Fragment, LineMatch, _definitions, _lazy_file
+        from gateway.signals import defines, definition_test
+
+        matches = [
+            LineMatch(
+                Line=base64.b64encode(text.encode()).decode(),
+                LineNumber=number,
+                FileName=name,
+                LineFragments=[Fragment(LineOffset=offset)] if offset is not None else None,
+            )
+            for number, text, offset, name in lines
+        ]
+        test = definition_test("register_widget", "exact", sensitive)
+        assert test is not None
+        if all(m.FileName for m in matches):
+            return
+        groups = [matches, matches[::-1], matches[: len(matches) // 2 or 1]]  # one pass over several files
+        said = _definitions(groups, test)
+        for group, word in zip(groups, said, strict=True):
+            if all(m.FileName for m in group):
+                continue
+            lazy = _lazy_file(File(FileName="a.py", Repository="r"), group, 0, None)
+            assert word == defines(FileMatch(path=lazy.path, hits=tuple(lazy.hits)), test), group
+
+    def test_symbols_seen_in_the_raw_answer(self) -> None:
+        """An answer naming a SymbolInfo that is not null may hold symbols; one with only nulls holds none."""
+        from adapters.zoekt.read import has_symbols
+
+        assert not has_symbols(b'{"LineFragments": [{"SymbolInfo": null}, {"SymbolInfo":null}]}')
+        assert has_symbols(b'{"LineFragments": [{"SymbolInfo": {"Sym": "register_widget"}}]}')
+        assert has_symbols(b'[{"SymbolInfo":[{"Sym":"x"}]}]')

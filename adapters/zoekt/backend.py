@@ -35,7 +35,7 @@ from adapters._coalesce import Call, Seat, share
 from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request, Unreachable, error_field
 from adapters._text import go_quote_meta, path_regexes
 from adapters.zoekt.files import build_read, found, identity_of
-from adapters.zoekt.read import DECODER, RepoRouter, parse_response, parse_shared
+from adapters.zoekt.read import DECODER, RepoRouter, has_symbols, parse_response, parse_shared
 from gateway.errors import BackendCapped, BackendError, NotFound, Rejected
 from gateway.files import MAX_READ_BYTES, RemoteFile, clean_path, too_large
 from gateway.globs import PathFilter
@@ -220,9 +220,10 @@ class ZoektBackend(HttpBackend[ZoektSettings]):
             raise BackendError(f"unexpected response shape: {exc}") from exc
         except msgspec.DecodeError as exc:
             raise BackendError("invalid JSON in response") from exc
+        symbols = has_symbols(reply.body)
         if len(repos) == 1:
-            return [parse_response(data, query, keep)]
-        return parse_shared(data, query, keep, RepoRouter(repos), len(repos))
+            return [parse_response(data, query, keep, symbols)]
+        return parse_shared(data, query, keep, RepoRouter(repos), len(repos), symbols)
 
     def refusal(self, status: int, error: Any, headers: Mapping[str, str]) -> BackendError | None:
         """zoekt's reason for a 400 (``{"Error": "..."}``), short."""

@@ -41,8 +41,9 @@ FILE_OVERHEAD = 300
 HIT_OVERHEAD = 170
 #: What a bytes or str object costs beyond its characters (CPython: 33 for bytes, 49 for str).
 _STR_OVERHEAD = 49
-#: Files sized one by one; a bigger snapshot is sized from an even sample of its files.
-SAMPLE = 64
+#: Files sized one by one; a bigger snapshot is sized from an even sample of its files (16: sizing 64
+#: of them cost ~10 % of serving a 800-file remote answer, bench/overhead_wrk.py).
+SAMPLE = 16
 #: An undecoded value's parts are followed this deep (LazyHits -> partial -> list -> bytes).
 _DEPTH = 4
 
@@ -111,7 +112,10 @@ def _file_size(file: FileMatch) -> int:
     if isinstance(hits, tuple):  # not LazyHits: a plain type test, not an ABC's (~300 files a snapshot)
         return size + _hits_size(hits)
     size += 64
-    for slot in _slots(type(hits)):
+    weight = hits.weight()
+    if weight is not None:  # the backend knows what its undecoded form holds
+        size += weight
+    for slot in _slots(type(hits)) if weight is None else ():
         value = getattr(hits, slot, None)
         if type(value) is bytes:  # a backend's raw block for this file (ripgrep's)
             size += _STR_OVERHEAD + len(value)
