@@ -39,8 +39,10 @@ LIMIT = 1.25
 async def measure(rounds: int) -> list[float]:
     """CPU seconds of each of ``rounds`` searches (after a warm-up)."""
     sys.path.insert(0, str(ROOT))
-    from adapters.zoekt.read import DECODER, parse_response
-    from bench.fake_zoekt import payload
+    try:
+        from adapters.zoekt.read import DECODER, parse_response
+    except ImportError:  # a tree from before adapters/zoekt/ was a package
+        from adapters.zoekt_read import DECODER, parse_response  # type: ignore[import-not-found,no-redef]
     from gateway.log import configure
     from gateway.models import BackendResult, SearchQuery
     from gateway.request import parse_request
@@ -48,7 +50,7 @@ async def measure(rounds: int) -> list[float]:
     from gateway.testing import MockBackend
 
     configure(level="warning")  # a line a namespace a search would be measured too
-    answers = [payload(i, FILES) for i in range(NAMESPACES)]
+    answers = [_payload()(i, FILES) for i in range(NAMESPACES)]
 
     def handler(body: bytes) -> Any:
         async def answer(query: SearchQuery) -> BackendResult:
@@ -72,6 +74,19 @@ async def measure(rounds: int) -> list[float]:
     assert answer["file_count"] == NAMESPACES * FILES, answer["file_count"]
     await service.aclose()
     return spent
+
+
+def _payload() -> Any:
+    """``fake_zoekt.payload`` from beside this script, whatever tree is measured (an old one may not make it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "fake_zoekt_here", Path(__file__).resolve().with_name("fake_zoekt.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.payload
 
 
 def run_tree(tree: Path, rounds: int) -> list[float]:
