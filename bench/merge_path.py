@@ -120,9 +120,8 @@ def main() -> int:
     if not args.against:
         spent = asyncio.run(measure(args.rounds))
         median = statistics.median(spent)
-        print(
-            f"merge path, {files} remote files: {median * 1000:.2f} ms CPU a search, {median / files * 1e6:.2f} us a file"
-        )
+        each = median / files * 1e6
+        print(f"merge path, {files} remote files: {median * 1000:.2f} ms CPU a search, {each:.2f} us a file")
         return 0
     with tempfile.TemporaryDirectory(prefix="merge-path-") as folder:
         before = Path(folder) / "before"
