@@ -3,8 +3,9 @@
 The answer is decoded with msgspec into just the fields used here (the rest is
 skipped without building objects), several times faster than a generic JSON parse of
 zoekt's many small objects (bench/README.md); the structs are not tracked by the cyclic
-collector (JSON makes no cycles): 3,200 tracked objects an answer made the young collections
-of a busy server half of its decoding time. A line-mode file becomes a :class:`FileMatch` whose
+collector (JSON makes no cycles), and a file's matches and a match's fragments are tuples
+(untracked once the collector has seen them hold none): 3,200 tracked objects an answer
+made the young collections of a busy server half of its decoding time. A line-mode file becomes a :class:`FileMatch` whose
 hits are a :class:`~gateway.models.LazyHits`: zoekt sends one ``LineMatch`` per
 line, so the count is known at once and the base64 lines are decoded only for the
 files that make the page. ``SymbolInfo`` naming the name the query asks about is
@@ -39,7 +40,7 @@ class LineMatch(msgspec.Struct, gc=False):
     FileName: bool = False
     Before: str | None = None
     After: str | None = None
-    LineFragments: list[Fragment] | None = None
+    LineFragments: tuple[Fragment, ...] | None = None
 
 
 class Location(msgspec.Struct, gc=False):
@@ -54,7 +55,7 @@ class Range(msgspec.Struct, gc=False):
 class ChunkMatch(msgspec.Struct, gc=False):
     Content: str | None = None
     ContentStart: Location = msgspec.field(default_factory=Location)
-    Ranges: list[Range] | None = None
+    Ranges: tuple[Range, ...] | None = None
     FileName: bool = False
     SymbolInfo: Any = None
 
@@ -63,8 +64,8 @@ class File(msgspec.Struct, gc=False):
     FileName: str
     Repository: str = ""
     Score: float = 0.0
-    LineMatches: list[LineMatch] | None = None
-    ChunkMatches: list[ChunkMatch] | None = None
+    LineMatches: tuple[LineMatch, ...] | None = None
+    ChunkMatches: tuple[ChunkMatch, ...] | None = None
 
 
 class Result(msgspec.Struct, gc=False):
@@ -289,7 +290,7 @@ def _lazy(raw: File) -> bool:
 def _file(raw: File, context: int, test: DefinitionTest | None) -> FileMatch | None:
     """One zoekt FileMatch read eagerly (chunk mode, or a name match only) as ours; None if it has no hits."""
     chunks = raw.ChunkMatches
-    matches = raw.LineMatches or []
+    matches = raw.LineMatches or ()
     lines = _Lines()
     name_column = _chunk_matches(lines, chunks, context) if chunks else _line_matches(lines, matches, context)
     hits = lines.hits()
