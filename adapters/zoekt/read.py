@@ -5,12 +5,12 @@ skipped without building objects), several times faster than a generic JSON pars
 zoekt's many small objects (bench/README.md); the structs are not tracked by the cyclic
 collector (JSON makes no cycles), and a file's matches and a match's fragments are tuples
 (untracked once the collector has seen them hold none): 3,200 tracked objects an answer
-made the young collections of a busy server half of its decoding time. A line-mode file becomes a :class:`FileMatch` whose
-hits are a :class:`~gateway.models.LazyHits`: zoekt sends one ``LineMatch`` per
-line, so the count is known at once and the base64 lines are decoded only for the
-files that make the page. ``SymbolInfo`` naming the name the query asks about is
-zoekt's word that the file defines it (the ``definition`` hint ranking uses). Chunk-mode answers are read
-eagerly.
+made the young collections of a busy server half of its decoding time. A line-mode
+file becomes a :class:`FileMatch` whose hits are a :class:`~gateway.models.LazyHits`:
+zoekt sends one ``LineMatch`` per line, so the count is known at once and the base64
+lines are decoded only for the files that make the page. ``SymbolInfo`` naming the
+name the query asks about is zoekt's word that the file defines it (the
+``definition`` hint ranking uses). Chunk-mode answers are read eagerly.
 """
 
 from __future__ import annotations
