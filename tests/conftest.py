@@ -17,6 +17,8 @@ from tests.fake_github_gitlab import FakeApi
 from tests.redis_server import REDIS_SERVER, RedisServer, need_redis, redis_missing
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "backends"
+#: Under CI=true a skipped test fails, unless its reason is allowed there (tests/ci_skips.py).
+pytest_plugins = ["tests.ci_skips"]
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +74,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if missing is None
         else f"redis-server: MISSING - {missing}" + (" (CI=true: they fail)" if os.environ.get("CI") == "true" else "")
     )
-    return [f"backend fixtures: {FIXTURES} ({found})", redis]
+    ci = "CI=true: a skip fails unless tests/ci_skips.py allows its reason" if os.environ.get("CI") == "true" else ""
+    return [f"backend fixtures: {FIXTURES} ({found})", redis, *([ci] if ci else [])]
 
 
 @pytest.fixture
