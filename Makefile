@@ -2,26 +2,38 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# `make run` installs the runtime only; `make test` (and the other targets) the dev extra too.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
+STAMP  := $(DEV_STAMP)
 ROOT   ?= .
 HOST   ?= 127.0.0.1
 PORT   ?= 8080
+# `make run` prints one line, the URL; the server's own log shows warnings and errors only.
+FEDSEARCH_LOG_LEVEL ?= warning
+# pip's output goes to the log, which is shown only when pip fails.
+LOG    := $(VENV)/install.log
+QUIETLY = >$(LOG) 2>&1 || { cat $(LOG) >&2; echo "make: the install failed (its log: $(LOG))" >&2; exit 1; }
 
 .PHONY: run test lint typecheck pytest fuzz bench soak clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --upgrade pip $(QUIETLY)
 
 # editable_mode=compat: a plain path entry in a .pth, where the default (a flat layout's import
 # finder, with pathlib and importlib.util) costs every start of the interpreter ~20 ms, half of
 # `python -c pass` here (bench/README.md, issue 21): a one-shot `fedsearch search` pays it each time.
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=compat
-	touch $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	@$(BIN)/python -m pip install -e . --config-settings editable_mode=compat $(QUIETLY)
+	@touch $(RUN_STAMP)
 
-run: $(STAMP)
-	$(BIN)/fedsearch serve --root $(ROOT) --host $(HOST) --port $(PORT)
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	@$(BIN)/python -m pip install -e '.[dev]' --config-settings editable_mode=compat $(QUIETLY)
+	@touch $(DEV_STAMP) $(RUN_STAMP)
+
+run: $(RUN_STAMP)
+	@exec env FEDSEARCH_LOG_LEVEL=$(FEDSEARCH_LOG_LEVEL) $(BIN)/fedsearch serve --root $(ROOT) --host $(HOST) --port $(PORT)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gateway adapters tests bench

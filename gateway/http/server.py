@@ -67,6 +67,7 @@ MIN_UPTIME_S = 5.0
 BACKLOG = 1024
 
 log = get_logger("fedsearch.server")
+_INFO = 20  # logging.INFO
 
 
 # --- slow and hostile clients (see the module docstring) ------------------------------
@@ -193,16 +194,11 @@ def _line_atomic_stderr() -> None:
 def _announce(config: Config, sock: socket.socket, workers: int, grace_s: float) -> None:
     host, port = sock.getsockname()[:2]
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
-    if sys.stderr.isatty():
-        sys.stderr.write(
-            f"fedsearch: serving {len(config.namespaces)} namespaces ({config.source})\n"
-            f"fedsearch: page    {url}/\n"
-            f"fedsearch: search  POST {url}/v1/search   (streamed: {url}/v1/search/stream)\n"
-            f'fedsearch: try     curl -s {url}/v1/search -d \'{{"query": "TODO"}}\'\n'
-            f"fedsearch: health  GET  {url}/healthz   (also /readyz, /metrics, /openapi.json)\n"
-            f"fedsearch: AFI     GET  {url}/.afi/manifest.json   (stat, list, read, POST /afi/search)\n"
-            f"fedsearch: MCP     fedsearch mcp --root ...   (stdio; --http HOST:PORT for streamable HTTP)\n"
-        )
+    # One plain line for a person: on a terminal, and wherever the info event that carries the URL is
+    # not logged (`make run` logs warnings only). A log reader off a terminal gets the JSON event alone.
+    if sys.stderr.isatty() or not log.is_enabled_for(_INFO):
+        count = len(config.namespaces)
+        sys.stderr.write(f"fedsearch: serving {count} namespace{'' if count == 1 else 's'} at {url}/\n")
         sys.stderr.flush()
     log.info(
         "serving",

@@ -485,6 +485,7 @@ class BuilderProcess:
                 [sys.executable, "-m", "gateway.index"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
+                process_group=0,  # a terminal's Ctrl-C stops the server, which ends this by closing its stdin
             )
             assert self.proc.stdin is not None
             self.proc.stdin.write(json.dumps(self.spec).encode() + b"\n")
