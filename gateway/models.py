@@ -10,9 +10,10 @@ which matters for a thousand files an answer.
 
 from __future__ import annotations
 
+import abc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import msgspec
 
@@ -104,24 +105,36 @@ class Hit(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return self.end_line or self.line
 
 
-class LazyHits(Sequence[Hit]):
+if TYPE_CHECKING:  # msgspec's stubs do not name StructMeta
+    _SequenceStruct = abc.ABCMeta
+else:
+
+    class _SequenceStruct(msgspec.structs.StructMeta, abc.ABCMeta):
+        """The metaclass of a :class:`msgspec.Struct` that is also a :class:`~collections.abc.Sequence`."""
+
+
+class LazyHits(msgspec.Struct, Sequence[Hit], metaclass=_SequenceStruct, gc=False, eq=False):
     """A file's hits, built on first use: ranking needs only how many there are.
 
     An adapter that knows the exact count before decoding anything (a Zoekt answer
     lists one match per line) hands this in place of a tuple; only the files that
     make the page are ever decoded. If decoding fails late, the file keeps one
     path-level hit rather than failing the answer.
+
+    A struct the cyclic collector never tracks (it holds no cycle: its loader, its
+    backend's undecoded form and, once decoded, its hits): a held snapshot keeps one a
+    file, and as tracked objects the 800 of a Zoekt fan-out's answer, with every
+    in-flight answer's, made the collector's middle-generation passes last 110-170 ms
+    under load, the tail of the answers' latency (bench/README.md, issue 34). A subclass
+    adds its own undecoded form as keyword-only fields.
     """
 
-    __slots__ = ("_count", "_first_line", "_hits", "_load", "_path")
-
-    def __init__(self, count: int, load: Callable[[], tuple[Hit, ...]], first_line: int, path: str) -> None:
-        self._count = count
-        #: None in a subclass that keeps its own undecoded form (and overrides :meth:`decode`).
-        self._load: Callable[[], tuple[Hit, ...]] | None = load
-        self._first_line = first_line
-        self._path = path
-        self._hits: tuple[Hit, ...] | None = None
+    _count: int
+    #: None in a subclass that keeps its own undecoded form (and overrides :meth:`decode`).
+    _load: Callable[[], tuple[Hit, ...]] | None
+    _first_line: int
+    _path: str
+    _hits: tuple[Hit, ...] | None = None
 
     def decode(self) -> tuple[Hit, ...]:
         """Build the hits (a subclass that keeps its own undecoded form overrides this)."""

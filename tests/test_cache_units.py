@@ -365,15 +365,11 @@ class _Match(msgspec.Struct):
     text: str
 
 
-class _StructHits(LazyHits):
+class _StructHits(LazyHits, kw_only=True, gc=False, eq=False):
     """Hits kept as a backend's decoded structs until shown (as Zoekt's line matches are)."""
 
-    __slots__ = ("_broken", "_matches")
-
-    def __init__(self, matches: list[_Match], path: str, broken: bool = False) -> None:
-        super().__init__(len(matches), lambda: (), 1, path)
-        self._matches = matches
-        self._broken = broken
+    _matches: list[_Match]
+    _broken: bool = False
 
     def decode(self) -> tuple[Hit, ...]:
         if self._broken:
@@ -394,7 +390,13 @@ class TestHeldSizes:
                     status="ok",
                     took_ms=1,
                     result=BackendResult(
-                        files=(FileMatch(path="a.py", hits=_StructHits(matches, "a.py"), definition=False),)
+                        files=(
+                            FileMatch(
+                                path="a.py",
+                                hits=_StructHits(len(matches), None, 1, "a.py", _matches=matches),
+                                definition=False,
+                            ),
+                        )
                     ),
                 )
             ],
@@ -407,7 +409,7 @@ class TestHeldSizes:
         files = tuple(
             FileMatch(
                 path=f"f{n:02}.py",
-                hits=_StructHits([_Match(line=1, text="x")], f"f{n:02}.py", n == 30),
+                hits=_StructHits(1, None, 1, f"f{n:02}.py", _matches=[_Match(line=1, text="x")], _broken=n == 30),
                 definition=False,
             )
             for n in range(40)

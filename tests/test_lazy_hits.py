@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
 from gateway.rank import rank
 from gateway.request import parse_request
@@ -50,10 +52,10 @@ class TestAdapterLazyHits:
         raw = File(
             FileName="a.go",
             Repository="r",
-            LineMatches=[
+            LineMatches=(
                 LineMatch(Line="%%% not base64", LineNumber=9),
                 LineMatch(Line="%%%", LineNumber=4),
-            ],
+            ),
         )
         file = _lazy_file(raw, raw.LineMatches or [], 0, None)
         assert file is not None and len(file.hits) == 2
@@ -61,19 +63,18 @@ class TestAdapterLazyHits:
 
     def test_zoekt_symbol_info_naming_the_query_is_a_definition(self) -> None:
         """A zoekt fragment whose SymbolInfo names the name asked about says the file defines it."""
-        from adapters.zoekt.read import File, Fragment, LineMatch, _lazy_file
+        from adapters.zoekt.read import File, Fragment, LineMatch, _definitions
         from gateway.signals import DefinitionTest
 
         def file(symbol: str) -> File:
             fragment = Fragment(SymbolInfo={"Sym": symbol, "Kind": "function"})
             return File(
-                FileName="a.go", Repository="r", LineMatches=[LineMatch(LineNumber=3, LineFragments=[fragment])]
+                FileName="a.go", Repository="r", LineMatches=(LineMatch(LineNumber=3, LineFragments=(fragment,)),)
             )
 
         test = DefinitionTest("Serve", True)
         named, other = file("Serve"), file("Handler")
-        assert _lazy_file(named, named.LineMatches or [], 0, test).definition is True  # type: ignore[union-attr]
-        assert _lazy_file(other, other.LineMatches or [], 0, test).definition is None  # type: ignore[union-attr]
+        assert _definitions([named.LineMatches or [], other.LineMatches or []], test) == [True, False]
 
     def test_a_ripgrep_block_decodes_to_its_lines(self) -> None:
         """A ripgrep file kept as its block of match lines decodes to one hit per line, on demand."""
@@ -85,4 +86,27 @@ class TestAdapterLazyHits:
         (file,) = collector.ranked()
         assert len(file.hits) == 2 and defines(file, None) is True
         assert [(h.line, h.column, h.text) for h in file.hits] == [(3, 5, "def needle():"), (9, 1, "needle()")]
-        assert file.hits.first_line() == 3
+        assert isinstance(file.hits, LazyHits) and file.hits.first_line() == 3
+
+
+class TestUntracked:
+    def test_kept_hits_are_not_tracked_by_the_cyclic_collector(self, fixtures_dir: Path) -> None:
+        """Every backend's undecoded hits (a held snapshot keeps one a file) stay out of the collector's
+        generations, decoded or not: its passes under load walked them all (issue 34)."""
+        import gc
+
+        from adapters.ripgrep.output import Collector
+        from adapters.zoekt.read import DECODER, parse_response
+        from gateway.models import SearchQuery
+
+        collector = Collector()
+        collector.block("a.py", b"3:5:def needle():\n9:1:needle()")
+        (local,) = collector.ranked()
+        data = DECODER.decode((fixtures_dir / "zoekt_search_response.json").read_bytes())
+        remote = parse_response(data, SearchQuery(text="needle", mode="exact"), lambda _: True).files
+        plain = _lazy("b.py", 2, []).hits
+        every = [local.hits, plain, *(file.hits for file in remote)]
+        assert all(isinstance(hits, LazyHits) for hits in every) and len(every) > 2
+        assert not any(gc.is_tracked(hits) for hits in every)
+        assert [len(hits) for hits in every[:2]] == [2, 2] and plain[0].text == "foo 0"
+        assert not any(gc.is_tracked(hits) for hits in every[:2])

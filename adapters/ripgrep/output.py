@@ -189,20 +189,13 @@ def _block_defines(body: bytes, count: int, test: DefinitionTest | None) -> bool
     return test.raw_block(body, end)
 
 
-class _BlockHits(LazyHits):
+class _BlockHits(LazyHits, kw_only=True, gc=False, eq=False):
     """A file's hits kept as the block of match lines rg printed for it, until the page needs them;
     whether it defines the query's name is tested on the block when ranking asks (only for a file
     the declaration index does not know)."""
 
-    __slots__ = ("_body", "_test")
-
-    def __init__(self, count: int, body: bytes, path: str, test: DefinitionTest | None) -> None:  # no super()
-        self._count = count
-        self._body = body
-        self._path = path
-        self._test = test
-        self._hits = None
-        self._load = None  # set all the same: a snapshot's size reads it, and an unset slot raises
+    _body: bytes
+    _test: DefinitionTest | None
 
     def definition(self) -> bool:
         return _block_defines(self._body, self._count, self._test)
@@ -303,7 +296,7 @@ class Collector:
                 return
             body, count = body[: _nth_newline(body, room)], room
         self.hits += count
-        file = FileMatch(path=relative, hits=_BlockHits(count, body, relative, self.definition))
+        file = FileMatch(path=relative, hits=_BlockHits(count, None, 0, relative, _body=body, _test=self.definition))
         self._files.append((-count if count < RANK_HIT_CAP else -RANK_HIT_CAP, relative, len(self._files), file))
 
     def begin(self, path: str) -> None:
@@ -510,10 +503,11 @@ def build_argv(
     roots: Sequence[str] = (".",),
     from_stdin: bool = False,
     narrowed: bool = False,
+    flags: Sequence[str] = (),
 ) -> list[str]:
     """rg's argument vector for ``query`` over ``roots``; excludes only (see ripgrep.py);
     ``from_stdin``: all but the pattern, which rg reads from stdin; ``narrowed``: ``roots`` are
-    the files and folders the content index named (see :func:`argv_of`).
+    the files and folders the content index named; ``flags``: rg's own (see :func:`argv_of`).
 
     rg matches anchored globs (with a ``/``) relative to its working directory, so when
     it searches several roots at once only unanchored excludes are passed; the others
@@ -531,6 +525,7 @@ def build_argv(
         roots=roots,
         from_stdin=from_stdin,
         narrowed=narrowed,
+        flags=flags,
     )
 
 

@@ -180,18 +180,11 @@ def _load_lines(matches: Sequence[LineMatch], context: int) -> tuple[Hit, ...]:
     return lines.hits()
 
 
-class _LineMatchHits(LazyHits):
+class _LineMatchHits(LazyHits, kw_only=True, gc=False, eq=False):
     """A line-mode file's hits, kept as zoekt's line matches until the file is shown."""
 
-    __slots__ = ("_context", "_matches")
-
-    def __init__(self, count: int, matches: Sequence[LineMatch], context: int, path: str) -> None:
-        self._count = count  # no super(): one per file of a wide answer
-        self._matches = matches
-        self._context = context
-        self._path = path
-        self._hits = None
-        self._load = None  # set all the same: a snapshot's size reads it, and an unset slot raises
+    _matches: Sequence[LineMatch]
+    _context: int
 
     def decode(self) -> tuple[Hit, ...]:
         return _load_lines(self._matches, self._context)
@@ -278,7 +271,10 @@ def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int, defined: b
     path = f"{raw.Repository}/{raw.FileName}"
     count = len({m.LineNumber for m in matches if not m.FileName})
     return FileMatch(
-        path=path, hits=_LineMatchHits(count, matches, context, path), definition=defined, repository=raw.Repository
+        path=path,
+        hits=_LineMatchHits(count, None, 0, path, _matches=matches, _context=context),
+        definition=defined,
+        repository=raw.Repository,
     )
 
 

@@ -92,7 +92,10 @@ def _slots(cls: type) -> tuple[str, ...]:
     """The slots of ``cls`` and its bases that may hold a file's undecoded hits (not its path or decoded hits)."""
     slots = _SLOTS.get(cls)
     if slots is None:
-        slots = tuple(s for c in cls.__mro__ for s in getattr(c, "__slots__", ()) if s not in _NOT_HITS)
+        names = getattr(cls, "__struct_fields__", None)  # a struct's fields (LazyHits is one) are its slots
+        if names is None:
+            names = tuple(s for c in cls.__mro__ for s in getattr(c, "__slots__", ()))
+        slots = tuple(s for s in names if s not in _NOT_HITS)
         _SLOTS[cls] = slots
     return slots
 
