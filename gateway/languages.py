@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["LANGUAGES", "globs_for", "normalise"]
+__all__ = ["ALIASES", "LANGUAGES", "globs_for", "normalise"]
 
 LANGUAGES: dict[str, tuple[str, ...]] = {
     "c": ("*.c", "*.h"),
@@ -49,7 +49,8 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
     "zig": ("*.zig",),
 }
 
-_ALIASES = {
+#: Other names a language is known by (rg's type names among them) -> its name in LANGUAGES.
+ALIASES = {
     "c++": "cpp",
     "c#": "csharp",
     "cs": "csharp",
@@ -69,7 +70,7 @@ _ALIASES = {
 def normalise(name: str) -> str | None:
     """The canonical name of a language, or ``None`` if unknown."""
     key = name.strip().lower()
-    key = _ALIASES.get(key, key)
+    key = ALIASES.get(key, key)
     return key if key in LANGUAGES else None
 
 

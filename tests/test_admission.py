@@ -634,7 +634,7 @@ class TestRefusal:
         await server.start_server()
         try:
             url = str(server.make_url(""))
-            argv = ["search", "needle", "-n", "alpha", "--timeout-ms", "1000", "--server", url]
+            argv = ["search", "needle", "--ns", "alpha", "--timeout-ms", "1000", "--server", url]
             code = await asyncio.to_thread(main, argv)
             err = capsys.readouterr().err
             assert code == 3 and "retry in 4 s" in err

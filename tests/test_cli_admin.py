@@ -260,7 +260,7 @@ class TestServer:
 
     async def test_the_server_validates(self, server: str, capsys: Capture) -> None:
         """Bad input over --server is the server's 400, named as a local search names it."""
-        code = await asyncio.to_thread(main, ["search", "x", "--files", "0", "--server", server])
+        code = await asyncio.to_thread(main, ["search", "x", "--page-files", "0", "--server", server])
         assert code == 2 and capsys.readouterr().err.startswith("fedsearch: invalid files:")
 
     async def test_read_over_a_server(self, server: str, capsys: Capture) -> None:

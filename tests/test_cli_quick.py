@@ -385,35 +385,30 @@ class TestTheScan:
 class TestTheCommand:
     """`fedsearch search` in this process: the one-shot search, and the service where it is needed."""
 
-    def test_a_listing_pages_through_the_one_shot_search(
+    def test_a_listing_is_rgs_and_ranks_nothing(
         self, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture
     ) -> None:
-        """-l follows next-page actions; a page the quick request would not take goes to the service,
-        and the listing is the same."""
-        from gateway.cli import quick as quick_module
-        from gateway.cli import search as search_cmd
+        """-l over discovered checkouts lists every file the ranked pages hold, straight from rg: no
+        one-shot search (no ranking, paging or declaration lookup) runs."""
+        from gateway.cli import oneshot
 
         monkeypatch.chdir(root)
         monkeypatch.delenv("FEDSEARCH_CONFIG", raising=False)
-        monkeypatch.setattr(search_cmd, "LIST_FILES", 1)
-        code, listed, _ = run(capsys, "search", "register_widget", "-l")
-        assert code == 0 and len(listed.splitlines()) == 6
-        taken = quick_module.quick_request
-        calls: list[dict[str, Any]] = []
+        code, page, _ = run(capsys, "search", "register_widget", "--json", "--page-files", "200")
+        ranked = {f"{f['namespace']}/{f['file_path']}" for f in json.loads(page)["files"]}
 
-        def first_only(data: dict[str, Any]) -> Any:
-            calls.append(data)
-            return taken(data) if len(calls) == 1 else None
+        def no_search(*_: Any) -> Any:
+            raise AssertionError("a listing ran the one-shot search")
 
-        monkeypatch.setattr(quick_module, "quick_request", first_only)
-        code, again, _ = run(capsys, "search", "register_widget", "-l")
-        assert (code, again) == (0, listed) and len(calls) == 7
+        monkeypatch.setattr(oneshot.OneShot, "search", no_search)
+        code, listed, err = run(capsys, "search", "register_widget", "-l")
+        assert (code, err) == (0, "") and sorted(listed.splitlines()) == sorted(ranked)
 
     def test_bad_input_is_worded_by_pydantic_as_before(
         self, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: Capture
     ) -> None:
         monkeypatch.chdir(root)
-        code, out, err = run(capsys, "search", "x", "--files", "0")
+        code, out, err = run(capsys, "search", "x", "--page-files", "0")
         assert (code, out) == (2, "")
         assert err == "fedsearch: invalid files: Input should be greater than or equal to 1\n"
 
@@ -475,7 +470,8 @@ class TestTheProcess:
         _, expected, _ = run(capsys, "search", "register_widget", "--json")
         assert strip(json.loads(done.stdout)) == strip(json.loads(expected))
         nothing = subprocess.run(self.command("search", "zzz_nothing_here"), capture_output=True, check=False)
-        assert nothing.returncode == 1 and nothing.stdout.startswith(b"0 files matched\nnothing matched")
+        assert nothing.returncode == 1 and nothing.stdout == b""  # the summary is no result: stderr, off a terminal
+        assert nothing.stderr.startswith(b"0 files matched\nnothing matched")
 
     def test_a_reader_that_leaves_early(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """`fedsearch search x -l | head -1`: exit 0, nothing said about the broken pipe."""

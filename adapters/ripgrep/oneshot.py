@@ -53,8 +53,9 @@ _SIGKILL = 9
 class Scan:
     """One rg over independent roots, and what each namespace answers (see the module)."""
 
-    def __init__(self, roots: dict[str, str], query: SearchQuery) -> None:
+    def __init__(self, roots: dict[str, str], query: SearchQuery, flags: Sequence[str] = ()) -> None:
         self.query = query
+        self.flags = tuple(flags)  # rg's own options choosing the files it reads (see spawn.argv_of)
         self.names = list(roots)  # in the order asked
         #: Each namespace's answer, once it has one; and when it got it (``time.monotonic()``).
         self.answers: dict[str, Answer] = {}
@@ -84,7 +85,7 @@ class Scan:
             paths = tuple(roots.values())
             for name, root in roots.items():
                 self.collectors[name].strip = len(root.rstrip("/")) + 1
-        argv = build_argv(rg, query, exclude, paths)
+        argv = build_argv(rg, query, exclude, paths, flags=self.flags)
         if early is not None and early.argv == argv and early.cwd == cwd:
             self._adopt(early)  # started before this query was built: the very rg it asks for
             return
@@ -99,7 +100,7 @@ class Scan:
         for name, answer in named.items():
             self.collectors[name].strip = len(self._prefixes[self._names.index(name)])
             paths += [*answer.files, *answer.folders]
-        self._adopt(spawn(build_argv(rg, self.query, exclude, paths, narrowed=True), None))
+        self._adopt(spawn(build_argv(rg, self.query, exclude, paths, narrowed=True, flags=self.flags), None))
 
     def _adopt(self, child: Child) -> None:
         self._pid, self._popen, self._pidfd, self._stderr = child.pid, child.popen, child.pidfd, child.stderr
@@ -286,6 +287,7 @@ def start(
     max_hits: int = DEFAULT_MAX_HITS,
     early: Child | None = None,
     narrower: Narrower | None = None,
+    flags: Sequence[str] = (),
 ) -> Scan | Scans:
     """Start one rg over ``roots`` (namespace -> folder, none inside another: discovered checkouts) for ``query``.
 
@@ -297,7 +299,8 @@ def start(
 
     ``narrower``, the content index: the checkouts it narrows are searched by a second rg over
     the files and folders it names (one it narrows to nothing is answered at once), started
-    with the first (:class:`Scans`).
+    with the first (:class:`Scans`). ``flags``: rg's own options choosing the files it reads
+    (:func:`~adapters.ripgrep.spawn.argv_of`), given to every rg started.
     """
     named: dict[str, Narrowed] = {}
     nothing: list[str] = []
@@ -316,16 +319,17 @@ def start(
         if early is not None:
             early.close()  # it scans every checkout
         whole = {n: r for n, r in roots.items() if n not in named and n not in nothing}
-        parts = [_start(rg, whole, query, exclude, max_files, max_hits, None)] if whole else []
+        parts = [_start(rg, whole, query, exclude, max_files, max_hits, None, flags=flags)] if whole else []
         if named:
-            parts.append(_start(rg, {n: roots[n] for n in named}, query, exclude, max_files, max_hits, None, named))
+            named_roots = {n: roots[n] for n in named}
+            parts.append(_start(rg, named_roots, query, exclude, max_files, max_hits, None, named, flags))
         scans = Scans(query, list(roots), parts)
         now = time.monotonic()
         for name in nothing:
             scans.answers[name] = BackendResult()
             scans.answered_at[name] = now
         return scans
-    return _start(rg, roots, query, exclude, max_files, max_hits, early)
+    return _start(rg, roots, query, exclude, max_files, max_hits, early, flags=flags)
 
 
 def _start(
@@ -337,9 +341,10 @@ def _start(
     max_hits: int,
     early: Child | None,
     named: dict[str, Narrowed] | None = None,
+    flags: Sequence[str] = (),
 ) -> Scan:
     """:func:`start`, for one rg (over ``named`` files and folders when given)."""
-    scan = Scan(roots, query)
+    scan = Scan(roots, query, flags)
     try:
         if rg is None:
             error = BackendError("the rg binary was not found (install the 'ripgrep' package)")

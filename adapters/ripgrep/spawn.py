@@ -63,13 +63,15 @@ def argv_of(
     roots: Sequence[str] = (".",),
     from_stdin: bool = False,
     narrowed: bool = False,
+    flags: Sequence[str] = (),
 ) -> list[str]:
     """rg's argument vector: ``text`` (literal when ``exact``) over ``roots``, without the files
     the ``excludes`` globs name; output with file names ended by NUL, one block per file.
     ``from_stdin``: the pattern is not in it, rg reads it from stdin (``-f -``: a warm rg,
     :mod:`adapters.ripgrep.warm`). ``narrowed``: ``roots`` are what the content index named
     (:mod:`gateway.narrowing`): files, and folders read one level deep; a file gone meanwhile
-    is no error message (``--no-messages``)."""
+    is no error message (``--no-messages``). ``flags``: rg's own options choosing which files it
+    reads (``--hidden``, ``--no-ignore``: the CLI's ``--hidden`` and ``-u``), as given."""
     argv = [rg, "--no-config", "--null", "--heading", "--with-filename", "--line-number", "--column"]
     argv += ["--no-context-separator", "--color=never"]
     if narrowed:
@@ -79,6 +81,7 @@ def argv_of(
     argv.append("-s" if case_sensitive else "-i")
     if context_lines > 0:
         argv += ["-C", str(context_lines)]
+    argv += flags
     for glob in excludes:
         argv += ["-g", "!" + glob]
     argv += ["-f", "-"] if from_stdin else ["-e", text]

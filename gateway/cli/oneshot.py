@@ -45,10 +45,10 @@ if TYPE_CHECKING:
     from gateway.index.content.narrow import ContentIndex
     from gateway.index.resolve import DeclarationIndex
 
-__all__ = ["OneShot"]
+__all__ = ["OneShot", "routes"]
 
 
-def _routes(names: Sequence[str], request: QuickRequest) -> list[str]:
+def routes(names: Sequence[str], request: QuickRequest) -> list[str]:
     """The namespaces a request searches, as the service's ``routes`` picks them among local ones."""
     chosen = _resolve(names, request.namespaces)
     criteria = request.criteria
@@ -82,10 +82,13 @@ def _resolve(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
 
 
 class OneShot:
-    """Searches discovered checkouts, ``roots`` (namespace -> absolute folder, in discovery order)."""
+    """Searches discovered checkouts, ``roots`` (namespace -> absolute folder, in discovery order);
+    ``flags``: rg's own options choosing the files it reads (``--hidden``, ``--no-ignore``), given to rg.
+    The content index knows only the files rg reads without them: with them, rg scans."""
 
-    def __init__(self, roots: dict[str, str]) -> None:
+    def __init__(self, roots: dict[str, str], flags: Sequence[str] = ()) -> None:
         self.roots = roots
+        self.flags = tuple(flags)
         self._index: DeclarationIndex | None = None
         self._content: ContentIndex | None = None
 
@@ -119,20 +122,22 @@ class OneShot:
             started, since_ns = time.monotonic(), time.time_ns()
         child = early.take() if early is not None else None
         try:
-            names = _routes(list(self.roots), request)
+            names = routes(list(self.roots), request)
             query = backend_query(request.as_request(), started)
         except BaseException:
             if child is not None:
                 child.close()
             raise
         try:
-            narrower = self.content(names) if query.mode in ("exact", "regex") else None
+            narrower = self.content(names) if query.mode in ("exact", "regex") and not self.flags else None
         except BaseException:
             if child is not None:
                 child.close()
             raise
         return (
-            start(find_rg(), {n: self.roots[n] for n in names}, query, early=child, narrower=narrower),
+            start(
+                find_rg(), {n: self.roots[n] for n in names}, query, early=child, narrower=narrower, flags=self.flags
+            ),
             started,
             since_ns,
         )

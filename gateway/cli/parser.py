@@ -83,9 +83,27 @@ def _search(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", nargs="?", metavar="QUERY", help="what to look for (literal text unless --regex)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="search only these checkouts or folders (as rg)")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--regex", "-e", action="store_true", help="QUERY is an RE2 regex")
+    mode.add_argument("--regex", action="store_true", help="QUERY is an RE2 regex")
     mode.add_argument("-F", "--fixed-strings", action="store_true", help="QUERY is literal text (the default)")
     mode.add_argument("--semantic", action="store_true", help="search by meaning")
+    p.add_argument(
+        "-e",
+        "--regexp",
+        dest="patterns",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a regex to look for, as rg (repeatable: lines matching any; every positional is then a PATH)",
+    )
+    p.add_argument(
+        "-f",
+        "--file",
+        dest="pattern_files",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the patterns of -e read from FILE, one a line (- reads stdin)",
+    )
     p.add_argument("-w", "--word-regexp", action="store_true", help="match whole words only")
     case = p.add_mutually_exclusive_group()
     case.add_argument("-s", "--case-sensitive", dest="case", action="store_true", default=None, help="match case")
@@ -93,18 +111,58 @@ def _search(p: argparse.ArgumentParser) -> None:
     case.add_argument(
         "-S", "--smart-case", dest="case", action="store_const", const=None, help="match case iff QUERY has a capital"
     )
-    p.add_argument("-n", "--namespace", action="append", default=[], metavar="NS", help="namespace glob (repeatable)")
+    p.add_argument(
+        "--ns",
+        "--namespace",
+        dest="namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="namespace glob (repeatable)",
+    )
     p.add_argument("-g", "--glob", action="append", default=[], metavar="GLOB", help="path glob, !GLOB excludes")
-    p.add_argument("-t", "--lang", action="append", default=[], metavar="LANG", help="language (python, go, ...)")
+    p.add_argument(
+        "-t",
+        "--lang",
+        "--type",
+        dest="lang",
+        action="append",
+        default=[],
+        metavar="LANG",
+        help="language (python, go, ...; --type-list lists them)",
+    )
+    p.add_argument("--type-list", action="store_true", help="list the languages -t takes, with their globs, as rg")
     p.add_argument("-A", "--after-context", type=int, metavar="N", help="show N lines after each match")
     p.add_argument("-B", "--before-context", type=int, metavar="N", help="show N lines before each match")
     p.add_argument("-C", "--context", type=int, metavar="N", help="show N lines around each match")
+    p.add_argument("-m", "--max-count", type=int, metavar="NUM", help="print at most NUM matched lines a file")
+    p.add_argument("-o", "--only-matching", action="store_true", help="print only the matched parts of lines")
+    numbers = p.add_mutually_exclusive_group()
+    numbers.add_argument(
+        "-n", "--line-number", dest="line_number", action="store_true", default=None, help="line numbers (the default)"
+    )
+    numbers.add_argument("-N", "--no-line-number", dest="line_number", action="store_false", help="no line numbers")
+    p.add_argument("--hidden", action="store_true", help="search hidden files and folders too (as rg)")
+    p.add_argument(
+        "-u",
+        "--unrestricted",
+        action="count",
+        default=0,
+        help="-u: ignore files (.gitignore...) ignored too; -uu: and hidden files searched; -uuu: binary too",
+    )
     listing = p.add_mutually_exclusive_group()
     listing.add_argument("-l", "--files-with-matches", action="store_true", help="print every matching file's path")
-    listing.add_argument("-c", "--count", action="store_true", help="print every matching file with its count")
-    listing.add_argument("--vimgrep", action="store_true", help="print every match as path:line:column:text")
+    listing.add_argument("-c", "--count", action="store_true", help="print every matching file with its line count")
+    listing.add_argument("--count-matches", action="store_true", help="print every matching file with its match count")
+    listing.add_argument("--vimgrep", action="store_true", help="print every match as path:line:column:line")
+    listing.add_argument(
+        "--files",
+        dest="list_files",
+        action="store_true",
+        help="print the files that would be searched, without searching (every positional is a PATH)",
+    )
     listing.add_argument("--json", action="store_true", help="print the answer as JSON (as over HTTP)")
-    p.add_argument("--files", type=int, metavar="N", help="files per page (default 20)")
+    p.add_argument("--page-files", type=int, metavar="N", help="files per page (default 20)")
     p.add_argument("--offset", type=int, metavar="N", help="files to skip")
     p.add_argument("--hit-budget", type=int, metavar="N", help="hits per page (default 100)")
     p.add_argument("--timeout-ms", type=int, metavar="N", help="deadline in ms (default 5000)")

@@ -17,6 +17,8 @@ above its lines belongs in :func:`rows` too, as a row of its own.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -30,8 +32,10 @@ __all__ = [
     "next_command",
     "plural",
     "summary",
+    "type_list",
     "unanswered",
     "vimgrep",
+    "wants_color",
 ]
 
 PATH, NUMBER, MATCH, DIM, RESET = "\x1b[35m", "\x1b[32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
@@ -69,17 +73,20 @@ def highlighter(query: str, mode: str, case_sensitive: bool) -> Any:
 
 
 class Style(NamedTuple):
-    """How a page is printed: colours, what to highlight, and the context rg's flags asked for."""
+    """How a page is printed: colours, what to highlight, and what rg's flags asked for."""
 
     color: bool = False
-    highlight: Any = None
+    highlight: Any = None  # the regex of what matched (colours, -o)
     before: int = 0  # context lines shown before a match (-B, -C)
     after: int = 0  # and after it (-A, -C)
+    numbers: bool = True  # line numbers (-n, the default; -N: none)
+    only: bool = False  # only the matched parts of lines, one a line (-o)
+    max_count: int | None = None  # at most this many matched lines a file (-m)
 
 
 class Row(NamedTuple):
     """One printed line of a file: matched (with its column and semantic score), context, or the
-    header of a declaration (printed above its lines, ordered at its first line)."""
+    header of a declaration (printed above the lines it holds)."""
 
     number: int
     text: str
@@ -107,16 +114,30 @@ def _context(first: int, last: int, context: Any, style: Style) -> Iterator[Row]
         yield Row(last + 1 + i, text, False)
 
 
+def _shown_lines(group: dict[str, Any], most: int | None) -> set[int] | None:
+    """The matched lines -m lets through (the first ``most``), or None for all."""
+    if most is None:
+        return None
+    numbers: set[int] = set()
+    for hit in group["hits"]:
+        if hit.get("kind") != "file":
+            numbers.update(line.get("line", line.get("start_line")) for line in hit.get("lines") or [hit])
+    return set(sorted(numbers)[:most])
+
+
 def rows(group: dict[str, Any], style: Style) -> list[Row]:
     """A file's lines to print, in order, each once: a matched line wins over the same line as
-    context; a declaration (a hit with ``lines``, or a semantic hit) has its header above its first line."""
+    context; a declaration (a hit with ``lines``, or a semantic hit) has its header at its first line."""
     by_number: dict[int, Row] = {}
     headers: list[Row] = []
+    shown = _shown_lines(group, style.max_count)
     for hit in group["hits"]:
         if hit.get("kind") == "file":
             continue  # the path matched: the heading says it
-        lines = hit.get("lines")
+        lines = [ln for ln in hit.get("lines") or [] if shown is None or ln["line"] in shown]
         by_meaning = "reason" in hit  # a semantic hit: a declaration, its signature as its line
+        if not lines and (hit.get("lines") or (shown is not None and hit["start_line"] not in shown)):
+            continue  # -m left none of its lines
         if lines or by_meaning:
             headers.append(_header(hit))
         if lines:
@@ -147,39 +168,74 @@ def _highlight(text: str, regex: Any) -> str:
     return "".join(out)
 
 
-def _row(row: Row, style: Style) -> str:
+def _parts(text: str, regex: Any) -> list[str]:
+    """-o: the matched parts of a line (the whole line where the regex finds none)."""
+    found = [m.group(0) for m in regex.finditer(text) if m.end() > m.start()] if regex is not None else []
+    return found or [text]
+
+
+def _row(row: Row, style: Style) -> list[str]:
     number = f"{NUMBER}{row.number}{RESET}" if style.color else str(row.number)
     if not row.matched:
-        return f"{number}-{row.text}"
-    text = _highlight(row.text, style.highlight) if style.color else row.text
+        return [f"{number}-{row.text}" if style.numbers else row.text]
     score = f" ({row.score:.2f})" if row.score is not None else ""
-    return f"{number}:{text}{score}"
+    texts = _parts(row.text, style.highlight) if style.only else [row.text]
+    if style.color:
+        texts = [_highlight(text, style.highlight) for text in texts]
+    return [f"{number}:{text}{score}" if style.numbers else f"{text}{score}" for text in texts]
+
+
+def _blocks(found: list[Row], style: Style) -> list[tuple[list[Row], list[Row]]]:
+    """A file's rows as rg's blocks (runs of adjacent lines with context; each matched line alone
+    without), each with the declaration headers printed above it: a header goes above the block
+    holding its declaration's first line, else the next block, never inside one."""
+    lines = [row for row in found if not row.header]
+    headers = [row for row in found if row.header]
+    joined = bool(style.before or style.after)
+    blocks: list[tuple[list[Row], list[Row]]] = []
+    for row in lines:
+        if blocks and joined and row.number == blocks[-1][1][-1].number + 1:
+            blocks[-1][1].append(row)
+        else:
+            blocks.append(([], [row]))
+    for header in headers:
+        block = next((b for b in blocks if b[1][-1].number >= header.number), blocks[-1] if blocks else None)
+        if block is not None:
+            block[0].append(header)
+    return blocks
 
 
 def _file(group: dict[str, Any], style: Style, locate: Locate) -> list[str]:
     head = locate(group["namespace"], group["file_path"])
     out = [f"{PATH}{head}{RESET}" if style.color else head]
-    previous: int | None = None
-    for row in rows(group, style):
-        if previous is not None and row.number > previous + 1 and (style.before or style.after):
+    for i, (headers, lines) in enumerate(_blocks(rows(group, style), style)):
+        if i and (style.before or style.after):
             out.append(SEPARATOR)
-        if row.header:
-            out.append(f"{DIM}{row.text}{RESET}" if style.color else row.text)
-            previous = None  # a declaration's lines follow its header with no separator
-            continue
-        out.append(_row(row, style))
-        previous = row.number
+        out += [f"{DIM}{h.text}{RESET}" if style.color else h.text for h in headers]
+        for row in lines:
+            out += _row(row, style)
     return out
 
 
-def human(answer: dict[str, Any], style: Style, locate: Locate, suffix: str = "") -> str:
-    """A page as rg prints matches (``--heading``), then the summary, the note and the next commands."""
-    lines: list[str] = []
-    for group in answer["files"]:
-        lines += _file(group, style, locate)
-        lines.append("")
-    lines += summary(answer, style.color, suffix)
-    return "\n".join(lines) + "\n"
+def human(answer: dict[str, Any], style: Style, locate: Locate) -> str:
+    """A page's files as rg prints matches (``--heading``: a blank line between files); "" for none."""
+    files = ["\n".join(_file(group, style, locate)) for group in answer["files"]]
+    return "\n\n".join(files) + "\n" if files else ""
+
+
+def wants_color(choice: str) -> bool:
+    """Whether ``--color CHOICE`` colours: always, never, or auto (stdout a terminal, TERM not dumb, no NO_COLOR)."""
+    if choice != "auto":
+        return choice == "always"
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb" and "NO_COLOR" not in os.environ
+
+
+def type_list() -> str:
+    """``--type-list``: each language -t takes (and each other name for it), with its globs, as rg lists its types."""
+    from gateway.languages import ALIASES, LANGUAGES
+
+    names = {**{name: name for name in LANGUAGES}, **ALIASES}
+    return "".join(f"{name}: {', '.join(LANGUAGES[names[name]])}\n" for name in sorted(names))
 
 
 def unanswered(statuses: list[dict[str, Any]]) -> tuple[list[str], list[str]]:

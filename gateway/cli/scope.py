@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from gateway.cli.messages import warn
 from gateway.errors import InvalidRequest
@@ -20,7 +20,18 @@ from gateway.errors import InvalidRequest
 if TYPE_CHECKING:
     from gateway.config import Config
 
-__all__ = ["Scope", "discovered_scope", "load", "local_roots", "scope_of"]
+__all__ = ["Place", "Scope", "discovered_scope", "from_here", "load", "local_roots", "scope_of"]
+
+
+class Place(NamedTuple):
+    """A PATH argument inside a namespace: the namespace, the path inside it ("" for its root), whether it
+    is a file, and the path as rg is given it (as typed, so that rg prints it as typed; "" for the
+    current directory itself, which rg searches when given no path)."""
+
+    namespace: str
+    rel: str
+    is_file: bool
+    shown: str
 
 
 class Scope:
@@ -39,34 +50,60 @@ class Scope:
             return f"{namespace}/{path}"
         return os.path.relpath(os.path.join(root, path), self.cwd)
 
-    def narrow(self, paths: Sequence[str], patterns: Sequence[str]) -> tuple[list[str], list[str]]:
-        """The namespaces and path globs that PATH arguments name (within the ``-n`` patterns given).
+    def here(self) -> Place | None:
+        """The folder the command runs in when it lies below a namespace's root (a subfolder of a checkout),
+        else None (at a root, or in a folder holding checkouts)."""
+        cwd = os.path.realpath(self.cwd)
+        inside = self._under(cwd)
+        if not inside or not inside[0][1]:
+            return None
+        namespace, rel = inside[0]
+        return Place(namespace, rel, False, "")
 
-        A PATH is a checkout (its namespace), a folder holding checkouts (theirs), or a
-        folder or file inside one (its namespace, and a glob of that place). Globs apply
-        to every namespace of a request: PATHs inside different checkouts search each of
-        them under every place named (said on stderr).
-        """
+    def places(self, paths: Sequence[str], patterns: Sequence[str] = ()) -> list[Place]:
+        """The places PATH arguments name (within the ``--ns`` patterns given): a checkout (its root), a
+        folder holding checkouts (each of theirs), or a folder or file inside one; InvalidRequest for a
+        PATH that does not exist or lies in no namespace searched."""
         from gateway.globs import namespace_matcher
 
         allowed = [namespace_matcher(p) for p in patterns]
-        names: list[str] = []
-        globs: list[str] = []
+        out: list[Place] = []
         for given in paths:
             target = os.path.realpath(os.path.expanduser(given))
             if not os.path.exists(target):
                 raise InvalidRequest("PATH", f"{given}: no such file or folder")
-            found = self._under(target) or self._holding(target)
-            found = [(ns, rel) for ns, rel in found if not allowed or any(m(ns) for m in allowed)]
+            is_file = os.path.isfile(target)
+            found = [(ns, rel, given) for ns, rel in self._under(target)]
+            found = found or [
+                (ns, "", os.path.join(given, os.path.relpath(root, target))) for ns, root in self._held(target)
+            ]
+            found = [item for item in found if not allowed or any(m(item[0]) for m in allowed)]
             if not found:
                 raise InvalidRequest("PATH", f"{given} is not in any namespace searched here ({self._names()})")
-            for ns, rel in found:
-                if ns not in names:
-                    names.append(ns)
-                if rel:
-                    glob = rel if os.path.isfile(target) else f"{rel}/**"
-                    if glob not in globs:
-                        globs.append(glob)
+            out += [Place(ns, rel, is_file and bool(rel), shown) for ns, rel, shown in found]
+        return out
+
+    def narrow(self, paths: Sequence[str], patterns: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The namespaces and path globs that PATH arguments name (within the ``--ns`` patterns given).
+
+        Globs apply to every namespace of a request: PATHs inside different checkouts search each of
+        them under every place named (said on stderr).
+        """
+        return self.request_of(self.places(paths, patterns))
+
+    @staticmethod
+    def request_of(places: Sequence[Place]) -> tuple[list[str], list[str]]:
+        """The namespaces and path globs of a request searching ``places``."""
+        names: list[str] = []
+        globs: list[str] = []
+        whole = {place.namespace for place in places if not place.rel}  # searched whole: a glob of it would narrow it
+        for place in places:
+            if place.namespace not in names:
+                names.append(place.namespace)
+            if place.rel and place.namespace not in whole:
+                glob = place.rel if place.is_file else f"{place.rel}/**"
+                if glob not in globs:
+                    globs.append(glob)
         if globs and len(names) > 1:  # one request's globs narrow all of its namespaces alike
             warn(f"{', '.join(names)} are each searched under {', '.join(globs)} only")
         return names, globs
@@ -80,15 +117,28 @@ class Scope:
                 best = (ns, os.path.relpath(target, root) if target != root else "")
         return [best] if best is not None else []
 
-    def _holding(self, target: str) -> list[tuple[str, str]]:
-        """The namespaces whose roots lie inside the folder ``target``."""
+    def _held(self, target: str) -> list[tuple[str, str]]:
+        """The namespaces whose roots lie inside the folder ``target``, with their roots."""
         prefix = target.rstrip("/") + "/"
-        return [(ns, "") for ns, root in self.roots.items() if root.startswith(prefix)]
+        return [(ns, root) for ns, root in self.roots.items() if root.startswith(prefix)]
 
     def _names(self) -> str:
         names = sorted(self.roots)
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         return f"namespaces: {shown}" if names else "no local namespace"
+
+
+def from_here(globs: Sequence[str], here: Place) -> list[str]:
+    """``-g`` globs typed in a subfolder of a checkout, as rg reads them: an anchored one (holding a ``/``)
+    relative to that folder, so made relative to the namespace's root; others as they are."""
+    out: list[str] = []
+    for glob in globs:
+        bang = "!" if glob.startswith("!") else ""
+        body = glob[len(bang) :]
+        if "/" in body.rstrip("/"):
+            body = f"{here.rel}/{body.lstrip('/')}"
+        out.append(bang + body)
+    return out
 
 
 def local_roots(config: Config) -> dict[str, str]:

@@ -1,25 +1,28 @@
 """``fedsearch search``: flags (rg's among them) -> a request -> the answer, printed.
 
 The request is the one every surface sends (SPEC §2): rg's flags are spelled onto its
-fields (``-w`` a word-bounded regex, ``-A/-B/-C`` its ``context_lines``, trailing PATHs
-its namespaces and path globs). Without ``--server`` the search runs in this process
-through :class:`~gateway.service.SearchService`, so ``--json`` prints exactly what HTTP
-answers. ``-l``, ``-c`` and ``--vimgrep`` list every matching file, as rg does: they
-follow the answer's next-page action until there is none.
+fields (``-e``/``-f`` patterns one regex, ``-w`` a word-bounded regex, ``-A/-B/-C`` its
+``context_lines``, trailing PATHs its namespaces and path globs). Without ``--server`` the
+search runs in this process through :class:`~gateway.service.SearchService` (or the one-shot
+search, :mod:`gateway.cli.oneshot`, answering alike), so ``--json`` prints exactly what HTTP
+answers. Run in a subfolder of a checkout (no ``--root``), it searches that folder and below, as
+rg does. Over discovered checkouts ``-l``, ``-c``, ``--count-matches``, ``--vimgrep`` and
+``--files`` are rg's own listings (:mod:`gateway.cli.listing`); elsewhere ``-l``, ``-c`` and
+``--vimgrep`` follow the answer's next-page action until there is none. A page's summary and
+next commands go to stderr when stdout is no terminal: a pipe gets the results alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli import render
+from gateway.cli.flags import context, normalise, request_data
 from gateway.cli.messages import hint, warn
-from gateway.cli.scope import Scope
+from gateway.cli.scope import Place, Scope
 from gateway.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -33,79 +36,10 @@ EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
 LIST_FILES, LIST_HIT_BUDGET = 200, 5000
 #: Regex syntax that is rarely meant literally: a hint to add --regex when nothing matched.
 _REGEX_MARKS = ("\\w", "\\d", "\\s", "\\b", "\\(", "\\)", "\\[", "\\.", ".*", ".+", "(?", "[^", "\\S", "\\W")
-
-_WORD = re.compile(r"\w")
+#: Listings only rg prints (over checkouts searched here), and the flags only rg reads.
+_RG_ONLY = {"count_matches": "--count-matches", "list_files": "--files"}
 
 Ask = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def _word(query: str, mode: str) -> str:
-    """``-w``: the query as a regex matching whole words: word boundaries around a regex, and
-    around literal text at each end that is a word character (``foo(`` matches ``foo('x')``)."""
-    from gateway.syntax import escape
-
-    if mode == "regex":
-        return rf"\b(?:{query})\b"
-    head = r"\b" if _WORD.match(query[:1]) else ""
-    tail = r"\b" if _WORD.match(query[-1:]) else ""
-    return f"{head}{escape(query)}{tail}"
-
-
-def _context(args: argparse.Namespace) -> tuple[int, int] | None:
-    """(before, after) that -B/-A/-C ask for, or None."""
-    given = {"-A": args.after_context, "-B": args.before_context, "-C": args.context}
-    for flag, value in given.items():
-        if value is not None and value < 0:
-            raise InvalidRequest("context_lines", f"{flag} must be at least 0")
-    if all(v is None for v in given.values()):
-        return None
-    around = args.context or 0
-    before = args.before_context if args.before_context is not None else around
-    after = args.after_context if args.after_context is not None else around
-    return before, after
-
-
-def request_data(args: argparse.Namespace) -> dict[str, Any]:
-    """The request the flags describe (or --args-json's), not yet validated."""
-    if args.args_json is not None:
-        if args.query is not None:
-            raise InvalidRequest("args-json", "give QUERY or --args-json, not both")
-        import json
-
-        try:
-            given = json.loads(args.args_json)
-        except ValueError as exc:
-            raise InvalidRequest("args-json", f"invalid JSON: {exc}") from None
-        if not isinstance(given, dict):
-            raise InvalidRequest("args-json", "must be a JSON object (a next action's args)")
-        return given
-    if args.query is None:
-        raise InvalidRequest("query", "a QUERY (or --args-json) is required")
-    mode = "regex" if args.regex else "semantic" if args.semantic else "exact"
-    data: dict[str, Any] = {"query": args.query}
-    if args.word_regexp:
-        if mode == "semantic":
-            raise InvalidRequest("word-regexp", "-w matches words of text: not with --semantic")
-        data["query"], mode = _word(args.query, mode), "regex"
-    if mode != "exact":
-        data["mode"] = mode
-    for flag, key in (("namespace", "namespaces"), ("glob", "paths"), ("lang", "languages")):
-        if getattr(args, flag):
-            data[key] = list(getattr(args, flag))
-    context = _context(args)
-    if context is not None:
-        data["context_lines"] = max(context)
-    for flag, key in (
-        ("case", "case_sensitive"),
-        ("files", "files"),
-        ("offset", "offset"),
-        ("hit_budget", "hit_budget"),
-        ("timeout_ms", "timeout_ms"),
-        ("threshold", "threshold"),
-    ):
-        if getattr(args, flag) is not None:
-            data[key] = getattr(args, flag)
-    return data
 
 
 def looks_like_regex(query: str) -> bool:
@@ -131,12 +65,6 @@ def _suffix(args: argparse.Namespace) -> str:
     import shlex
 
     return " " + " ".join(f"--{flag} {shlex.quote(value)}" for flag, value in given if value)
-
-
-def _color(choice: str) -> bool:
-    if choice != "auto":
-        return choice == "always"
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb" and "NO_COLOR" not in os.environ
 
 
 def _highlight(data: dict[str, Any]) -> Any:
@@ -165,7 +93,8 @@ def _next_page(answer: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any] 
 
 
 def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope) -> int:
-    """-l, -c, --vimgrep: every matching file, page after page, as each page comes."""
+    """-l, -c, --vimgrep from the service's answers (a config's namespaces, --server): every matching
+    file, page after page, as each page comes."""
     form = render.files_with_matches if args.files_with_matches else render.counts if args.count else render.vimgrep
     data = {"files": LIST_FILES, "hit_budget": LIST_HIT_BUDGET, **data}
     printed = 0
@@ -185,6 +114,23 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
     return EXIT_OK if printed else exit_code(first)
 
 
+def _style(args: argparse.Namespace, data: dict[str, Any]) -> render.Style:
+    """How the flags ask a page to be printed."""
+    color = render.wants_color(args.color)
+    if args.max_count is not None and args.max_count < 0:
+        raise InvalidRequest("max-count", "-m must be at least 0")
+    before, after = context(args) or (0, 0)
+    return render.Style(
+        color=color,
+        highlight=_highlight(data) if color or args.only_matching else None,
+        before=before,
+        after=after,
+        numbers=args.line_number is not False,
+        only=args.only_matching,
+        max_count=args.max_count,
+    )
+
+
 def _show(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope) -> int:
     if args.files_with_matches or args.count or args.vimgrep:
         return _list(args, data, ask, scope)
@@ -193,26 +139,39 @@ def _show(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
         import orjson
 
         sys.stdout.buffer.write(orjson.dumps(answer) + b"\n")
+        sys.stdout.flush()
     else:
-        color = _color(args.color)
-        before, after = _context(args) or (0, 0)
-        style = render.Style(color=color, highlight=_highlight(data) if color else None, before=before, after=after)
-        sys.stdout.write(render.human(answer, style, scope.locate, _suffix(args)))
-    sys.stdout.flush()
+        style = _style(args, data)
+        found = render.human(answer, style, scope.locate)
+        sys.stdout.write(found)
+        sys.stdout.flush()
+        # the summary and next commands: after the files on a terminal, else on stderr (a pipe gets results only)
+        terminal = sys.stdout.isatty()
+        tail = sys.stdout if terminal else sys.stderr
+        tail.write(("\n" if found and terminal else "") + "\n".join(render.summary(answer, style.color, _suffix(args))))
+        tail.write("\n")
+        tail.flush()
     code = exit_code(answer)
     if code == EXIT_NOTHING and data.get("mode", "exact") == "exact" and looks_like_regex(str(data["query"])):
-        hint(f"{data['query']} looks like a regex: add --regex (-e) to search it as one")
+        hint(f"{data['query']} looks like a regex: add --regex to search it as one")
     return code
 
 
 def run(args: argparse.Namespace) -> int:
     """``fedsearch search``."""
+    if args.type_list:
+        sys.stdout.write(render.type_list())
+        return EXIT_OK
+    normalise(args)
+    if args.patterns == []:
+        return EXIT_NOTHING  # -f named an empty file: no pattern, nothing matches (as rg)
     data = request_data(args)
     if args.paths and args.args_json is not None:
         raise InvalidRequest("PATH", "give PATHs or --args-json, not both (a next action names its namespaces)")
     if args.server:
         if args.paths:
-            raise InvalidRequest("PATH", "PATHs name local folders: not with --server (use -n NS and -g GLOB)")
+            raise InvalidRequest("PATH", "PATHs name local folders: not with --server (use --ns NS and -g GLOB)")
+        _here_only(args, "--server")
         from gateway.cli.client import Client
 
         with Client(args.server) as client:
@@ -220,32 +179,67 @@ def run(args: argparse.Namespace) -> int:
     return _local(args, data)
 
 
+def _here_only(args: argparse.Namespace, where: str) -> None:
+    """What only an rg started here does: not over a config's namespaces or a server's."""
+    from gateway.cli.listing import file_flags
+
+    given = [flag for name, flag in _RG_ONLY.items() if getattr(args, name)]
+    given += file_flags(args)
+    if given:
+        raise InvalidRequest(
+            given[0].lstrip("-"), f"{given[0]} works on the checkouts found here (no --config, no {where})"
+        )
+
+
 def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
-    """In this process: by :mod:`gateway.cli.oneshot` over discovered checkouts when it takes the
-    request (no event loop, no pydantic: most of a one-shot search's start-up), else by the service.
-    Over discovered checkouts, rg starts first (:mod:`gateway.cli.early`), the rest imported meanwhile."""
+    """In this process: over discovered checkouts, a listing by rg itself (:mod:`gateway.cli.listing`), a
+    page by :mod:`gateway.cli.oneshot` when it takes the request (no event loop, no pydantic: most of a
+    one-shot search's start-up), else by the service. Over discovered checkouts, rg starts first
+    (:mod:`gateway.cli.early`), the rest imported meanwhile."""
     from gateway.cli.early import applies, speculate
-    from gateway.cli.scope import discovered_scope
+    from gateway.cli.listing import file_flags, kind_of
+    from gateway.cli.scope import discovered_scope, from_here
 
     found: Scope | None = None
     early: Early | None = None
+    places: list[Place] | None = None
     if applies(args.config):
         found = discovered_scope(args.root)
-        if not args.paths:
+        here = found.here()
+        if here is not None and args.args_json is None:  # in a subfolder of a checkout: there and below, as rg
+            if data.get("paths"):
+                data = {**data, "paths": from_here(data["paths"], here)}
+            if not args.paths and not args.root:
+                places = [here]
+        if args.paths:
+            places = found.places(args.paths, data.get("namespaces", []))
+        if kind_of(args) is not None:
+            from gateway.cli import listing
+
+            code = listing.run(args, data, found, places)
+            if code is not None:
+                return code
+        elif places is None and not file_flags(args):
             early = speculate(found.roots, data)
+    else:
+        _here_only(args, "--server")
     try:
-        return _searched(args, data, found, early)
+        return _searched(args, data, found, places, early)
     finally:
         if early is not None:
             early.close()
 
 
-def _searched(args: argparse.Namespace, data: dict[str, Any], found: Scope | None, early: Early | None) -> int:
-    """``_local``'s search, over the checkouts ``found`` by discovery (None: the config's namespaces)."""
+def _searched(
+    args: argparse.Namespace, data: dict[str, Any], found: Scope | None, places: list[Place] | None, early: Early | None
+) -> int:
+    """``_local``'s search, over the checkouts ``found`` by discovery (None: the config's namespaces) or
+    the ``places`` there."""
     from gateway.cli.lean import import_msgspec
 
     import_msgspec()
     from gateway.cli import oneshot
+    from gateway.cli.listing import file_flags
     from gateway.cli.quick import quick_request
     from gateway.cli.scope import load, scope_of
     from gateway.log import configure
@@ -254,31 +248,32 @@ def _searched(args: argparse.Namespace, data: dict[str, Any], found: Scope | Non
     config: Config | None = None
     if found is not None:
         scope = found
+        if places is not None:
+            names, globs = Scope.request_of(places)
+            if args.paths:  # (the folder it runs in: its namespace is the only one there, --ns as given)
+                data = {**data, "namespaces": names}
+            if globs:
+                data["paths"] = [*data.get("paths", []), *globs]
     else:
         config = load(args)
         scope = scope_of(config)
-    if args.paths:
-        names, globs = scope.narrow(args.paths, data.get("namespaces", []))
-        data = {**data, "namespaces": names}
-        if globs:
-            data["paths"] = [*data.get("paths", []), *globs]
+        if args.paths:
+            names, globs = scope.narrow(args.paths, data.get("namespaces", []))
+            data = {**data, "namespaces": names}
+            if globs:
+                data["paths"] = [*data.get("paths", []), *globs]
     first = quick_request(data) if config is None else None
     if first is None:
+        if file_flags(args):
+            raise InvalidRequest(
+                "hidden", "--hidden and -u work on a search the checkouts found here run (exact or regex)"
+            )
         return _served(args, data, scope, config)
-    one = oneshot.OneShot(scope.roots)
-    later = _Later(args, scope)
-
-    def ask(asked: dict[str, Any]) -> dict[str, Any]:
-        if asked is data:
-            return one.search(first, early)
-        quick = quick_request(asked)
-        return one.search(quick) if quick is not None else later.ask(asked)
-
+    one = oneshot.OneShot(scope.roots, file_flags(args))
     try:
-        return _show(args, data, ask, scope)
+        return _show(args, data, lambda _: one.search(first, early), scope)  # one page: rg prints listings here
     finally:
         one.close()
-        later.close()
 
 
 def _served(args: argparse.Namespace, data: dict[str, Any], scope: Scope, config: Config | None) -> int:
@@ -300,36 +295,3 @@ def _served(args: argparse.Namespace, data: dict[str, Any], scope: Scope, config
             return _show(args, data, lambda d: runner.run(service.search(parse_request(d))), scope)
         finally:
             runner.run(service.aclose())
-
-
-class _Later:
-    """The service, for a page of a one-shot search the quick request does not take (opened if one comes)."""
-
-    def __init__(self, args: argparse.Namespace, scope: Scope) -> None:
-        self.args = args
-        self.scope = scope
-        self._runner: Any = None
-        self._service: Any = None
-
-    def ask(self, data: dict[str, Any]) -> dict[str, Any]:
-        import asyncio
-
-        from gateway.config import config_from_env
-        from gateway.request import parse_request
-        from gateway.service import SearchService
-
-        request = parse_request(data)
-        if self._service is None:
-            from gateway.log import configure
-
-            configure(level="warning", lazy=True)  # the service's libraries log through stdlib logging
-            self._runner = asyncio.Runner()
-            config = config_from_env(self.args.config, self.args.root)
-            self._service = SearchService(config, process_cache=False)
-        answer: dict[str, Any] = self._runner.run(self._service.search(request))
-        return answer
-
-    def close(self) -> None:
-        if self._service is not None:
-            self._runner.run(self._service.aclose())
-            self._runner.close()

@@ -1,0 +1,486 @@
+"""rg's listings over discovered checkouts, printed by rg itself: ``-l``, ``-c``, ``--count-matches``,
+``--vimgrep`` and ``--files``.
+
+A listing is every matching file (or match) in rg's own format, so it is what rg prints: one rg
+over the places searched, its output passed on as it comes, with no ranking, paging, snapshot
+or declaration lookup (a ranked page would cost all of those for an order a listing does not
+keep). What the request asks of rg is the one-shot search's (:mod:`gateway.cli.oneshot`):
+
+1. the request checked as :func:`~gateway.cli.quick.quick_request` checks it (pydantic words an
+   error), its namespaces chosen by :func:`~gateway.cli.oneshot.routes`, its pattern and case as
+   :class:`~gateway.criteria.Criteria` reads them;
+2. rg runs here, over the places as the user named them (a PATH as typed, the checkouts under
+   here, nothing for the folder it stands in), so it prints the paths it would print itself;
+3. what rg cannot apply as the service does (include globs, languages, globs anchored at a
+   namespace's root, the query's ``file:`` filters) is applied to its output: then rg prints
+   NUL-ended paths (``--null``), each looked at and printed as rg would have;
+4. with checkouts whose content indexes are ready and large enough (as the one-shot search reads
+   them), rg reads only the files and folders they name (:mod:`gateway.narrowing`), and the
+   paths it prints are given back as rg would print them from here.
+
+A plain query (no filter of SPEC §7) with no ``--ns`` starts rg before the request is checked:
+the imports that check it run while rg searches, and nothing is printed before it passed (as
+:mod:`gateway.cli.early`; a request that asks rg something else kills that rg and starts the
+right one). Only the standard library is imported before rg starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from adapters.ripgrep.spawn import Child, find_rg, spawn
+from gateway.cli.scope import Place, Scope
+from gateway.errors import BackendError, InvalidRequest
+
+if TYPE_CHECKING:
+    from gateway.cli.quick import QuickRequest
+
+__all__ = ["KINDS", "file_flags", "kind_of", "run"]
+
+EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
+#: args attribute -> rg's flag, for each listing.
+KINDS = {
+    "files_with_matches": "--files-with-matches",
+    "count": "--count",
+    "count_matches": "--count-matches",
+    "vimgrep": "--vimgrep",
+    "list_files": "--files",
+}
+#: Listings printing a bare path (NUL-ended with --null); the others print ``path:rest`` lines.
+_PATHS_ONLY = frozenset({"files_with_matches", "list_files"})
+#: What makes a query more than its text (SPEC §7): such a query is checked before rg starts.
+_SYNTAX = frozenset(':"/')
+#: --files searches for nothing: its request is checked with this query standing in.
+_ANY = "files"
+_READ = 1 << 20
+#: How much of rg's stderr is kept and said (an error message; the rest is read and dropped).
+STDERR_KEEP = 4096
+
+
+def kind_of(args: argparse.Namespace) -> str | None:
+    """Which listing the flags ask for, or None."""
+    return next((kind for kind in KINDS if getattr(args, kind, False)), None)
+
+
+def file_flags(args: argparse.Namespace) -> list[str]:
+    """rg's flags choosing which files it reads: ``--hidden``, and ``-u`` (no ignore files), ``-uu``
+    (hidden files too), ``-uuu`` (binary files too), as rg reads them."""
+    level = args.unrestricted
+    flags = ["--no-ignore"] if level >= 1 else []
+    if args.hidden or level >= 2:
+        flags.append("--hidden")
+    if level >= 3:
+        flags.append("--binary")
+    return flags
+
+
+def _own_flags(args: argparse.Namespace, kind: str) -> list[str]:
+    """The listing's flags and the rg options passed as given (-m, -o, -n/-N)."""
+    flags = [KINDS[kind], *file_flags(args)]
+    if args.max_count is not None:
+        if args.max_count < 0:
+            raise InvalidRequest("max-count", "-m must be at least 0")
+        flags += ["--max-count", str(args.max_count)]
+    if args.only_matching:
+        flags.append("--only-matching")
+    if args.line_number is not None:
+        flags.append("--line-number" if args.line_number else "--no-line-number")
+    return flags
+
+
+class Target(NamedTuple):
+    """A place rg searches: its namespace and root, the path inside it, and how rg is given it."""
+
+    namespace: str
+    root: str
+    rel: str
+    is_file: bool
+    shown: str
+
+    def show(self, rel: str) -> str:
+        """How rg prints the file ``rel`` (namespace-relative) found under this place."""
+        if self.is_file:
+            return self.shown
+        rest = rel[len(self.rel) + 1 :] if self.rel else rel
+        return f"{self.shown.rstrip('/')}/{rest}" if self.shown else rest
+
+    def holds(self, rel: str) -> bool:
+        return not self.rel or rel == self.rel or (not self.is_file and rel.startswith(self.rel + "/"))
+
+
+def _targets(scope: Scope, names: Sequence[str], places: Sequence[Place] | None) -> list[Target]:
+    """The places rg searches: those named, in the namespaces searched; else each namespace's root."""
+    if places is None:
+        roots = [(n, scope.roots[n]) for n in names]
+        return [Target(n, root, "", False, _relative(root, scope.cwd)) for n, root in roots]
+    return [
+        Target(p.namespace, scope.roots[p.namespace], p.rel, p.is_file, p.shown) for p in places if p.namespace in names
+    ]
+
+
+def _relative(path: str, cwd: str) -> str:
+    """``path`` as rg prints it given relative to ``cwd`` ("" for ``cwd`` itself: rg is given no path)."""
+    shown = os.path.relpath(path, cwd)
+    return "" if shown == "." else shown
+
+
+class Plan(NamedTuple):
+    """An rg to run: its argument vector, and how a path it prints is printed (None: all as rg prints them;
+    the resolver answers None for a path to leave out)."""
+
+    argv: list[str]
+    resolve: Callable[[str], str | None] | None = None
+
+
+def _argv(
+    rg: str,
+    flags: Sequence[str],
+    pattern: str | None,
+    exact: bool,
+    case: bool,
+    excludes: Sequence[str],
+    paths: Sequence[str],
+) -> list[str]:
+    """rg's vector: the listing's flags, the pattern as the one-shot search gives it, the excludes rg
+    can apply, the places (none: the folder it runs in)."""
+    argv = [rg, "--no-config", *flags]
+    if pattern is not None:
+        argv += ["-F", "-s" if case else "-i"] if exact else ["-s" if case else "-i"]
+    for glob in excludes:
+        argv += ["-g", "!" + glob]
+    if pattern is not None:
+        argv += ["-e", pattern]
+    return [*argv, "--", *paths] if paths else argv
+
+
+def _unanchored_excludes(globs: Sequence[str]) -> list[str]:
+    """The exclude globs rg applies as the service does wherever it runs: those without a ``/``."""
+    return [g[1:] for g in globs if g.startswith("!") and "/" not in g[1:].strip("/")]
+
+
+def _filtered(globs: Sequence[str], languages: Sequence[str]) -> bool:
+    """Whether some glob or language is left for the output: includes, languages, anchored excludes."""
+    return bool(languages) or any(not g.startswith("!") or "/" in g[1:].strip("/") for g in globs)
+
+
+def _places(targets: Sequence[Target]) -> list[str]:
+    """rg's path arguments: none for the folder it runs in alone."""
+    shown = [t.shown for t in targets]
+    return [] if shown == [""] else [s or "." for s in shown]
+
+
+def _color(args: argparse.Namespace) -> list[str]:
+    from gateway.cli.render import wants_color
+
+    return ["--color=always" if wants_color(args.color) else "--color=never"]
+
+
+def _indexed(kind: str, args: argparse.Namespace, scope: Scope, names: Sequence[str]) -> bool:
+    """Whether rg reads what the content indexes name (as :meth:`gateway.cli.oneshot.OneShot.content`)."""
+    if kind == "list_files" or file_flags(args):
+        return False  # nothing to narrow by; the indexes know only the files rg reads without those flags
+    from gateway.discovery import default_index_dir
+    from gateway.index.content.paths import CLI_MIN_BYTES, usable_bytes
+
+    indexed = usable_bytes(default_index_dir(), [scope.roots[n] for n in names])
+    return indexed > 0 and indexed >= CLI_MIN_BYTES
+
+
+def _guess(
+    args: argparse.Namespace, kind: str, data: dict[str, Any], scope: Scope, places: Sequence[Place] | None
+) -> Plan | None:
+    """The rg of a request plain enough to read before it is checked (see the module), else None."""
+    text = data.get("query")
+    if data.keys() - {"query", "mode", "case_sensitive", "paths", "languages"}:
+        return None
+    if kind != "list_files" and not (isinstance(text, str) and text.strip() and not _SYNTAX.intersection(text)):
+        return None
+    mode, globs, case = data.get("mode", "exact"), data.get("paths", []), data.get("case_sensitive")
+    if mode not in ("exact", "regex") or not isinstance(globs, list) or _filtered(globs, data.get("languages", [])):
+        return None
+    rg = find_rg()
+    if rg is None or _indexed(kind, args, scope, list(scope.roots)):
+        return None
+    pattern = None if kind == "list_files" else str(text)
+    if case is None:  # smart case, as gateway.criteria.effective_case
+        case = pattern is not None and any(ch.isupper() for ch in pattern)
+    flags = [*_own_flags(args, kind), *_color(args)]
+    targets = _targets(scope, list(scope.roots), places)
+    return Plan(_argv(rg, flags, pattern, mode == "exact", bool(case), _unanchored_excludes(globs), _places(targets)))
+
+
+def _checked(data: dict[str, Any]) -> QuickRequest | None:
+    """The request, checked; InvalidRequest as pydantic words it; None for one the one-shot search
+    does not run (a mode of the service's)."""
+    from gateway.cli.lean import import_msgspec
+
+    import_msgspec()
+    from gateway.cli.quick import quick_request
+
+    request = quick_request(data)
+    if request is None:
+        from gateway.request import parse_request
+
+        parse_request(data)  # raises InvalidRequest for bad input
+    return request
+
+
+def _keeper(paths: Sequence[str], also: Sequence[str], languages: Sequence[str]) -> Callable[[str], bool]:
+    """Whether a namespace-relative path passes the request's globs and languages (as the service's filter)."""
+    from gateway.globs import PathFilter
+
+    passes = PathFilter.build(paths, languages)
+    if not also:
+        return passes
+    passes_too = PathFilter.build(also)
+    return lambda path: passes(path) and passes_too(path)
+
+
+def _plans(
+    args: argparse.Namespace, kind: str, data: dict[str, Any], scope: Scope, places: Sequence[Place] | None
+) -> list[Plan] | None:
+    """The rg (or two: over what content indexes name, and the rest) of the request, once checked;
+    None for a request the one-shot search does not run."""
+    request = _checked(data if kind != "list_files" else {**data, "query": _ANY})
+    if request is None:
+        return None
+    from gateway.cli.oneshot import routes
+
+    rg = find_rg()
+    if rg is None:
+        raise BackendError("the rg binary was not found (install the 'ripgrep' package)")
+    criteria = request.criteria
+    names = routes(list(scope.roots), request)
+    targets = _targets(scope, names, places)
+    globs = [*criteria.paths, *criteria.also_paths]
+    keep = (
+        _keeper(criteria.paths, criteria.also_paths, criteria.languages)
+        if _filtered(globs, criteria.languages)
+        else None
+    )
+    pattern = None if kind == "list_files" else criteria.pattern
+    exact, case = criteria.mode == "exact", request.effective_case()
+    excludes = _unanchored_excludes(criteria.paths)
+    plans: list[Plan] = []
+    if pattern is not None and not any(t.is_file for t in targets) and _indexed(kind, args, scope, names):
+        targets, named, among = _narrowed(request, scope, targets, keep)
+        if named:
+            flags = [*_own_flags(args, kind), "--color=never", "--null", "--with-filename"]
+            flags += ["--max-depth", "1", "--no-messages"]  # folders read one level deep; a file gone: no error
+            plans.append(Plan(_argv(rg, flags, pattern, exact, case, excludes, named), _from_root(scope, among, keep)))
+    if targets:
+        if keep is None:
+            flags = [*_own_flags(args, kind), *_color(args)]
+            plans.insert(0, Plan(_argv(rg, flags, pattern, exact, case, excludes, _places(targets))))
+        else:
+            flags = [*_own_flags(args, kind), "--color=never", "--null"]
+            plans.insert(
+                0, Plan(_argv(rg, flags, pattern, exact, case, excludes, _places(targets)), _as_printed(targets, keep))
+            )
+    return plans
+
+
+def _narrowed(
+    request: QuickRequest, scope: Scope, targets: list[Target], keep: Callable[[str], bool] | None
+) -> tuple[list[Target], list[str], list[Target]]:
+    """(the places rg scans, the files and folders the content indexes name, the places those are of)."""
+    import time
+
+    from gateway.criteria import backend_query
+    from gateway.discovery import default_index_dir
+    from gateway.index.content.narrow import ContentIndex
+    from gateway.narrowing import Narrowed
+
+    query = backend_query(request.as_request(), time.monotonic())
+    by_namespace: dict[str, list[Target]] = {}
+    for target in targets:
+        by_namespace.setdefault(target.namespace, []).append(target)
+    index = ContentIndex(default_index_dir(), [scope.roots[n] for n in by_namespace])
+    scanned: list[Target] = []
+    named: list[str] = []
+    among: list[Target] = []
+    try:
+        for name, places in by_namespace.items():
+
+            def accept(rel: str, places: list[Target] = places) -> bool:
+                return any(t.holds(rel) for t in places) and (keep is None or keep(rel))
+
+            answer = index.narrow(scope.roots[name], query, accept)
+            if not isinstance(answer, Narrowed):
+                scanned += places  # why it is scanned: answer
+                continue
+            named += [*answer.files, *answer.folders]
+            among += places
+    finally:
+        index.close()
+    return scanned, named, among
+
+
+def _as_printed(targets: Sequence[Target], keep: Callable[[str], bool]) -> Callable[[str], str | None]:
+    """For rg over the places as shown: a printed path kept as printed, when its namespace path passes."""
+    prefixed = [(t, t.shown.rstrip("/") + "/" if t.shown else "") for t in targets]
+
+    def resolve(path: str) -> str | None:
+        for target, prefix in prefixed:
+            if target.is_file:
+                if path != target.shown:
+                    continue
+                rel = target.rel
+            elif path.startswith(prefix):
+                rest = path[len(prefix) :]
+                rel = f"{target.rel}/{rest}" if target.rel else rest
+            else:
+                continue
+            return path if keep(rel) else None
+        return path  # not under a place (rg printed it otherwise): as rg printed it
+
+    return resolve
+
+
+def _from_root(
+    scope: Scope, targets: Sequence[Target], keep: Callable[[str], bool] | None
+) -> Callable[[str], str | None]:
+    """For rg over what the content indexes named (absolute paths): a path in one of the places, printed as
+    rg prints it over that place, when it passes."""
+    roots = sorted({(t.root.rstrip("/") + "/", t.namespace) for t in targets}, key=lambda item: -len(item[0]))
+    by_namespace: dict[str, list[Target]] = {}
+    for target in targets:
+        by_namespace.setdefault(target.namespace, []).append(target)
+
+    def resolve(path: str) -> str | None:
+        for prefix, name in roots:
+            if path.startswith(prefix):
+                rel = path[len(prefix) :]
+                if keep is not None and not keep(rel):
+                    return None
+                return next((t.show(rel) for t in by_namespace[name] if t.holds(rel)), None)
+        return None
+
+    return resolve
+
+
+# --- running rg -------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, data: dict[str, Any], scope: Scope, places: Sequence[Place] | None) -> int | None:
+    """The listing ``args`` asks for (``data`` its request before PATHs, ``places`` the PATHs or the folder
+    it runs in, None for every checkout): its exit code; None for a request the one-shot search does not
+    run (the caller lists it from the service's pages)."""
+    kind = kind_of(args)
+    assert kind is not None
+    guess = _guess(args, kind, data, scope, places)
+    children: list[Child] = []
+    try:
+        if guess is not None:
+            children.append(_spawn(guess.argv))
+        plans = _plans(args, kind, data, scope, places)
+        if plans is None:
+            return None
+        if guess is None or not plans or plans[0].argv != guess.argv:
+            for child in children:
+                child.close()
+            children = []
+        for plan in plans[len(children) :]:
+            children.append(_spawn(plan.argv))
+        printed, failed, said = 0, False, bytearray()
+        for child, plan in zip(children, plans, strict=True):
+            shown, code = _pump(child, plan.resolve, kind in _PATHS_ONLY, said)
+            printed += shown
+            failed = failed or code not in (0, 1)
+        if said:
+            sys.stderr.write(said.decode("utf-8", "replace"))
+        if printed:
+            return EXIT_OK
+        return EXIT_ALL_FAILED if failed else EXIT_NOTHING
+    finally:
+        for child in children:
+            child.close()
+
+
+def _spawn(argv: list[str]) -> Child:
+    try:
+        return spawn(argv)
+    except OSError as exc:
+        raise BackendError(f"cannot start rg: {exc.strerror or exc}") from None
+
+
+def _pump(
+    child: Child, resolve: Callable[[str], str | None] | None, paths_only: bool, said: bytearray
+) -> tuple[int, int]:
+    """rg's output written out as it comes (through ``resolve`` when given) and its stderr kept in ``said``,
+    until it exits: (records printed, or 1 for output passed as it came; rg's exit code)."""
+    out = sys.stdout.buffer
+    sys.stdout.flush()
+    records = _Records(resolve, paths_only, out.write) if resolve is not None else None
+    pipe = child.pipe
+    poller = select.poll()
+    open_fds = {pipe.read_fd, child.stderr} - {-1}
+    for fd in open_fds:
+        poller.register(fd, select.POLLIN)
+    printed = 0
+    while open_fds:
+        for fd, _ in poller.poll():
+            try:
+                chunk = os.read(fd, _READ)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+            elif fd != pipe.read_fd:
+                said += chunk[: max(0, STDERR_KEEP - len(said))]
+            elif records is not None:
+                printed += records.feed(chunk)
+            else:
+                out.write(chunk)
+                printed = 1
+        out.flush()
+    if records is not None:
+        printed += records.end()
+        out.flush()
+    _, status = os.waitpid(child.pid, 0)
+    child.pid = 0  # reaped: closing it kills nothing
+    return printed, os.waitstatus_to_exitcode(status)
+
+
+class _Records:
+    """rg's ``--null`` output cut into records (a path and what follows it), each printed as ``resolve`` says."""
+
+    def __init__(
+        self, resolve: Callable[[str], str | None], paths_only: bool, write: Callable[[bytes], object]
+    ) -> None:
+        self.resolve = resolve
+        self.paths_only = paths_only  # -l, --files: NUL-ended paths; else "path NUL rest" lines
+        self.end_mark = b"\0" if paths_only else b"\n"
+        self.write = write
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> int:
+        """Print the records ``chunk`` completes; how many were printed."""
+        *records, self.pending = (self.pending + chunk).split(self.end_mark)
+        out: list[bytes] = []
+        for record in records:
+            if self.paths_only:
+                path, rest = record, b""
+            else:
+                path, nul, rest = record.partition(b"\0")
+                if not nul:  # rg prints no path for one file searched alone (-c): as it printed it
+                    out.append(record + b"\n")
+                    continue
+            shown = self.resolve(os.fsdecode(path))
+            if shown is not None:
+                out.append(os.fsencode(shown) + (b"\n" if self.paths_only else b":" + rest + b"\n"))
+        if out:
+            self.write(b"".join(out))
+        return len(out)
+
+    def end(self) -> int:
+        """rg ended: its last record, had it no end mark."""
+        if not self.pending:
+            return 0
+        return self.feed(self.end_mark)
