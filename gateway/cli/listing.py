@@ -18,22 +18,20 @@ keep). What the request asks of rg is the one-shot search's (:mod:`gateway.cli.o
    them), rg reads only the files and folders they name (:mod:`gateway.narrowing`), and the
    paths it prints are given back as rg would print them from here.
 
-A plain query (no filter of SPEC §7) with no ``--ns`` starts rg before the request is checked:
-the imports that check it run while rg searches, and nothing is printed before it passed (as
-:mod:`gateway.cli.early`; a request that asks rg something else kills that rg and starts the
-right one). Only the standard library is imported before rg starts.
+A plain request (a query of text alone, exact or free of regex syntax, no ``--ns``, no glob but
+simple excludes, no language) is certainly valid: rg starts at once, before anything that checks
+a request (msgspec, RE2) is imported, the standard library alone. Anything else is checked first.
+:mod:`gateway.cli.relay` runs rg and passes its output on.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import select
-import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from adapters.ripgrep.spawn import Child, find_rg, spawn
+from adapters.ripgrep.spawn import find_rg
 from gateway.cli.scope import Place, Scope
 from gateway.errors import BackendError, InvalidRequest
 
@@ -42,7 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["KINDS", "file_flags", "kind_of", "run"]
 
-EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
 #: args attribute -> rg's flag, for each listing.
 KINDS = {
     "files_with_matches": "--files-with-matches",
@@ -57,9 +54,13 @@ _PATHS_ONLY = frozenset({"files_with_matches", "list_files"})
 _SYNTAX = frozenset(':"/')
 #: --files searches for nothing: its request is checked with this query standing in.
 _ANY = "files"
-_READ = 1 << 20
-#: How much of rg's stderr is kept and said (an error message; the rest is read and dropped).
-STDERR_KEEP = 4096
+#: Regex syntax (as gateway.syntax escapes it): a regex without any is its own literal text, valid.
+_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
+#: The bounds of a plain request, as gateway.criteria and gateway.globs check them (not imported: they
+#: import msgspec and RE2; tests/test_cli_rg.py holds them equal).
+_MOST_QUERY, _MOST_GLOBS, _MOST_GLOB, _MOST_STARS = 1000, 32, 256, 16
+#: What a plain exclude glob is made of: a name, or a pattern of ``*``.
+_GLOB_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-*")
 
 
 def kind_of(args: argparse.Namespace) -> str | None:
@@ -191,17 +192,29 @@ def _indexed(kind: str, args: argparse.Namespace, scope: Scope, names: Sequence[
     return indexed > 0 and indexed >= CLI_MIN_BYTES
 
 
-def _guess(
+def _simple(glob: Any) -> bool:
+    """Whether ``glob`` is an exclude rg applies as the service does, certainly valid (see validate_glob)."""
+    body = glob[1:] if isinstance(glob, str) and glob.startswith("!") else ""
+    return 0 < len(body) <= _MOST_GLOB and body.count("*") <= _MOST_STARS and not set(body) - _GLOB_CHARS
+
+
+def _plain(
     args: argparse.Namespace, kind: str, data: dict[str, Any], scope: Scope, places: Sequence[Place] | None
 ) -> Plan | None:
-    """The rg of a request plain enough to read before it is checked (see the module), else None."""
-    text = data.get("query")
-    if data.keys() - {"query", "mode", "case_sensitive", "paths", "languages"}:
+    """rg for a request certainly valid that rg alone applies (see the module), else None: what
+    :func:`_plans` would start for it, without importing what checks a request."""
+    text, mode = data.get("query"), data.get("mode", "exact")
+    globs, case = data.get("paths", []), data.get("case_sensitive")
+    if data.keys() - {"query", "mode", "case_sensitive", "paths", "context_lines"} or mode not in ("exact", "regex"):
         return None
-    if kind != "list_files" and not (isinstance(text, str) and text.strip() and not _SYNTAX.intersection(text)):
+    if data.get("context_lines", 0) not in range(11) or case not in (True, False, None):
         return None
-    mode, globs, case = data.get("mode", "exact"), data.get("paths", []), data.get("case_sensitive")
-    if mode not in ("exact", "regex") or not isinstance(globs, list) or _filtered(globs, data.get("languages", [])):
+    if kind != "list_files":
+        if not (isinstance(text, str) and 0 < len(text) <= _MOST_QUERY and text.strip() and "\0" not in text):
+            return None
+        if _SYNTAX.intersection(text) or (mode == "regex" and _REGEX_META.intersection(text)):
+            return None
+    if not isinstance(globs, list) or len(globs) > _MOST_GLOBS or not all(map(_simple, globs)):
         return None
     rg = find_rg()
     if rg is None or _indexed(kind, args, scope, list(scope.roots)):
@@ -211,7 +224,8 @@ def _guess(
         case = pattern is not None and any(ch.isupper() for ch in pattern)
     flags = [*_own_flags(args, kind), *_color(args)]
     targets = _targets(scope, list(scope.roots), places)
-    return Plan(_argv(rg, flags, pattern, mode == "exact", bool(case), _unanchored_excludes(globs), _places(targets)))
+    argv = _argv(rg, flags, pattern, mode == "exact", bool(case), _unanchored_excludes(globs), _places(targets))
+    return Plan(argv) if targets else None
 
 
 def _checked(data: dict[str, Any]) -> QuickRequest | None:
@@ -364,123 +378,17 @@ def _from_root(
     return resolve
 
 
-# --- running rg -------------------------------------------------------------------------
-
-
 def run(args: argparse.Namespace, data: dict[str, Any], scope: Scope, places: Sequence[Place] | None) -> int | None:
-    """The listing ``args`` asks for (``data`` its request before PATHs, ``places`` the PATHs or the folder
-    it runs in, None for every checkout): its exit code; None for a request the one-shot search does not
+    """The listing ``args`` asks for (``data``: its request before PATHs; ``places``: the PATHs, or the folder
+    it runs in; None for every checkout): its exit code; None for a request the one-shot search does not
     run (the caller lists it from the service's pages)."""
+    from gateway.cli.relay import relay
+
     kind = kind_of(args)
-    assert kind is not None
-    guess = _guess(args, kind, data, scope, places)
-    children: list[Child] = []
-    try:
-        if guess is not None:
-            children.append(_spawn(guess.argv))
-        plans = _plans(args, kind, data, scope, places)
-        if plans is None:
-            return None
-        if guess is None or not plans or plans[0].argv != guess.argv:
-            for child in children:
-                child.close()
-            children = []
-        for plan in plans[len(children) :]:
-            children.append(_spawn(plan.argv))
-        printed, failed, said = 0, False, bytearray()
-        for child, plan in zip(children, plans, strict=True):
-            shown, code = _pump(child, plan.resolve, kind in _PATHS_ONLY, said)
-            printed += shown
-            failed = failed or code not in (0, 1)
-        if said:
-            sys.stderr.write(said.decode("utf-8", "replace"))
-        if printed:
-            return EXIT_OK
-        return EXIT_ALL_FAILED if failed else EXIT_NOTHING
-    finally:
-        for child in children:
-            child.close()
-
-
-def _spawn(argv: list[str]) -> Child:
-    try:
-        return spawn(argv)
-    except OSError as exc:
-        raise BackendError(f"cannot start rg: {exc.strerror or exc}") from None
-
-
-def _pump(
-    child: Child, resolve: Callable[[str], str | None] | None, paths_only: bool, said: bytearray
-) -> tuple[int, int]:
-    """rg's output written out as it comes (through ``resolve`` when given) and its stderr kept in ``said``,
-    until it exits: (records printed, or 1 for output passed as it came; rg's exit code)."""
-    out = sys.stdout.buffer
-    sys.stdout.flush()
-    records = _Records(resolve, paths_only, out.write) if resolve is not None else None
-    pipe = child.pipe
-    poller = select.poll()
-    open_fds = {pipe.read_fd, child.stderr} - {-1}
-    for fd in open_fds:
-        poller.register(fd, select.POLLIN)
-    printed = 0
-    while open_fds:
-        for fd, _ in poller.poll():
-            try:
-                chunk = os.read(fd, _READ)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-            elif fd != pipe.read_fd:
-                said += chunk[: max(0, STDERR_KEEP - len(said))]
-            elif records is not None:
-                printed += records.feed(chunk)
-            else:
-                out.write(chunk)
-                printed = 1
-        out.flush()
-    if records is not None:
-        printed += records.end()
-        out.flush()
-    _, status = os.waitpid(child.pid, 0)
-    child.pid = 0  # reaped: closing it kills nothing
-    return printed, os.waitstatus_to_exitcode(status)
-
-
-class _Records:
-    """rg's ``--null`` output cut into records (a path and what follows it), each printed as ``resolve`` says."""
-
-    def __init__(
-        self, resolve: Callable[[str], str | None], paths_only: bool, write: Callable[[bytes], object]
-    ) -> None:
-        self.resolve = resolve
-        self.paths_only = paths_only  # -l, --files: NUL-ended paths; else "path NUL rest" lines
-        self.end_mark = b"\0" if paths_only else b"\n"
-        self.write = write
-        self.pending = b""
-
-    def feed(self, chunk: bytes) -> int:
-        """Print the records ``chunk`` completes; how many were printed."""
-        *records, self.pending = (self.pending + chunk).split(self.end_mark)
-        out: list[bytes] = []
-        for record in records:
-            if self.paths_only:
-                path, rest = record, b""
-            else:
-                path, nul, rest = record.partition(b"\0")
-                if not nul:  # rg prints no path for one file searched alone (-c): as it printed it
-                    out.append(record + b"\n")
-                    continue
-            shown = self.resolve(os.fsdecode(path))
-            if shown is not None:
-                out.append(os.fsencode(shown) + (b"\n" if self.paths_only else b":" + rest + b"\n"))
-        if out:
-            self.write(b"".join(out))
-        return len(out)
-
-    def end(self) -> int:
-        """rg ended: its last record, had it no end mark."""
-        if not self.pending:
-            return 0
-        return self.feed(self.end_mark)
+    if kind is None:
+        raise ValueError("not a listing")
+    plain = _plain(args, kind, data, scope, places)
+    plans = [plain] if plain is not None else _plans(args, kind, data, scope, places)
+    if plans is None:
+        return None
+    return relay([(plan.argv, plan.resolve) for plan in plans], kind in _PATHS_ONLY)

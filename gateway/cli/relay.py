@@ -1,0 +1,150 @@
+"""rg run for a listing, its output passed on as rg printed it (or as a resolver says) and its exit known.
+
+rg writes into a pipe as large as the system allows (:class:`~adapters.ripgrep.spawn.OutputPipe`),
+read when rg exits or at a tick while it runs, never at each of its writes: a wake-up for each
+file it prints would take a core from rg's own threads (the one-shot search reads rg the same
+way, :mod:`adapters.ripgrep.oneshot`). A tick that finds the pipe half full or more reads on at
+once, so rg seldom waits. Its stderr is kept (the first :data:`STDERR_KEEP` bytes) and said once it
+ended, as rg said it.
+
+With a resolver, rg prints NUL-ended paths (``--null``): each record, a path and what follows it
+(``-c``'s count, ``--vimgrep``'s match), is printed with the path the resolver gives, or left out.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+from collections.abc import Callable, Sequence
+
+from adapters.ripgrep.spawn import Child, spawn
+from gateway.errors import BackendError
+
+__all__ = ["STDERR_KEEP", "relay"]
+
+EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
+#: How much of rg's stderr is kept and said (an error message; the rest is read and dropped).
+STDERR_KEEP = 4096
+#: How often rg's output is looked at while it runs (ms).
+TICK_MS = 10
+
+#: How a path rg printed is printed: the path to print, or None to leave the record out.
+Resolve = Callable[[str], str | None]
+
+
+def relay(runs: Sequence[tuple[list[str], Resolve | None]], paths_only: bool) -> int:
+    """Run each rg (``argv``, resolver) at once and pass their outputs on in turn; the exit code: 0 when
+    something was printed, 3 when nothing was and an rg failed, else 1. ``paths_only``: rg prints paths
+    alone (``-l``, ``--files``), else ``path:rest`` lines."""
+    children: list[Child] = []
+    try:
+        for argv, _ in runs:
+            children.append(_spawn(argv))
+        printed, failed, said = 0, False, bytearray()
+        for child, (_, resolve) in zip(children, runs, strict=True):
+            shown, code = _pump(child, resolve, paths_only, said)
+            printed += shown
+            failed = failed or code not in (0, 1)
+        if said:
+            sys.stderr.write(said.decode("utf-8", "replace"))
+        if printed:
+            return EXIT_OK
+        return EXIT_ALL_FAILED if failed else EXIT_NOTHING
+    finally:
+        for child in children:
+            child.close()
+
+
+def _spawn(argv: list[str]) -> Child:
+    try:
+        return spawn(argv)
+    except OSError as exc:
+        raise BackendError(f"cannot start rg: {exc.strerror or exc}") from None
+
+
+def _drain(fd: int, most: int) -> tuple[list[bytes], bool]:
+    """What the non-blocking ``fd`` holds now (``most`` bytes at most), and whether it ended."""
+    chunks: list[bytes] = []
+    taken = 0
+    while taken < most:
+        try:
+            chunk = os.read(fd, most - taken)
+        except BlockingIOError:
+            return chunks, False
+        if not chunk:
+            return chunks, True
+        chunks.append(chunk)
+        taken += len(chunk)
+    return chunks, False
+
+
+def _pump(child: Child, resolve: Resolve | None, paths_only: bool, said: bytearray) -> tuple[int, int]:
+    """rg's output written out (through ``resolve`` when given) and its stderr kept in ``said``, until
+    it ended: (records printed, or 1 for output passed as it came; rg's exit code)."""
+    out = sys.stdout.buffer
+    sys.stdout.flush()
+    records = _Records(resolve, paths_only, out.write) if resolve is not None else None
+    pipe = child.pipe
+    poller = select.poll()
+    if child.pidfd >= 0:
+        poller.register(child.pidfd, select.POLLIN)  # its exit wakes us; else ticks only
+    printed, ended, wait = 0, False, TICK_MS
+    while not ended:
+        poller.poll(wait)
+        chunks, ended = _drain(pipe.read_fd, pipe.capacity)
+        if child.stderr >= 0:
+            for chunk in _drain(child.stderr, 1 << 16)[0]:
+                said += chunk[: max(0, STDERR_KEEP - len(said))]
+        if chunks and records is not None:
+            printed += records.feed(b"".join(chunks))
+        elif chunks:
+            out.write(b"".join(chunks))
+            printed = 1
+        out.flush()
+        wait = 0 if sum(map(len, chunks)) >= pipe.capacity // 2 else TICK_MS  # it writes fast: read on
+    if records is not None:
+        printed += records.end()
+        out.flush()
+    _, status = os.waitpid(child.pid, 0)
+    child.pid = 0  # reaped: closing it kills nothing
+    if child.stderr >= 0:
+        for chunk in _drain(child.stderr, 1 << 16)[0]:
+            said += chunk[: max(0, STDERR_KEEP - len(said))]
+    return printed, os.waitstatus_to_exitcode(status)
+
+
+class _Records:
+    """rg's ``--null`` output cut into records (a path and what follows it), each printed as ``resolve`` says."""
+
+    def __init__(self, resolve: Resolve, paths_only: bool, write: Callable[[bytes], object]) -> None:
+        self.resolve = resolve
+        self.paths_only = paths_only  # -l, --files: NUL-ended paths; else "path NUL rest" lines
+        self.end_mark = b"\0" if paths_only else b"\n"
+        self.write = write
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> int:
+        """Print the records ``chunk`` completes; how many were printed."""
+        *records, self.pending = (self.pending + chunk).split(self.end_mark)
+        out: list[bytes] = []
+        for record in records:
+            if self.paths_only:
+                path, rest = record, b""
+            else:
+                path, nul, rest = record.partition(b"\0")
+                if not nul:  # rg prints no path for one file searched alone (-c): as it printed it
+                    out.append(record + b"\n")
+                    continue
+            shown = self.resolve(os.fsdecode(path))
+            if shown is not None:
+                out.append(os.fsencode(shown) + (b"\n" if self.paths_only else b":" + rest + b"\n"))
+        if out:
+            self.write(b"".join(out))
+        return len(out)
+
+    def end(self) -> int:
+        """rg ended: its last record, had it no end mark."""
+        if not self.pending:
+            return 0
+        return self.feed(self.end_mark)
