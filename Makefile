@@ -54,10 +54,13 @@ fuzz: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/merge.py
+	$(BIN)/python bench/merge_path.py --against HEAD~1
 	$(BIN)/python bench/local.py
 	$(BIN)/python bench/local.py --http
 	$(BIN)/python bench/local.py --http --copies 4
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/overhead_wrk.py
+	$(BIN)/python bench/namespaces.py --namespaces 100
 	$(BIN)/python bench/namespaces.py
 	$(BIN)/python bench/scale.py --short
 	$(BIN)/python bench/content_engines.py

@@ -128,15 +128,17 @@ def start_fedsearch(tree: Path, config: Path, port: int) -> subprocess.Popen[byt
 
 
 def measure(gateways: dict[str, str], rounds: int, seconds: float, script: Path) -> dict[str, dict[str, float]]:
-    """Each gateway's medians over ``rounds`` (A B A B): rps and p99 at 16 connections, p50 at 1."""
+    """Each gateway's medians over ``rounds`` (A B A B): rps and p99 at 16 connections, p50 at 1 (each
+    round's figures printed as they come)."""
     runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in gateways}
     for url in gateways.values():
         wrk(url, 16, 1.0, script)  # warm
-    for _ in range(rounds):
+    for turn in range(rounds):
         for name, url in gateways.items():
             rate, _, p99 = wrk(url, 16, seconds, script)
             _, p50, _ = wrk(url, 1, seconds, script)
             runs[name].append((rate, p50, p99))
+            print(f"  round {turn + 1}  {name:14} {rate:7.1f} req/s  p50@1 {p50:6.2f} ms  p99@16 {p99:7.1f} ms")
     return {
         name: {
             "rps": statistics.median(r[0] for r in results),
