@@ -3,7 +3,9 @@
 Through :meth:`SearchService.read_file` (or ``GET /v1/files`` with ``--server``), the
 read path every surface shares, so whatever a namespace can read (a local checkout,
 a remote backend that offers content) reads the same here. A path as ``search``
-printed it (relative to the current directory) is taken too.
+printed it (relative to the current directory) is read first when that file is
+there, so a path from a subfolder (``app.py``) never has its first segment taken
+for a namespace; a file neither way is "no such file", in words.
 """
 
 from __future__ import annotations
@@ -65,26 +67,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _local(args: argparse.Namespace, target: str, start: int | None, end: int | None) -> int:
+    """A file named as ``search`` printed it (relative to here) when there is one, else ``NS/PATH``."""
     import asyncio
 
     from gateway.cli.scope import load, scope_of
     from gateway.service import SearchService
 
     config = load(args)
+    here = _local_file(scope_of(config).roots, target) if os.path.isfile(target) else None
     service = SearchService(config)
 
     async def read() -> dict[str, Any]:
         try:
             try:
-                namespace, path = await service.file_of(target)
+                namespace, path = here or await service.file_of(target)
+                return await service.read_file(namespace, path, start, end)
             except NotFound:
-                namespace, path = _local_file(scope_of(config).roots, target)
-            return await service.read_file(namespace, path, start, end)
+                raise NotFound(_missing(target)) from None
         finally:
             await service.aclose()
 
     _print(asyncio.run(read()), args.json, end)
     return 0
+
+
+def _missing(target: str) -> str:
+    """What is wrong with ``target``, in words: no such file, a folder, or a file of no namespace."""
+    if os.path.isdir(target):
+        return f"{target} is a folder: give a file (`fedsearch search --files {target}` lists them)"
+    if os.path.isfile(target):
+        return f"{target} is in no namespace searched here (`fedsearch namespaces` lists them)"
+    return f"no such file: {target}"
 
 
 def _split(virtual: str, names: list[str]) -> tuple[str, str]:
@@ -96,10 +109,10 @@ def _split(virtual: str, names: list[str]) -> tuple[str, str]:
     return best, virtual[len(best) + 1 :]
 
 
-def _local_file(roots: dict[str, str], given: str) -> tuple[str, str]:
-    """(namespace, path) of a file named as ``search`` printed it: relative to here, in a local namespace."""
+def _local_file(roots: dict[str, str], given: str) -> tuple[str, str] | None:
+    """(namespace, path) of a file named as ``search`` printed it (relative to here), in a local namespace."""
     target = os.path.realpath(given)
     for namespace, root in sorted(roots.items(), key=lambda item: -len(item[1])):
         if target.startswith(root.rstrip("/") + "/"):
             return namespace, os.path.relpath(target, root)
-    raise NotFound(f"no file {given!r} in a namespace here (give NAMESPACE/PATH; `fedsearch namespaces` lists them)")
+    return None
