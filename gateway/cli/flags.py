@@ -10,13 +10,14 @@ languages and namespaces. Trailing PATHs are the caller's (:mod:`gateway.cli.sco
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from typing import Any
 
 from gateway.errors import InvalidRequest
 
-__all__ = ["context", "normalise", "request_data"]
+__all__ = ["context", "normalise", "request_data", "wants_color"]
 
 _WORD = re.compile(r"\w")
 #: What the query syntax reads in a query besides its text (SPEC §7).
@@ -155,3 +156,10 @@ def request_data(args: argparse.Namespace) -> dict[str, Any]:
         if getattr(args, flag) is not None:
             data[key] = getattr(args, flag)
     return data
+
+
+def wants_color(choice: str) -> bool:
+    """Whether ``--color CHOICE`` colours: always, never, or auto (stdout a terminal, TERM not dumb, no NO_COLOR)."""
+    if choice != "auto":
+        return choice == "always"
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb" and "NO_COLOR" not in os.environ

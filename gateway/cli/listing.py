@@ -176,7 +176,7 @@ def _places(targets: Sequence[Target]) -> list[str]:
 
 
 def _color(args: argparse.Namespace) -> list[str]:
-    from gateway.cli.render import wants_color
+    from gateway.cli.flags import wants_color
 
     return ["--color=always" if wants_color(args.color) else "--color=never"]
 
@@ -186,9 +186,16 @@ def _indexed(kind: str, args: argparse.Namespace, scope: Scope, names: Sequence[
     if kind == "list_files" or file_flags(args):
         return False  # nothing to narrow by; the indexes know only the files rg reads without those flags
     from gateway.discovery import default_index_dir
+
+    directory = default_index_dir()
+    try:  # no content index ever built here (gateway.index.content.paths.content_dir): nothing more to read
+        if not any(name.startswith("content-") for name in os.listdir(os.path.expanduser(directory))):
+            return False
+    except OSError:
+        return False
     from gateway.index.content.paths import CLI_MIN_BYTES, usable_bytes
 
-    indexed = usable_bytes(default_index_dir(), [scope.roots[n] for n in names])
+    indexed = usable_bytes(directory, [scope.roots[n] for n in names])
     return indexed > 0 and indexed >= CLI_MIN_BYTES
 
 

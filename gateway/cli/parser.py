@@ -80,6 +80,14 @@ def _server_flag(p: argparse.ArgumentParser) -> None:
 
 
 def _search(p: argparse.ArgumentParser) -> None:
+    p.epilog = (
+        "Run in a checkout with no --root, it searches the folder you stand in and below, paths printed "
+        "relative to it, as rg. A page ranks files (declarations first, each under its header) and ends with "
+        "a summary and the next commands, on stderr when stdout is no terminal. Over the checkouts found here, "
+        "-l, -c, --count-matches, --vimgrep and --files are rg's own listings: every file, in rg's format. "
+        "rg's letters mean rg's: -n is line numbers (namespaces: --ns), --files lists files (page size: "
+        "--page-files), -e takes a pattern (--regex makes QUERY one)."
+    )
     p.add_argument("query", nargs="?", metavar="QUERY", help="what to look for (literal text unless --regex)")
     p.add_argument("paths", nargs="*", metavar="PATH", help="search only these checkouts or folders (as rg)")
     mode = p.add_mutually_exclusive_group()

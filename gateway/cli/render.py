@@ -3,22 +3,23 @@
 A page prints each file under its path (relative to the current directory, see
 :mod:`gateway.cli.scope`), its matched lines as ``line:text`` and context lines as
 ``line-text``; context blocks that touch or overlap are merged and separated by
-``--``, as ``rg -C`` prints them. Colours are rg's (paths magenta, line numbers green,
-matches bold red). The page ends with a summary, the answer's note, and each next
-action as a runnable ``fedsearch search --args-json …`` command.
+``--``, as ``rg -C`` prints them, and a declaration's header (``url_for  function
+200-251``) goes above the block holding its first line, never inside one. ``-N``, ``-o``
+and ``-m`` are rg's. Colours are rg's (paths magenta, line numbers green, matches bold
+red). :func:`summary` says what the page holds, the answer's note, and each next action
+as a runnable ``fedsearch search --args-json …`` command.
 
-``-l``, ``-c`` and ``--vimgrep`` print rg's formats: one path, ``path:count``, or
-``path:line:column:text`` a line.
+From the service's pages (a config's namespaces, ``--server``), ``-l``, ``-c`` and
+``--vimgrep`` print rg's formats: one path, ``path:count``, or ``path:line:column:text``
+a line; over checkouts found here rg prints them itself (:mod:`gateway.cli.listing`).
 
 A file's rows come from its hits (:func:`rows`): a hit with ``lines`` (a declaration)
-contributes each of them, any other hit its own line. A declaration header printed
-above its lines belongs in :func:`rows` too, as a row of its own.
+contributes each of them, any other hit its own line. A declaration header belongs in
+:func:`rows` too, as a row of its own; :func:`_blocks` places it.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
@@ -35,7 +36,6 @@ __all__ = [
     "type_list",
     "unanswered",
     "vimgrep",
-    "wants_color",
 ]
 
 PATH, NUMBER, MATCH, DIM, RESET = "\x1b[35m", "\x1b[32m", "\x1b[1;31m", "\x1b[2m", "\x1b[0m"
@@ -221,13 +221,6 @@ def human(answer: dict[str, Any], style: Style, locate: Locate) -> str:
     """A page's files as rg prints matches (``--heading``: a blank line between files); "" for none."""
     files = ["\n".join(_file(group, style, locate)) for group in answer["files"]]
     return "\n\n".join(files) + "\n" if files else ""
-
-
-def wants_color(choice: str) -> bool:
-    """Whether ``--color CHOICE`` colours: always, never, or auto (stdout a terminal, TERM not dumb, no NO_COLOR)."""
-    if choice != "auto":
-        return choice == "always"
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb" and "NO_COLOR" not in os.environ
 
 
 def type_list() -> str:

@@ -4,7 +4,10 @@ The CLI prints paths as rg does, relative to the current directory, so that a te
 or an editor can open ``path:line:col``; a file of a namespace with no local folder
 (a remote backend, or an answer from ``--server``) is printed as ``namespace/path``,
 what ``fedsearch read`` takes. Trailing PATH arguments (``fedsearch search X src/
-../click``) become the namespaces and path globs of the request.
+../click``) are :class:`Place` s: the namespaces and path globs of the request, and the
+paths rg is given as typed for a listing. Run in a subfolder of a checkout
+(:meth:`Scope.here`), a search covers that folder and below, and a ``-g`` glob holding a
+``/`` is read from there (:func:`from_here`), as rg reads them.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli import render
-from gateway.cli.flags import context, normalise, request_data
+from gateway.cli.flags import context, normalise, request_data, wants_color
 from gateway.cli.messages import hint, warn
 from gateway.cli.scope import Place, Scope
 from gateway.errors import InvalidRequest
@@ -116,7 +116,7 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
 
 def _style(args: argparse.Namespace, data: dict[str, Any]) -> render.Style:
     """How the flags ask a page to be printed."""
-    color = render.wants_color(args.color)
+    color = wants_color(args.color)
     if args.max_count is not None and args.max_count < 0:
         raise InvalidRequest("max-count", "-m must be at least 0")
     before, after = context(args) or (0, 0)
