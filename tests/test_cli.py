@@ -156,12 +156,23 @@ class TestOutput:
             _, out, _ = run(capsys, "search", "register_widget", "--color", flag)
             assert ANSI.search(out) is None
 
+    @pytest.mark.parametrize("configured", [False, True])
     def test_files_with_matches_lists_every_file(
-        self, corpus: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+        self, corpus: Path, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch, configured: bool
     ) -> None:
-        """-l prints every matching file once, across as many pages as it takes, and nothing else."""
+        """-l prints every matching file once and nothing else: rg's listing over the checkouts found here,
+        and over a config's namespaces every page of the service's answer, as many as it takes."""
         monkeypatch.setattr(search_cmd, "LIST_FILES", 2)  # three pages
-        code, out, err = run(capsys, "search", "register_widget", "-l")
+        config = tmp_path / "c.toml"
+        config.write_text(
+            "".join(
+                f'[[namespaces]]\nname = "{n}"\nbackend = "ripgrep"\nroot = "{corpus / n}"\n'
+                for n in ("alpha", "gamma", "team/beta")
+            )
+        )
+        code, out, err = run(
+            capsys, "search", "register_widget", "-l", *(["--config", str(config)] if configured else [])
+        )
         assert code == 0 and err == ""
         assert sorted(out.splitlines()) == [
             "alpha/README.md",

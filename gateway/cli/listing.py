@@ -332,8 +332,8 @@ def _narrowed(
                 return any(t.holds(rel) for t in places) and (keep is None or keep(rel))
 
             answer = index.narrow(scope.roots[name], query, accept)
-            if not isinstance(answer, Narrowed):
-                scanned += places  # why it is scanned: answer
+            if not isinstance(answer, Narrowed):  # the reason rg scans it (building, common, ...)
+                scanned += places
                 continue
             named += [*answer.files, *answer.folders]
             among += places

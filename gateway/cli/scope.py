@@ -76,7 +76,7 @@ class Scope:
             if not os.path.exists(target):
                 raise InvalidRequest("PATH", f"{given}: no such file or folder")
             is_file = os.path.isfile(target)
-            found = [(ns, rel, given) for ns, rel in self._under(target)]
+            found = [(ns, rel, given or ".") for ns, rel in self._under(target)]
             found = found or [
                 (ns, "", os.path.join(given, os.path.relpath(root, target))) for ns, root in self._held(target)
             ]
