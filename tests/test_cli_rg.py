@@ -327,8 +327,10 @@ class TestListingReadsTheContentIndex:
     def test_l_and_c_narrowed_by_a_ready_index_list_as_rg(
         self, proj: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """With the content index built, -l and -c read only the files it names (it narrows), and list
-        what rg lists, paths relative to the subfolder."""
+        """With the content index built, -l and -c read only the files it names (rg over them, one level
+        deep) and list what rg lists, paths relative to the subfolder; a plain query's scan, started
+        while the index is asked, is used only when it is as far along."""
+        from gateway.cli import relay
         from gateway.index.content import fresh
         from gateway.index.content.narrow import ContentIndex
         from gateway.narrowing import Narrowed
@@ -339,18 +341,56 @@ class TestListingReadsTheContentIndex:
         assert run(capsys, "index")[0] == 0
         answers: list[Any] = []
         narrow = ContentIndex.narrow
+        spawned: list[list[str]] = []
+        spawn = relay._spawn
 
         def recorded(self: ContentIndex, *args: Any) -> Any:
             answers.append(narrow(self, *args))
             return answers[-1]
 
+        def started(argv: list[str]) -> Any:
+            spawned.append(argv)
+            return spawn(argv)
+
         monkeypatch.setattr(ContentIndex, "narrow", recorded)
+        monkeypatch.setattr(relay, "_spawn", started)
         monkeypatch.chdir(proj / "src" / "pkg")
-        for flag in ("-l", "-c"):
-            code, out, _ = run(capsys, "search", "VALUE", flag)
-            theirs = rg(Path.cwd(), "-s", "-F", flag, "VALUE").stdout
+        for flags in (["-l"], ["-c"], ["-l", "-g", "*.py"], ["-c", "-g", "*.py"]):
+            code, out, _ = run(capsys, "search", "VALUE", *flags)
+            theirs = rg(Path.cwd(), "-s", "-F", *flags, "VALUE").stdout
             assert (code, sorted(out.splitlines())) == (0, sorted(theirs.splitlines())) != (0, [])
-        assert len(answers) == 2 and all(isinstance(a, Narrowed) for a in answers)
+        assert len(answers) == 4 and all(isinstance(a, Narrowed) for a in answers)
+        assert sum("--max-depth" in argv for argv in spawned) >= 2  # the globbed ones: rg over the files named
+
+    def test_below_a_gigabyte_a_listing_scans(
+        self, proj: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Indexes large enough for the one-shot search but under LIST_INDEX_SHARE times that: -l scans (rg
+        lists them sooner than asking), the ranked page reads them."""
+        from gateway.cli import listing
+        from gateway.discovery import default_index_dir
+        from gateway.index.content import fresh, paths
+        from gateway.index.content.narrow import ContentIndex
+
+        monkeypatch.setattr(fresh, "RACY_NS", 0)
+        monkeypatch.delenv("FEDSEARCH_CONFIG", raising=False)
+        monkeypatch.chdir(proj)
+        assert run(capsys, "index")[0] == 0
+        size = paths.usable_bytes(default_index_dir(), [str(proj.resolve())])
+        monkeypatch.setattr(paths, "CLI_MIN_BYTES", size)
+        asked: list[str] = []
+        narrow = ContentIndex.narrow
+
+        def recorded(self: ContentIndex, root: str, *args: Any) -> Any:
+            asked.append(root)
+            return narrow(self, root, *args)
+
+        monkeypatch.setattr(ContentIndex, "narrow", recorded)
+        assert run(capsys, "search", "VALUE", "-l", "-g", "*.py")[:2] == (0, "src/pkg/sub/deep.py\n")
+        assert asked == []
+        monkeypatch.setattr(listing, "LIST_INDEX_SHARE", 1)
+        assert run(capsys, "search", "VALUE", "-l", "-g", "*.py")[:2] == (0, "src/pkg/sub/deep.py\n")
+        assert asked == [str(proj.resolve())]
 
 
 class TestThePlainPath:
@@ -376,7 +416,8 @@ class TestThePlainPath:
             assert kind is not None
             plain = listing._plain(args, kind, data, scope, [here])
             checked = listing._plans(args, kind, data, scope, [here])
-            assert plain is not None and checked is not None and [plain.argv] == [p.argv for p in checked]
+            assert plain is not None and checked is not None and checked.named is None
+            assert checked.scan is not None and plain.argv == checked.scan.argv
 
     def test_its_bounds_are_the_requests(self) -> None:
         """The plain path's bounds are those gateway.criteria and gateway.globs check."""

@@ -14,14 +14,19 @@ keep). What the request asks of rg is the one-shot search's (:mod:`gateway.cli.o
 3. what rg cannot apply as the service does (include globs, languages, globs anchored at a
    namespace's root, the query's ``file:`` filters) is applied to its output: then rg prints
    NUL-ended paths (``--null``), each looked at and printed as rg would have;
-4. with checkouts whose content indexes are ready and large enough (as the one-shot search reads
-   them), rg reads only the files and folders they name (:mod:`gateway.narrowing`), and the
-   paths it prints are given back as rg would print them from here.
+4. with checkouts whose content indexes are ready and large enough (a gigabyte together:
+   :data:`LIST_INDEX_SHARE`), rg reads only the files and folders they name
+   (:mod:`gateway.narrowing`), and the paths it prints are given back as rg would print them
+   from here.
 
 A plain request (a query of text alone, exact or free of regex syntax, no ``--ns``, no glob but
 simple excludes, no language) is certainly valid: rg starts at once, before anything that checks
 a request (msgspec, RE2) is imported, the standard library alone. Anything else is checked first.
-:mod:`gateway.cli.relay` runs rg and passes its output on.
+Where content indexes are read, a plain request's rg scans from the start all the same while they
+are asked (a query most files hold is answered "common" only after the imports and a stat of every
+file): the indexes stop being asked once it ended, and it is kept unless every place is narrowed
+while it still runs, then the rg over the files named replaces it. :mod:`gateway.cli.relay` runs
+rg and passes its output on.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from gateway.errors import BackendError, InvalidRequest
 if TYPE_CHECKING:
     from gateway.cli.quick import QuickRequest
 
-__all__ = ["KINDS", "file_flags", "kind_of", "run"]
+__all__ = ["KINDS", "LIST_INDEX_SHARE", "file_flags", "kind_of", "run"]
 
 #: args attribute -> rg's flag, for each listing.
 KINDS = {
@@ -52,6 +57,11 @@ KINDS = {
 _PATHS_ONLY = frozenset({"files_with_matches", "list_files"})
 #: What makes a query more than its text (SPEC §7): such a query is checked before rg starts.
 _SYNTAX = frozenset(':"/')
+#: A listing reads content indexes where they index this many times what the one-shot search needs
+#: (CLI_MIN_BYTES, 64 MiB: 1 GiB). Without a file watcher, asking them costs a stat of every file and
+#: ~50 ms of imports; rg -l reads 73 MB in ~45 ms (the 8 checkouts), 3 GB in ~1.2 s, where the stats
+#: take ~0.8 s (bench/README.md): below a gigabyte rg alone lists sooner.
+LIST_INDEX_SHARE = 16
 #: --files searches for nothing: its request is checked with this query standing in.
 _ANY = "files"
 #: Regex syntax (as gateway.syntax escapes it): a regex without any is its own literal text, valid.
@@ -182,7 +192,8 @@ def _color(args: argparse.Namespace) -> list[str]:
 
 
 def _indexed(kind: str, args: argparse.Namespace, scope: Scope, names: Sequence[str]) -> bool:
-    """Whether rg reads what the content indexes name (as :meth:`gateway.cli.oneshot.OneShot.content`)."""
+    """Whether rg reads what the content indexes name (as :meth:`gateway.cli.oneshot.OneShot.content`, from
+    :data:`LIST_INDEX_SHARE` times its size on)."""
     if kind == "list_files" or file_flags(args):
         return False  # nothing to narrow by; the indexes know only the files rg reads without those flags
     from gateway.discovery import default_index_dir
@@ -193,10 +204,10 @@ def _indexed(kind: str, args: argparse.Namespace, scope: Scope, names: Sequence[
             return False
     except OSError:
         return False
-    from gateway.index.content.paths import CLI_MIN_BYTES, usable_bytes
+    from gateway.index.content import paths
 
-    indexed = usable_bytes(directory, [scope.roots[n] for n in names])
-    return indexed > 0 and indexed >= CLI_MIN_BYTES
+    indexed = paths.usable_bytes(directory, [scope.roots[n] for n in names])
+    return indexed > 0 and indexed >= LIST_INDEX_SHARE * paths.CLI_MIN_BYTES
 
 
 def _simple(glob: Any) -> bool:
@@ -224,7 +235,7 @@ def _plain(
     if not isinstance(globs, list) or len(globs) > _MOST_GLOBS or not all(map(_simple, globs)):
         return None
     rg = find_rg()
-    if rg is None or _indexed(kind, args, scope, list(scope.roots)):
+    if rg is None:
         return None
     pattern = None if kind == "list_files" else str(text)
     if case is None:  # smart case, as gateway.criteria.effective_case
@@ -262,14 +273,32 @@ def _keeper(paths: Sequence[str], also: Sequence[str], languages: Sequence[str])
     return lambda path: passes(path) and passes_too(path)
 
 
+class Plans(NamedTuple):
+    """The rg of a checked request: over the places scanned, and over what content indexes name of the rest."""
+
+    scan: Plan | None
+    named: Plan | None
+
+
+class _Overtaken(Exception):
+    """The rg scanning since the start ended while the content indexes were being asked: it is the answer."""
+
+
 def _plans(
-    args: argparse.Namespace, kind: str, data: dict[str, Any], scope: Scope, places: Sequence[Place] | None
-) -> list[Plan] | None:
-    """The rg (or two: over what content indexes name, and the rest) of the request, once checked;
-    None for a request the one-shot search does not run."""
+    args: argparse.Namespace,
+    kind: str,
+    data: dict[str, Any],
+    scope: Scope,
+    places: Sequence[Place] | None,
+    ended: Callable[[], bool] = lambda: False,
+) -> Plans | None:
+    """The rg (or two) of the request, once checked; None for a request the one-shot search does not run.
+    ``ended``: whether an rg scanning every place already ended (then asking the indexes stops: _Overtaken)."""
     request = _checked(data if kind != "list_files" else {**data, "query": _ANY})
     if request is None:
         return None
+    if ended():
+        raise _Overtaken
     from gateway.cli.oneshot import routes
 
     rg = find_rg()
@@ -279,37 +308,40 @@ def _plans(
     names = routes(list(scope.roots), request)
     targets = _targets(scope, names, places)
     globs = [*criteria.paths, *criteria.also_paths]
-    keep = (
-        _keeper(criteria.paths, criteria.also_paths, criteria.languages)
-        if _filtered(globs, criteria.languages)
-        else None
-    )
+    filtered = _filtered(globs, criteria.languages)
+    keep = _keeper(criteria.paths, criteria.also_paths, criteria.languages) if filtered else None
     pattern = None if kind == "list_files" else criteria.pattern
     exact, case = criteria.mode == "exact", request.effective_case()
     excludes = _unanchored_excludes(criteria.paths)
-    plans: list[Plan] = []
+    flags = _own_flags(args, kind)
+    named: Plan | None = None
     if pattern is not None and not any(t.is_file for t in targets) and _indexed(kind, args, scope, names):
-        targets, named, among = _narrowed(request, scope, targets, keep)
-        if named:
-            flags = [*_own_flags(args, kind), "--color=never", "--null", "--with-filename"]
-            flags += ["--max-depth", "1", "--no-messages"]  # folders read one level deep; a file gone: no error
-            plans.append(Plan(_argv(rg, flags, pattern, exact, case, excludes, named), _from_root(scope, among, keep)))
-    if targets:
-        if keep is None:
-            flags = [*_own_flags(args, kind), *_color(args)]
-            plans.insert(0, Plan(_argv(rg, flags, pattern, exact, case, excludes, _places(targets))))
-        else:
-            flags = [*_own_flags(args, kind), "--color=never", "--null"]
-            plans.insert(
-                0, Plan(_argv(rg, flags, pattern, exact, case, excludes, _places(targets)), _as_printed(targets, keep))
-            )
-    return plans
+        targets, files, among = _narrowed(request, scope, targets, keep, ended)
+        if files:
+            only = [*flags, "--color=never", "--null", "--with-filename"]
+            only += ["--max-depth", "1", "--no-messages"]  # folders read one level deep; a file gone: no error
+            named = Plan(_argv(rg, only, pattern, exact, case, excludes, files), _from_root(scope, among, keep))
+    if not targets:
+        return Plans(None, named)
+    if keep is None:
+        scan = Plan(_argv(rg, [*flags, *_color(args)], pattern, exact, case, excludes, _places(targets)))
+    else:
+        scan = Plan(
+            _argv(rg, [*flags, "--color=never", "--null"], pattern, exact, case, excludes, _places(targets)),
+            _as_printed(targets, keep),
+        )
+    return Plans(scan, named)
 
 
 def _narrowed(
-    request: QuickRequest, scope: Scope, targets: list[Target], keep: Callable[[str], bool] | None
+    request: QuickRequest,
+    scope: Scope,
+    targets: list[Target],
+    keep: Callable[[str], bool] | None,
+    ended: Callable[[], bool],
 ) -> tuple[list[Target], list[str], list[Target]]:
-    """(the places rg scans, the files and folders the content indexes name, the places those are of)."""
+    """(the places rg scans, the files and folders the content indexes name, the places those are of);
+    _Overtaken as soon as ``ended`` says a whole scan ended meanwhile."""
     import time
 
     from gateway.criteria import backend_query
@@ -327,6 +359,8 @@ def _narrowed(
     among: list[Target] = []
     try:
         for name, places in by_namespace.items():
+            if ended():
+                raise _Overtaken
 
             def accept(rel: str, places: list[Target] = places) -> bool:
                 return any(t.holds(rel) for t in places) and (keep is None or keep(rel))
@@ -389,13 +423,23 @@ def run(args: argparse.Namespace, data: dict[str, Any], scope: Scope, places: Se
     """The listing ``args`` asks for (``data``: its request before PATHs; ``places``: the PATHs, or the folder
     it runs in; None for every checkout): its exit code; None for a request the one-shot search does not
     run (the caller lists it from the service's pages)."""
-    from gateway.cli.relay import relay
+    from gateway.cli.relay import relay, scanning
 
     kind = kind_of(args)
     if kind is None:
         raise ValueError("not a listing")
     plain = _plain(args, kind, data, scope, places)
-    plans = [plain] if plain is not None else _plans(args, kind, data, scope, places)
-    if plans is None:
-        return None
-    return relay([(plan.argv, plan.resolve) for plan in plans], kind in _PATHS_ONLY)
+    if plain is not None and not _indexed(kind, args, scope, list(scope.roots)):
+        return relay([(plain.argv, None)], kind in _PATHS_ONLY)
+    with scanning(plain.argv if plain is not None else None) as early:
+        try:
+            plans = _plans(args, kind, data, scope, places, early.ended if early is not None else lambda: False)
+        except _Overtaken:
+            plans = Plans(None, None)
+        if plans is None:
+            return None
+        if early is not None and (plans.scan is not None or early.ended()):
+            # rg scanning every place since the start is as far along as a narrowed rg could be
+            return relay([(early.argv, None)], kind in _PATHS_ONLY, early.take())
+        runs = [(plan.argv, plan.resolve) for plan in plans if plan is not None]
+        return relay(runs, kind in _PATHS_ONLY)

@@ -7,21 +7,25 @@ way, :mod:`adapters.ripgrep.oneshot`). A tick that finds the pipe half full or m
 once, so rg seldom waits. Its stderr is kept (the first :data:`STDERR_KEEP` bytes) and said once it
 ended, as rg said it.
 
+An rg may be started before its caller knows it is the one to run (:func:`scanning`): it
+searches meanwhile, and is read only once chosen, else killed.
+
 With a resolver, rg prints NUL-ended paths (``--null``): each record, a path and what follows it
 (``-c``'s count, ``--vimgrep``'s match), is printed with the path the resolver gives, or left out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from adapters.ripgrep.spawn import Child, spawn
 from gateway.errors import BackendError
 
-__all__ = ["STDERR_KEEP", "relay"]
+__all__ = ["STDERR_KEEP", "Started", "relay", "scanning"]
 
 EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
 #: How much of rg's stderr is kept and said (an error message; the rest is read and dropped).
@@ -33,13 +37,45 @@ TICK_MS = 10
 Resolve = Callable[[str], str | None]
 
 
-def relay(runs: Sequence[tuple[list[str], Resolve | None]], paths_only: bool) -> int:
+class Started:
+    """An rg started before the request's plan is known (its output left in its pipe until it is chosen)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.child: Child | None = _spawn(argv)
+
+    def ended(self) -> bool:
+        """Whether rg ended (it is not reaped: :func:`relay` reads it to its end all the same)."""
+        if self.child is None:
+            return True
+        return os.waitid(os.P_PID, self.child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def take(self) -> Child:
+        """The started rg, handed over to :func:`relay`."""
+        child, self.child = self.child, None
+        if child is None:
+            raise ValueError("taken already")
+        return child
+
+
+@contextlib.contextmanager
+def scanning(argv: list[str] | None) -> Iterator[Started | None]:
+    """rg started as ``argv`` (None: none) while the caller plans; killed at the end unless taken."""
+    started = Started(argv) if argv is not None else None
+    try:
+        yield started
+    finally:
+        if started is not None and started.child is not None:
+            started.child.close()
+
+
+def relay(runs: Sequence[tuple[list[str], Resolve | None]], paths_only: bool, started: Child | None = None) -> int:
     """Run each rg (``argv``, resolver) at once and pass their outputs on in turn; the exit code: 0 when
     something was printed, 3 when nothing was and an rg failed, else 1. ``paths_only``: rg prints paths
-    alone (``-l``, ``--files``), else ``path:rest`` lines."""
-    children: list[Child] = []
+    alone (``-l``, ``--files``), else ``path:rest`` lines. ``started``: the first rg, started already."""
+    children: list[Child] = [started] if started is not None else []
     try:
-        for argv, _ in runs:
+        for argv, _ in runs[len(children) :]:
             children.append(_spawn(argv))
         printed, failed, said = 0, False, bytearray()
         for child, (_, resolve) in zip(children, runs, strict=True):
