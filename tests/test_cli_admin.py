@@ -123,6 +123,21 @@ class TestStartup:
         assert "adapters.ripgrep.oneshot" in modules
         assert among(modules, (*HEAVY, *NOT_ONE_SHOT, *NOT_WITHOUT_FILES)) == []
 
+    def test_a_plain_listing_starts_rg_on_the_standard_library_alone(self, corpus: Path) -> None:
+        """`fedsearch search QUERY -l` (a plain request) is rg's listing: nothing that checks or ranks a request
+        is imported (msgspec, RE2, the one-shot search, the indexes), nor anything heavy."""
+        modules = imported(["search", "register_widget", "-l"], corpus)
+        assert "gateway.cli.listing" in modules and "gateway.cli.relay" in modules
+        checking = (
+            "msgspec",
+            "re2",
+            "gateway.criteria",
+            "gateway.cli.quick",
+            "gateway.cli.oneshot",
+            "gateway.index.content.narrow",
+        )
+        assert among(modules, (*HEAVY, *NOT_ONE_SHOT, *NOT_WITHOUT_FILES, *checking)) == []
+
     def test_what_needs_the_service_gets_it(self, corpus: Path, tmp_path: Path) -> None:
         """A config file, or a mode the one-shot search does not run, goes through the service (and
         still imports nothing heavy)."""
