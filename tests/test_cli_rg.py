@@ -35,7 +35,8 @@ FILES = {
             "\n"
             "\n"
             "def other():\n"
-            "    return url_for('index')\n"
+            "    return url_for('index')\n" + "\n" * 8 + "def last():\n"
+            "    return url_for('z')\n"
         ),
         "src/pkg/app.py": (
             "# the app\n"
@@ -293,10 +294,20 @@ class TestContext:
             assert [skeleton(line) for line in ours] == [skeleton(line) for line in theirs]
             if path != "app.py":  # (app.py's long line is cut in a page, as the answer holds it)
                 assert ours == theirs
+            last = 0  # the last line number of the block before
             for i, line in enumerate(lines):
                 if header.fullmatch(line):
                     assert i == 0 or lines[i - 1] == "--" or header.fullmatch(lines[i - 1])
-                    assert not lines[i + 1].startswith("--")
+                    block: list[int] = []  # the numbers of the block it heads
+                    for below in lines[i + 1 :]:
+                        if below == "--":
+                            break
+                        if not header.fullmatch(below):
+                            block.append(int(skeleton(below)[:-1]))
+                    first = int(line.rpartition("  ")[2].partition("-")[0])
+                    assert last < first <= block[-1]  # above the block holding its first line, or the next
+                elif line != "--":
+                    last = int(skeleton(line)[:-1])
 
     def test_only_matching_and_max_count_in_a_page(self, pkg: Path) -> None:
         """-o prints each matched part as N:part; -m 1 one matched line a file (as rg's)."""
