@@ -253,11 +253,15 @@ class TestRgFlags:
         done = fedsearch(pkg, "search", "-f", "nope.txt")
         assert done.returncode == 2 and done.stderr.startswith("fedsearch: invalid file: cannot read nope.txt: ")
 
-    def test_rgs_own_listings_need_the_checkouts_here(self, pkg: Path) -> None:
-        """--files, --count-matches, --hidden and -u with --server: bad input, said."""
-        for flags in (["--files"], ["x", "--count-matches"], ["x", "--hidden"], ["x", "-u"]):
-            done = fedsearch(pkg, "search", *flags, "--server", "http://127.0.0.1:9")
-            assert done.returncode == 2 and "works on the checkouts found here" in done.stderr
+    def test_rgs_own_listings_need_the_checkouts_here(self, pkg: Path, proj: Path, tmp_path: Path) -> None:
+        """--files, --count-matches, --hidden and -u with --server or --config: bad input, said."""
+        config = tmp_path / "c.toml"
+        config.write_text(f'[[namespaces]]\nname = "proj"\nbackend = "ripgrep"\nroot = "{proj}"\n')
+        for flags in (["--files"], ["x", "--count-matches"], ["x", "--hidden"], ["x", "-uu"]):
+            for where in (["--server", "http://127.0.0.1:9"], ["--config", str(config)]):
+                done = fedsearch(pkg, "search", *flags, *where)
+                said = f"{flags[-1]} works on the checkouts found here, not with {where[0]}\n"
+                assert (done.returncode, done.stderr) == (2, f"fedsearch: invalid {where[0][2:]}: {said}")
 
 
 class TestVimgrep:

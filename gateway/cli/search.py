@@ -180,15 +180,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _here_only(args: argparse.Namespace, where: str) -> None:
-    """What only an rg started here does: not over a config's namespaces or a server's."""
-    from gateway.cli.listing import file_flags
-
+    """What only an rg started here does: not over a config's namespaces (``where`` "--config") or a server's."""
     given = [flag for name, flag in _RG_ONLY.items() if getattr(args, name)]
-    given += file_flags(args)
+    if args.hidden:
+        given.append("--hidden")
+    if args.unrestricted:
+        given.append("-" + "u" * args.unrestricted)
     if given:
-        raise InvalidRequest(
-            given[0].lstrip("-"), f"{given[0]} works on the checkouts found here (no --config, no {where})"
-        )
+        raise InvalidRequest(where.lstrip("-"), f"{given[0]} works on the checkouts found here, not with {where}")
 
 
 def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
@@ -222,7 +221,7 @@ def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
         elif places is None and not file_flags(args):
             early = speculate(found.roots, data)
     else:
-        _here_only(args, "--server")
+        _here_only(args, "--config")
     try:
         return _searched(args, data, found, places, early)
     finally:
