@@ -373,3 +373,13 @@ class TestDeclarations:
             "10:    def url_for(self):",
             "14:    url_for = 1",
         ]
+
+    def test_a_declaration_with_no_line_to_show_prints_its_header_alone(self) -> None:
+        """A declaration hit with neither lines nor text of its own (a semantic one) prints its header only."""
+        from gateway.cli.render import Style, human
+
+        hit = {"kind": "function", "qualified_name": "url_for", "start_line": 3, "end_line": 9, "reason": "r"}
+        hit["score"] = 0.8
+        group = {"namespace": "flask", "file_path": "app.py", "hit_count": 1, "hits": [hit]}
+        out = human({"files": [group]}, Style(), lambda ns, path: f"{ns}/{path}")
+        assert out == "flask/app.py\nurl_for  function  3-9 (0.80)\n"

@@ -145,7 +145,7 @@ def rows(group: dict[str, Any], style: Style) -> list[Row]:
         else:
             contexts = [(hit["start_line"], hit["end_line"], hit.get("context"))]
         score = None if lines or by_meaning else hit.get("score")  # a declaration's score is in its header
-        for line in lines or [hit]:
+        for line in lines or ([hit] if "text" in hit else []):  # (a declaration with no line to show: its header)
             number = line.get("line", line.get("start_line"))
             by_number[number] = Row(number, line["text"], True, line.get("column"), score)
         for first, last, context in contexts:
@@ -199,9 +199,12 @@ def _blocks(found: list[Row], style: Style) -> list[tuple[list[Row], list[Row]]]
         else:
             blocks.append(([], [row]))
     for header in headers:
-        block = next((b for b in blocks if b[1][-1].number >= header.number), blocks[-1] if blocks else None)
-        if block is not None:
-            block[0].append(header)
+        block = next((b for b in blocks if b[1] and b[1][-1].number >= header.number), None)
+        if block is None:  # after every line shown (a declaration with no line to show): at the end
+            if not blocks or blocks[-1][1]:
+                blocks.append(([], []))
+            block = blocks[-1]
+        block[0].append(header)
     return blocks
 
 
