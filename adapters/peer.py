@@ -49,6 +49,7 @@ from gateway.models import (
     Status,
     cut_text,
 )
+from gateway.sizing import MAX_CHAR_BUDGET
 from gateway.syntax import literal
 
 __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
@@ -56,6 +57,8 @@ __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse
 #: The peer's own bounds (SPEC §2).
 MAX_PAGE_FILES = 200
 MAX_HIT_BUDGET = 5000
+#: The request's sizing fields, which a peer from before them refuses as unknown.
+SIZING = ("char_budget", "hit_lines")
 MIN_TIMEOUT_MS = 100
 MAX_TIMEOUT_MS = 60_000
 MAX_OFFSET = 100_000
@@ -103,6 +106,8 @@ def build_request(query: SearchQuery, offset: int = 0, namespaces: Sequence[str]
         "files": max(1, min(MAX_PAGE_FILES, query.max_files)),
         "offset": offset,
         "hit_budget": MAX_HIT_BUDGET,
+        "char_budget": MAX_CHAR_BUDGET,
+        "hit_lines": None,  # every matched line: the page here cuts its own
         "timeout_ms": peer_timeout_ms(query.remaining()),
         "threshold": query.threshold,
     }
@@ -278,6 +283,7 @@ class PeerBackend(AfiFilesBackend[PeerSettings]):
     serves_children = True
 
     def __init__(self, name: str, settings: PeerSettings) -> None:
+        self._unsized = False  # the peer refused the sizing fields (SIZING): sent without them
         super().__init__(name, settings)
         self._children: tuple[ChildNamespace, ...] | None = None
 
@@ -318,8 +324,17 @@ class PeerBackend(AfiFilesBackend[PeerSettings]):
         return found
 
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Any:
+        if self._unsized:
+            body = {k: v for k, v in body.items() if k not in SIZING}
         request = Request(url=self.settings.url + "/v1/search", method="POST", json=body)
-        answer = (await self.fetch(request, query.deadline)).json()
+        try:
+            reply = await self.fetch(request, query.deadline)
+        except Rejected as exc:
+            if self._unsized or not any(f"{name}:" in exc.reason for name in SIZING):
+                raise
+            self._unsized = True  # a peer from before answers were sized: it lists every line anyway
+            return await self._page(body, query)
+        answer = reply.json()
         if not isinstance(answer, Mapping):
             raise BackendError("unexpected response shape: not a JSON object")
         return answer

@@ -110,16 +110,21 @@ def wrk(url: str, connections: int, seconds: float, script: Path) -> tuple[float
     return float(rate.group(1)) if rate else 0.0, found.get("50", 0.0), found.get("99", 0.0)
 
 
+def serve_from(tree: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``fedsearch serve ARGS`` run from the source tree ``tree`` (its own code), quiet."""
+    return subprocess.Popen(
+        [PY, "-m", "gateway.cli", "serve", *args],
+        cwd=tree,
+        env=dict(os.environ, PYTHONPATH=str(tree), FEDSEARCH_LOG_LEVEL="warning"),
+        stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
+
+
 def start_fedsearch(tree: Path, config: Path, port: int) -> subprocess.Popen[bytes]:
     """fedsearch from ``tree``; a tree older than ``[cache]`` gets the config without it (it keeps nothing)."""
     for conf in (config, config.with_name("fedsearch-nocache.toml")):
-        proc = subprocess.Popen(
-            [PY, "-m", "gateway.cli", "serve", "--config", str(conf), "--port", str(port)],
-            cwd=tree,
-            env=dict(os.environ, PYTHONPATH=str(tree), FEDSEARCH_LOG_LEVEL="warning"),
-            stderr=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-        )
+        proc = serve_from(tree, "--config", str(conf), "--port", str(port))
         try:
             proc.wait(timeout=1.5)  # a config this tree refuses ends it at once
         except subprocess.TimeoutExpired:

@@ -80,17 +80,24 @@ INSTRUCTIONS = (
 SEARCH_DESCRIPTION = (
     "Search source code across every namespace (repository) this gateway serves, in one call. "
     "mode=exact (default) finds a literal substring, mode=regex takes RE2 syntax, mode=semantic "
-    "searches by meaning where a namespace can. Results are whole files grouped by namespace: each "
-    "entry of `files` is one file of one namespace with all of its hits (1-based lines, the matched "
-    "line, optional context), best files first; `namespaces` gives each namespace's status. "
-    "When `truncated` is true something was withheld: `next` lists follow-up calls; make them "
-    "verbatim (call `search` with that `args`, unchanged) instead of editing offsets yourself."
+    "searches by meaning: use it when you describe what code does rather than words it contains "
+    '("sanitize an uploaded file name"). The query may carry filters: `repo:GLOB`, `file:GLOB` '
+    "(`-file:GLOB` excludes), `lang:NAME`, `case:yes`, and `/RE/` for a regex. Examples: "
+    "`repo:flask def url_for`; `lang:go file:internal/** ServeHTTP`; `/def get_\\w+\\(/ -file:tests/**`. "
+    "Results are whole files grouped by namespace, best first: each hit is the "
+    "declaration a match lies in (kind, qualified_name, its span start_line-end_line) with its first "
+    "matched `lines` (`line_count` says how many it has: read_file on the span reads them all), or a "
+    "matched line outside any. An answer is sized for you (about 40,000 characters: `char_budget`, "
+    "`hit_lines`). `namespaces` gives each namespace's status. When `truncated` is true something "
+    "was withheld: `next` lists follow-up calls; make them verbatim (call `search` with that `args`, "
+    "unchanged) instead of editing offsets yourself."
 )
 
 READ_FILE_DESCRIPTION = (
-    "Read one file of a namespace, lines numbered from 1, at most 2,000 lines per call. Use the "
-    "`namespace` and `file_path` of a search hit. Give start_line/end_line for a range; "
-    "`total_lines` tells how far the file goes."
+    "Read one file of a namespace, lines numbered from 1. Use the `namespace` and `file_path` of a "
+    "search hit, and its start_line/end_line to read the declaration it names. Without end_line you "
+    "get a slice of at most 400 lines or 40,000 characters; `next_start_line` says where the next "
+    "one starts. With end_line, at most 2,000 lines. `total_lines` tells how far the file goes."
 )
 
 NAMESPACES_DESCRIPTION = "List the namespaces you can search, with their backend kind, health and capabilities."
@@ -125,6 +132,7 @@ class ReadFileResult(BaseModel):
     end_line: int
     total_lines: int
     lines: list[str]
+    next_start_line: int | None = Field(default=None, description="Where the next slice starts, when lines are left.")
 
 
 class NamespacesRequest(BaseModel):

@@ -142,6 +142,10 @@ class LazyHits(msgspec.Struct, Sequence[Hit], metaclass=_SequenceStruct, gc=Fals
             raise NotImplementedError("a LazyHits without a loader decodes its own form")
         return self._load()
 
+    def decoded(self) -> bool:
+        """Whether the hits are built (reading them costs nothing more)."""
+        return self._hits is not None
+
     def first_line(self) -> int:
         """The line of the path-level hit kept if decoding fails."""
         return self._first_line

@@ -8,8 +8,9 @@ of weights, so a higher namespace weight never lowers a file. Ties break by
 namespace, then path: the order is total and deterministic.
 
 A page takes files whole, in rank order, from ``offset``: the first always joins,
-a further one only while the page's hits stay within ``hit_budget``, and never
-more than ``files``. The next page starts where this one stopped, so paging from
+a further one only while the page's hits stay within ``hit_budget`` and its JSON
+within about ``char_budget`` characters (:mod:`gateway.sizing`), and never more
+than ``files``. The next page starts where this one stopped, so paging from
 offset 0 yields every file once, in one global order.
 """
 
@@ -35,6 +36,7 @@ from gateway.signals import (
     query_name,
     secondary,
 )
+from gateway.sizing import MAX_CHAR_BUDGET, file_chars, fit_lines
 from gateway.syntax import escape, with_pattern
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
@@ -115,6 +117,8 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     statuses: list[dict[str, Any]]
     offset: int
     more: bool = False  # a next page exists (its action is the first of ``next``)
+    #: The matched lines each declaration hit of the page lists (None: all; see gateway.sizing).
+    hit_lines: int | None = None
 
 
 # --- fusion -------------------------------------------------------------------------
@@ -306,17 +310,39 @@ def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
     return FileMatch(path=file.path, hits=hits, namespace=file.namespace)
 
 
-def page(ordered: Sequence[RankedFile], offset: int, files: int, hit_budget: int) -> list[RankedFile]:
-    """Files whole, in order, from ``offset``: the first always, the rest within the budget."""
+def page(
+    ordered: Sequence[RankedFile],
+    offset: int,
+    files: int,
+    hit_budget: int,
+    char_budget: int = MAX_CHAR_BUDGET,
+    lines: int | None = None,
+) -> tuple[list[RankedFile], int | None]:
+    """Files whole, in order, from ``offset``: the first always, the rest within both budgets; and
+    how many lines each declaration hit lists (``lines``, fewer where the first file needs it:
+    :mod:`gateway.sizing`)."""
     out: list[RankedFile] = []
-    used = 0
+    used = chars = 0
+    listed = lines
     for item in ordered[offset : offset + files]:
         n = len(item.file.hits)
-        if out and (used + n > hit_budget or len(out) >= files):
+        if not out:
+            listed, size = fit_lines(item.file, item.namespace, lines, char_budget)
+        elif used + n > hit_budget or len(out) >= files:
             break
+        else:
+            size = file_chars(item.file, item.namespace, listed)
+            if chars + size > char_budget:
+                break
         out.append(item)
         used += n
-    return out
+        chars += size
+    return out, listed
+
+
+def _decoded(items: Sequence[RankedFile]) -> bool:
+    """Whether every file's hits are at hand (sizing a lazily kept file would decode it)."""
+    return all(not isinstance(item.file.hits, LazyHits) or item.file.hits.decoded() for item in items)
 
 
 # --- what was withheld, and how to get it ----------------------------------------------
@@ -454,6 +480,47 @@ def _statuses(outcomes: Sequence[Outcome], counts: dict[str, tuple[int, int]]) -
     return out
 
 
+_QUESTION_WORDS = frozenset(
+    [
+        "how",
+        "what",
+        "where",
+        "which",
+        "why",
+        "who",
+        "when",
+        "does",
+        "do",
+        "is",
+        "are",
+        "can",
+        "find",
+        "show",
+        "get",
+        "list",
+        "code",
+        "function",
+        "that",
+        "the",
+        "to",
+        "for",
+        "of",
+        "a",
+        "an",
+        "in",
+    ]
+)
+
+
+def reads_as_question(pattern: str) -> bool:
+    """Whether an exact pattern reads as a question or a description (words of prose, not code): a
+    question mark, or four or more plain words at least one of which is a common word of English."""
+    if pattern.rstrip().endswith("?"):
+        return True
+    words = pattern.split()
+    return len(words) >= 4 and all(w.isalpha() for w in words) and any(w.lower() in _QUESTION_WORDS for w in words)
+
+
 def _note(
     request: SearchRequest,
     shown: int,
@@ -492,6 +559,8 @@ def _note(
         searched = asked - len(unable)
         partial = f"; {_plural(len(broken), 'namespace')} did not answer fully" if broken else ""
         partial += f"; {cannot}" if cannot else ""
+        if criteria.mode == "exact" and reads_as_question(criteria.pattern):
+            partial += "; it reads like a question: mode semantic searches by meaning"
         return f"nothing matched {_quoted(request.query)} in {_plural(searched, 'namespace')}{filtered}{partial}"
     if broken:
         also = f"; {cannot}" if cannot else ""
@@ -590,11 +659,12 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
     page is cut, so the hit budget counts declarations.
     """
     start = request.offset - whole.first
+    budgets = (request.files, request.hit_budget, request.char_budget, request.hit_lines)
     if resolve is None:
-        shown = page(whole.ordered, start, request.files, request.hit_budget)
+        shown, lines = page(whole.ordered, start, *budgets)
     else:
         window = resolve(list(whole.ordered[start : start + request.files]), 0, request.files, request.hit_budget)
-        shown = page(window, 0, request.files, request.hit_budget)
+        shown, lines = page(window, 0, *budgets)
     end = request.offset + len(shown)
     actions: list[dict[str, Any]] = []
     more = end < whole.total and bool(shown) and end <= MAX_OFFSET
@@ -602,10 +672,10 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
         args = request.args(offset=end, cursor=cursor)
         span = f"from file {end + 1}"  # where it starts, when its files are not all at hand
         nxt = whole.ordered[end - whole.first : end - whole.first + request.files]
-        if resolve is None and len(nxt) >= min(request.files, whole.total - end):
-            # the next page as it will be, its budget included (with declarations, its files'
-            # hits are only known once it is shown)
-            following = len(page(nxt, 0, request.files, request.hit_budget))
+        if resolve is None and len(nxt) >= min(request.files, whole.total - end) and _decoded(nxt):
+            # the next page as it will be, its budgets included (with declarations, or files kept
+            # undecoded, its files' hits are only known once it is shown)
+            following = len(page(nxt, 0, *budgets)[0])
             span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
         actions.append(_action(f"next page: {span} of {whole.total}", args))
     actions.extend(whole.widen)
@@ -619,6 +689,7 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
         statuses=whole.statuses,
         offset=request.offset,
         more=more,
+        hit_lines=lines,
     )
 
 

@@ -27,6 +27,7 @@ from gateway.errors import InvalidRequest
 from gateway.globs import MAX_GLOBS, check_globs
 from gateway.languages import LANGUAGES, normalise
 from gateway.models import Mode
+from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
 
 __all__ = ["Criteria", "SearchRequest", "check_regex", "parse_request", "problem_fields"]
 
@@ -69,6 +70,20 @@ class SearchRequest(BaseModel):
     offset: int = Field(default=0, ge=0, le=100_000, description="Files to skip (paging).")
     hit_budget: int = Field(
         default=100, ge=1, le=5000, description="A further file joins the page only within this many hits."
+    )
+    char_budget: int = Field(
+        default=DEFAULT_CHAR_BUDGET,
+        ge=MIN_CHAR_BUDGET,
+        le=MAX_CHAR_BUDGET,
+        description="A further file joins the page only while the page's hits stay within about this many "
+        "characters of JSON; the first file always joins, its hits' lines cut (hit_lines) to fit.",
+    )
+    hit_lines: int | None = Field(
+        default=DEFAULT_HIT_LINES,
+        ge=0,
+        le=MAX_HIT_LINES,
+        description="A declaration hit lists its first matched lines up to this many (line_count says how "
+        "many it has; read_file reads its span); null lists every one.",
     )
     timeout_ms: int = Field(default=5000, ge=100, le=60_000, description="The whole answer's deadline.")
     threshold: float = Field(default=0.5, ge=0.0, le=1.0, description="Semantic hits below it are weak.")

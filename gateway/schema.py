@@ -61,10 +61,15 @@ class ResultItem(BaseModel):
     reason: str | None = None
     matched_terms: list[str] | None = None
     namespace: str
-    text: str = Field(max_length=256)
+    text: str | None = Field(
+        default=None, max_length=256, description="A line or path hit's text (not a declaration's)."
+    )
     column: int | None = Field(default=None, ge=1)
     context: Context | None = None
     score: float | None = Field(default=None, ge=0.0, le=1.0)
+    line_count: int | None = Field(
+        default=None, ge=1, description="A declaration's matched lines, all of them: `lines` lists the first ones."
+    )
     lines: list[LineItem] | None = None
 
 
@@ -83,6 +88,8 @@ class Limits(BaseModel):
     files: int
     offset: int
     hit_budget: int
+    char_budget: int
+    hit_lines: int | None = Field(description="Lines each declaration hit of this page lists at most (null: all).")
 
 
 class NextAction(BaseModel):

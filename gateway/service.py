@@ -48,6 +48,9 @@ Access = Callable[[str], bool] | None
 
 #: read_file and /v1/files return at most this many lines.
 MAX_READ_LINES = 2000
+#: A slice read without an end line: about what an answer costs an agent (gateway.sizing).
+READ_LINES = 400
+READ_CHARS = 40_000
 #: The most of a request's time kept from its backends for the answer's own work (learnt: below).
 ANSWER_SHARE = 0.1
 
@@ -416,8 +419,11 @@ class SearchService:
         end_line: int | None = None,
         access: Access = None,
     ) -> dict[str, Any]:
-        """Lines of one file (at most MAX_READ_LINES), never outside the namespace root: a local
-        checkout's, or a remote backend's where it offers content (:mod:`gateway.files`)."""
+        """Lines of one file, never outside the namespace root: a local checkout's, or a remote
+        backend's where it offers content (:mod:`gateway.files`). Without ``end_line``, a slice sized
+        for its reader (READ_LINES lines, cut where they pass READ_CHARS characters); with it, at most
+        MAX_READ_LINES. ``next_start_line`` says where the next slice starts when lines are left; a
+        ``start_line`` past the end is an error naming it."""
         start = 1 if start_line is None else start_line
         if start < 1:
             raise InvalidRequest("start_line", "must be at least 1")
@@ -425,12 +431,31 @@ class SearchService:
             raise InvalidRequest("end_line", "must not be before start_line")
         if self.catalog.children.parents and self.catalog.partial(access):
             await self.catalog.children.refresh()
-        lines, total = await self.view(namespace, access).read_lines(path, start, end_line, MAX_READ_LINES)
-        return {
+        most = MAX_READ_LINES if end_line is not None else READ_LINES
+        lines, total = await self.view(namespace, access).read_lines(path, start, end_line, most)
+        if start > max(total, 1):
+            raise InvalidRequest("start_line", f"{start} is past the end of {path} ({total} lines)")
+        if end_line is None:
+            lines = _within_chars(lines, READ_CHARS)
+        end = start + len(lines) - 1 if lines else start - 1
+        result: dict[str, Any] = {
             "namespace": namespace,
             "path": path,
             "start_line": start,
-            "end_line": start + len(lines) - 1 if lines else start - 1,
+            "end_line": end,
             "total_lines": total,
             "lines": lines,
         }
+        if end < total and (end_line is None or end_line > end):
+            result["next_start_line"] = end + 1
+        return result
+
+
+def _within_chars(lines: list[str], most: int) -> list[str]:
+    """The first ``lines`` whose characters (a newline each) stay within ``most``: at least one."""
+    used = 0
+    for i, line in enumerate(lines):
+        used += len(line) + 1
+        if used > most and i:
+            return lines[:i]
+    return lines

@@ -120,9 +120,17 @@ def _by_meaning(hit: Hit, name: str) -> list[str]:
 
 
 def _declaration(
-    of: _FileOf, hit: Hit, matches: QueryMatcher | None, path_match: bool, with_context: bool, semantic: bool
+    of: _FileOf,
+    hit: Hit,
+    matches: QueryMatcher | None,
+    path_match: bool,
+    with_context: bool,
+    semantic: bool,
+    listed: int | None,
 ) -> dict[str, Any]:
-    """A declaration hit: its span, names and intent, and its matched lines (a semantic one: its reason)."""
+    """A declaration hit: its span, names and intent, and its first ``listed`` matched lines (None:
+    all) with how many it has (a semantic one: its reason). It has no text or column of its own
+    (they were its first line's)."""
     end = hit.last_line
     name = hit.name or hit.symbol.rpartition(".")[2]
     matched: list[str] = []
@@ -154,19 +162,20 @@ def _declaration(
         item["reason"] = hit.reason
         item["matched_terms"] = list(hit.terms)
     item["namespace"] = of.namespace
-    item["text"] = hit.text
-    if hit.column is not None:
-        item["column"] = hit.column
-    if with_context:
-        item["context"] = {"before": list(hit.before), "after": list(hit.after)}
     if semantic:
         item["score"] = hit.score if hit.score is not None else 0.0
-    if hit.lines:
-        item["lines"] = [_line(line, with_context) for line in hit.lines]
+    lines = hit.lines
+    if lines:
+        item["line_count"] = len(lines)
+        shown = lines if listed is None else lines[:listed]
+        if shown:
+            item["lines"] = [_line(line, with_context) for line in shown]
     return item
 
 
-def _group(item: RankedFile, request: SearchRequest, matches: QueryMatcher | None) -> dict[str, Any]:
+def _group(
+    item: RankedFile, request: SearchRequest, matches: QueryMatcher | None, listed: int | None
+) -> dict[str, Any]:
     path = item.file.path
     namespace = item.namespace
     content = ["content", "path"] if item.path_match else ["content"]
@@ -177,7 +186,7 @@ def _group(item: RankedFile, request: SearchRequest, matches: QueryMatcher | Non
     hits = [
         _item(of, hit, path_only if hit.kind == "file" else content, with_context, semantic)
         if hit.kind in ("line", "file")
-        else _declaration(of, hit, matches, item.path_match, with_context, semantic)
+        else _declaration(of, hit, matches, item.path_match, with_context, semantic, listed)
         for hit in item.file.hits
     ]
     return {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
@@ -200,11 +209,17 @@ def build_response(request: SearchRequest, ranked: Ranked, took_ms: int) -> dict
     """The answer to ``request`` as JSON-ready data: the only place an answer is built."""
     matches = _matcher(request) if any(not _flat(item) for item in ranked.page) else None
     answer: dict[str, Any] = {
-        "files": [_group(item, request, matches) for item in ranked.page],
+        "files": [_group(item, request, matches, ranked.hit_lines) for item in ranked.page],
         "file_count": ranked.file_count,
         "weak_filtered": ranked.weak_filtered,
         "truncated": ranked.truncated,
-        "limits": {"files": request.files, "offset": request.offset, "hit_budget": request.hit_budget},
+        "limits": {
+            "files": request.files,
+            "offset": request.offset,
+            "hit_budget": request.hit_budget,
+            "char_budget": request.char_budget,
+            "hit_lines": ranked.hit_lines,
+        },
     }
     if ranked.next:
         answer["next"] = ranked.next

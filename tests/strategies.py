@@ -64,5 +64,7 @@ def request_args() -> st.SearchStrategy[dict[str, object]]:
             "query": st.sampled_from(["foo", "Foo", "widget"]),
             "files": st.integers(1, 6),
             "hit_budget": st.integers(1, 25),
+            "char_budget": st.sampled_from([1_000, 3_000, 40_000]),
+            "hit_lines": st.one_of(st.none(), st.integers(0, 4)),
         }
     )

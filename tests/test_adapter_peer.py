@@ -262,8 +262,9 @@ class TestRealPeer:
         """A remote file comes back as <peer>/<remote> with the peer's lines and character columns."""
         answer = await local(peer_url).search_json({"query": "register_widget"})
         widgets = group(answer, "peer/alpha", "src/widgets.py")
-        assert [(h["start_line"], h["column"]) for h in widgets["hits"]] == [(4, 5), (8, 1)]
-        assert widgets["hits"][0]["text"] == "def register_widget(name):"
+        first = [h.get("lines", [h])[0] for h in widgets["hits"]]  # a declaration's first line, or the line hit
+        assert [(h["start_line"], f["column"]) for h, f in zip(widgets["hits"], first, strict=True)] == [(4, 5), (8, 1)]
+        assert first[0]["text"] == "def register_widget(name):" and "text" not in widgets["hits"][0]
         assert group(answer, "peer/team/beta", "docs/guide.md")["hits"][0]["column"] == 5
 
     async def test_remote_statuses(self, peer_url: str, local: Local) -> None:
@@ -295,7 +296,7 @@ class TestRealPeer:
     async def test_context_lines(self, peer_url: str, local: Local) -> None:
         """Context lines asked for come back from the peer around each hit."""
         answer = await local(peer_url).search_json({"query": "register_widget", "context_lines": 1})
-        hit = group(answer, "peer/alpha", "src/widgets.py")["hits"][0]
+        hit = group(answer, "peer/alpha", "src/widgets.py")["hits"][0]["lines"][0]
         assert hit["context"] == {"before": [""], "after": ["    return name"]}
 
     async def test_remote_glob_limits(self, peer_url: str, local: Local) -> None:
@@ -388,7 +389,7 @@ class TestPaging:
         paths: list[str] = []
         async with aiohttp.ClientSession() as session:
             for offset in range(0, BULK, 200):
-                body = {"query": "needle", "files": 200, "hit_budget": 5000, "offset": offset}
+                body = {"query": "needle", "files": 200, "hit_budget": 5000, "char_budget": 10**7, "offset": offset}
                 async with session.post(url + "/v1/search", json=body) as resp:
                     paths += [g["file_path"] for g in (await resp.json())["files"]]
         return paths
@@ -452,3 +453,34 @@ class TestFailing:
             await self.search(echo)
         assert "peer rejected the request: body: bad token" in info.value.reason
         assert TOKEN not in info.value.reason
+
+
+class TestSizing:
+    async def test_asks_for_every_line_and_no_character_cut(self) -> None:
+        """The peer is asked for whole declaration hits (every line) and pages cut by files only: ours cuts."""
+        async with fake_peer(json_reply(peer_answer([("r", "a.txt", 1)]))) as (server, peer):
+            await peer.search(query("needle"))
+        sent = server.requests[0].json()
+        assert (sent["hit_lines"], sent["char_budget"]) == (None, 10_000_000)
+
+    async def test_a_peer_from_before_the_sizing_fields_is_asked_without_them(self) -> None:
+        """A peer that refuses char_budget as an unknown field is asked again without the sizing fields,
+        and so are its later pages."""
+        refused = json_reply(
+            {
+                "type": "about:blank",
+                "title": "Bad Request",
+                "status": 400,
+                "detail": "unknown field",
+                "field": "char_budget",
+            },
+            status=400,
+        )
+        first = json_reply(peer_answer([("r", "a.txt", 1)], more=True))
+        second = json_reply(peer_answer([("r", "b.txt", 2)], offset=1))
+        async with fake_peer(refused, first, second) as (server, peer):
+            result = await peer.search(query("needle", max_files=10))
+        assert [f.path for f in result.files] == ["a.txt", "b.txt"] and result.status == "ok"
+        bodies = [r.json() for r in server.requests]
+        assert "char_budget" in bodies[0] and not any("char_budget" in b or "hit_lines" in b for b in bodies[1:])
+        assert len(bodies) == 3

@@ -198,10 +198,13 @@ class TestRead:
         assert code == 0 and out == "4\tdef register_widget(name):\n"
 
     def test_past_the_read_limit_says_how_to_read_on(self, corpus: Path, capsys: Capture) -> None:
-        """A file longer than the read limit (2,000 lines) stops there with the command that reads on;
-        a range asked for does not."""
+        """A file read whole comes in a slice (400 lines) with the command that reads on; a range asked for
+        reads up to the read limit (2,000 lines), and a range inside it says nothing more."""
         (corpus / "gamma" / "long.txt").write_text("".join(f"{n}\n" for n in range(1, 2102)))
         code, out, err = run(capsys, "read", "gamma/long.txt")
+        assert code == 0 and out.splitlines()[-1] == "400\t400"
+        assert err == "fedsearch: hint: lines 1-400 of 2101; more: fedsearch read gamma/long.txt:401-\n"
+        code, out, err = run(capsys, "read", "gamma/long.txt:1-2101")
         assert code == 0 and out.splitlines()[-1] == "2000\t2000"
         assert err == "fedsearch: hint: lines 1-2000 of 2101; more: fedsearch read gamma/long.txt:2001-\n"
         assert run(capsys, "read", "gamma/long.txt:5-6")[1:] == ("5\t5\n6\t6\n", "")

@@ -110,18 +110,32 @@ class TestHitsAsDeclarations:
         assert lines["one"] == [5, 6, 7] and lines["Holder"] == [10] and lines["Holder.three"] == [17]
         assert lines["Holder.three.inner"] == [16]
 
-    async def test_a_declaration_hit_carries_its_names_intent_and_first_line(self, service: SearchService) -> None:
-        """`name`, `qualified_name`, `intent`, `matched` and the text/column of its first matched line."""
+    async def test_a_declaration_hit_carries_its_names_intent_and_lines(self, service: SearchService) -> None:
+        """`name`, `qualified_name`, `intent`, `matched`, its lines and their count; no text/column of its own
+        (SPEC §3: they would repeat `lines[0]`)."""
         answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
         holder = next(h for h in _group(answer, "src/mod.py")["hits"] if h["qualified_name"] == "Holder")
         assert holder["name"] == "Holder" and holder["kind"] == "class"
         assert holder["intent"] == "Holds the needle."
         assert holder["matched"] == ["intent", "content"]
-        assert holder["text"] == '    """Holds the needle."""' and holder["column"] == holder["lines"][0]["column"]
+        assert holder["lines"][0]["text"] == '    """Holds the needle."""' and holder["line_count"] == 1
+        assert "text" not in holder and "column" not in holder
+
+    async def test_a_declaration_lists_its_first_lines_and_counts_the_rest(self, service: SearchService) -> None:
+        """Past hit_lines a declaration lists its first lines only, says how many it has, and every line is
+        there when asked (hit_lines null); limits say how many a hit listed."""
+        cut = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"], hit_lines=1)
+        whole = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"], hit_lines=None)
+        one = next(h for h in _group(cut, "src/mod.py")["hits"] if h["qualified_name"] == "one")
+        every = next(h for h in _group(whole, "src/mod.py")["hits"] if h["qualified_name"] == "one")
+        assert [x["line"] for x in one["lines"]] == [5] and one["line_count"] == 3
+        assert [x["line"] for x in every["lines"]] == [5, 6, 7] and every["line_count"] == 3
+        assert (cut["limits"]["hit_lines"], whole["limits"]["hit_lines"]) == (1, None)
+        assert _group(cut, "src/mod.py")["hit_count"] == _group(whole, "src/mod.py")["hit_count"]
 
     async def test_every_matched_line_appears_exactly_once(self, service: SearchService, corpus: Path) -> None:
-        """Grouping neither loses nor repeats a line: the lines are rg's."""
-        answer = await _search(service, query="needle", namespaces=["repo"])
+        """Grouping neither loses nor repeats a line: the lines are rg's (every line listed)."""
+        answer = await _search(service, query="needle", namespaces=["repo"], hit_lines=None)
         for group in answer["files"]:
             lines = matched_lines(group)
             text = (corpus / "repo" / group["file_path"]).read_text().splitlines()

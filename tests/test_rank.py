@@ -14,6 +14,7 @@ from gateway.index.parse import Declaration
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
 from gateway.rank import EXACT, Known, RankedFile, Resolve, fuse, rank
 from gateway.request import SearchRequest, parse_request
+from gateway.sizing import MAX_CHAR_BUDGET, file_chars
 from gateway.wire import build_response
 from tests.corpus import matched_lines
 from tests.strategies import outcomes, request_args
@@ -102,20 +103,27 @@ class TestInvariants:
 
     @given(outcomes(), request_args())
     def test_budget_rule(self, outs: list[Outcome], args: dict[str, Any]) -> None:
-        """Invariant 6: first file always joins; others only within the hit budget; at most `files`."""
+        """Invariant 6: first file always joins; others only within the hit and character budgets; at
+        most `files`; the page stops at the first file that would pass either."""
         request = parse_request(args)
-        answer = _answer(request, outs)
+        ranked = rank(request, outs)
+        answer = build_response(request, ranked, 0)
         ordered = fuse(request, outs)[0]
         groups = answer["files"]
         assert len(groups) <= request.files
         if ordered:
             assert groups, "the first file always joins"
+        lines = answer["limits"]["hit_lines"]
         total = sum(g["hit_count"] for g in groups)
+        chars = sum(file_chars(item.file, item.namespace, lines) for item in ranked.page)
         if len(groups) > 1:
-            assert total <= request.hit_budget
+            assert total <= request.hit_budget and chars <= request.char_budget
         if len(groups) < len(ordered) and len(groups) < request.files and groups:
             following = ordered[len(groups)]
-            assert total + len(following.file.hits) > request.hit_budget
+            assert (
+                total + len(following.file.hits) > request.hit_budget
+                or chars + file_chars(following.file, following.namespace, lines) > request.char_budget
+            )
 
     @given(outcomes(), request_args())
     def test_empty_answer_has_a_note(self, outs: list[Outcome], args: dict[str, Any]) -> None:
@@ -203,14 +211,40 @@ class TestInvariantsWithDeclarations:
     def test_every_matched_line_is_in_exactly_one_hit_of_its_file(
         self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
     ) -> None:
-        """A shown file's hits hold each of its matched lines once; hit ids are unique in the file."""
-        request = parse_request(args)
+        """A shown file's hits hold each of its matched lines once (every line listed); hit ids are unique."""
+        request = parse_request({**args, "hit_lines": None, "char_budget": MAX_CHAR_BUDGET})
         answer = build_response(request, rank(request, outs, resolve=self._resolve(outs, data)), took_ms=0)
         sources = {(o.namespace, f.path): [h.line for h in f.hits] for o in outs if o.result for f in o.result.files}
         for group in answer["files"]:
             assert sorted(matched_lines(group)) == sorted(sources[(group["namespace"], group["file_path"])])
             ids = [h["id"] for h in group["hits"]]
             assert len(set(ids)) == len(ids) and group["hit_count"] == len(group["hits"])
+
+    @given(outcomes(), request_args(), st.data())
+    def test_a_declaration_lists_its_first_lines_and_counts_them_all(
+        self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
+    ) -> None:
+        """Past ``limits.hit_lines`` (at most the request's) a declaration hit lists only its first lines, and
+        ``line_count`` counts them all: together with the line hits, every matched line of the file."""
+        request = parse_request(args)
+        answer = build_response(request, rank(request, outs, resolve=self._resolve(outs, data)), took_ms=0)
+        listed = answer["limits"]["hit_lines"]
+        asked = request.hit_lines
+        assert asked is None or (listed is not None and listed <= asked)
+        sources = {(o.namespace, f.path): [h.line for h in f.hits] for o in outs if o.result for f in o.result.files}
+        for group in answer["files"]:
+            counted = 0
+            for hit in group["hits"]:
+                assert "text" not in hit or hit["kind"] in ("line", "file")
+                if hit["kind"] in ("line", "file"):
+                    counted += hit["kind"] == "line"
+                    continue
+                lines = [line["line"] for line in hit.get("lines", [])]
+                expected = hit["line_count"] if listed is None else min(hit["line_count"], listed)
+                assert lines == sorted(lines) and len(lines) == expected
+                assert all(hit["start_line"] <= n <= hit["end_line"] for n in lines)
+                counted += hit["line_count"]
+            assert counted == len(sources[(group["namespace"], group["file_path"])])
 
     @given(outcomes(statuses=False), request_args(), st.data())
     def test_paging_yields_every_file_once_and_the_budget_counts_declarations(

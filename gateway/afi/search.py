@@ -38,9 +38,10 @@ from gateway.afi.base import (
 from gateway.errors import NotFound, UnknownNamespace
 from gateway.globs import MAX_GLOB_LENGTH
 from gateway.http.middleware import json_response
-from gateway.models import Mode
+from gateway.models import Mode, cut_text
 from gateway.request import SearchRequest, parse_request, problem_fields
 from gateway.service import Access, SearchService
+from gateway.sizing import MAX_CHAR_BUDGET
 from gateway.syntax import literal
 
 # --- search ------------------------------------------------------------------------------
@@ -172,7 +173,8 @@ def _match(
     match: dict[str, Any] = {"path": path, "line": line}
     if "column" in source:
         match["column"] = source["column"]
-    match["text"] = source["text"]
+    text = source.get("text")  # a semantic declaration hit has none of its own: its reason, or its name
+    match["text"] = text if text is not None else cut_text(source.get("reason") or source["qualified_name"])
     context = source.get("context")
     if context and (context["before"] or context["after"]):
         match["context"] = context
@@ -257,6 +259,8 @@ async def post_search(request: web.Request) -> web.Response:
         "files": SEARCH_FILES,
         "offset": first,
         "hit_budget": MAX_HIT_BUDGET,  # whole files beyond the cut: full pages
+        "char_budget": MAX_CHAR_BUDGET,
+        "hit_lines": None,  # every matched line is a Match
         "timeout_ms": service.config.defaults.timeout_ms,
         "cursor": snapshot,  # the service's own: later pages come from the first one's snapshot
     }

@@ -24,7 +24,18 @@ __all__ = ["Early", "applies", "speculate"]
 
 #: The request fields that leave rg's argument vector as the query alone makes it.
 _NEUTRAL = frozenset(
-    {"query", "mode", "case_sensitive", "context_lines", "files", "hit_budget", "offset", "timeout_ms"}
+    {
+        "query",
+        "mode",
+        "case_sensitive",
+        "context_lines",
+        "files",
+        "hit_budget",
+        "char_budget",
+        "hit_lines",
+        "offset",
+        "timeout_ms",
+    }
 )
 #: What a query needs to be read as written (no filters, quotes or /regex/ of the query syntax).
 _SYNTAX = frozenset(':"/')

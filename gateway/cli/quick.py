@@ -31,6 +31,7 @@ from gateway.criteria import (
 from gateway.errors import InvalidRequest
 from gateway.globs import MAX_GLOBS, check_globs
 from gateway.languages import normalise
+from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
 
 if TYPE_CHECKING:
     from gateway.models import Mode
@@ -50,6 +51,8 @@ DEFAULTS: dict[str, Any] = {
     "files": 20,
     "offset": 0,
     "hit_budget": 100,
+    "char_budget": DEFAULT_CHAR_BUDGET,
+    "hit_lines": DEFAULT_HIT_LINES,
     "timeout_ms": 5000,
     "threshold": 0.5,
     "cursor": None,
@@ -60,6 +63,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "files": (1, 200),
     "offset": (0, 100_000),
     "hit_budget": (1, 5000),
+    "char_budget": (MIN_CHAR_BUDGET, MAX_CHAR_BUDGET),
+    "hit_lines": (0, MAX_HIT_LINES),
     "timeout_ms": (100, 60_000),
     "threshold": (0.0, 1.0),
 }
@@ -83,6 +88,8 @@ class QuickRequest:
     files: int
     offset: int
     hit_budget: int
+    char_budget: int
+    hit_lines: int | None
     timeout_ms: int
     threshold: float
     cursor: str | None
@@ -118,6 +125,8 @@ def _strings(value: Any, most: int) -> bool:
 
 def _number(name: str, value: Any) -> bool:
     low, high = BOUNDS[name]
+    if name == "hit_lines" and value is None:  # every line
+        return True
     if name == "threshold":
         return type(value) in (int, float) and low <= value <= high
     return type(value) is int and low <= value <= high

@@ -29,11 +29,15 @@ if TYPE_CHECKING:
     from gateway.cli.early import Early
     from gateway.config import Config
 
+from gateway.sizing import MAX_CHAR_BUDGET, PERSON
+
 __all__ = ["exit_code", "looks_like_regex", "request_data", "run"]
 
 EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
 #: A listing (-l, -c, --vimgrep) asks for pages this large: the most a request may.
 LIST_FILES, LIST_HIT_BUDGET = 200, 5000
+#: gateway.cli.listing.KINDS, named here without importing it (a listing's start-up test counts imports).
+_LISTINGS = ("files_with_matches", "count", "count_matches", "vimgrep", "list_files")
 #: Regex syntax that is rarely meant literally: a hint to add --regex when nothing matched.
 _REGEX_MARKS = ("\\w", "\\d", "\\s", "\\b", "\\(", "\\)", "\\[", "\\.", ".*", ".+", "(?", "[^", "\\S", "\\W")
 #: Listings only rg prints (over checkouts searched here), and the flags only rg reads.
@@ -96,7 +100,13 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
     """-l, -c, --vimgrep from the service's answers (a config's namespaces, --server): every matching
     file, page after page, as each page comes."""
     form = render.files_with_matches if args.files_with_matches else render.counts if args.count else render.vimgrep
-    data = {"files": LIST_FILES, "hit_budget": LIST_HIT_BUDGET, **data}
+    data = {
+        "files": LIST_FILES,
+        "hit_budget": LIST_HIT_BUDGET,
+        "char_budget": MAX_CHAR_BUDGET,
+        "hit_lines": None,
+        **data,
+    }
     printed = 0
     answer = ask(data)
     first = answer
@@ -166,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
     if args.patterns == []:
         return EXIT_NOTHING  # -f named an empty file: no pattern, nothing matches (as rg)
     data = request_data(args)
+    if not args.json and args.args_json is None and not _listing(args):  # a person's page, every line
+        data = {**PERSON, "hit_lines": None, **data}
     if args.paths and args.args_json is not None:
         raise InvalidRequest("PATH", "give PATHs or --args-json, not both (a next action names its namespaces)")
     if args.server:
@@ -177,6 +189,11 @@ def run(args: argparse.Namespace) -> int:
         with Client(args.server) as client:
             return _show(args, data, client.search, Scope())
     return _local(args, data)
+
+
+def _listing(args: argparse.Namespace) -> bool:
+    """Whether the flags ask for a listing (-l, -c, --vimgrep, ...: :data:`gateway.cli.listing.KINDS`)."""
+    return any(getattr(args, kind, False) for kind in _LISTINGS)
 
 
 def _here_only(args: argparse.Namespace, where: str) -> None:

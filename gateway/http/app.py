@@ -72,6 +72,8 @@ async def get_file(request: web.Request) -> web.Response:
     response.headers["X-Start-Line"] = str(result["start_line"])
     response.headers["X-End-Line"] = str(result["end_line"])
     response.headers["X-Total-Lines"] = str(result["total_lines"])
+    if "next_start_line" in result:  # a slice: where the next one starts
+        response.headers["X-Next-Start-Line"] = str(result["next_start_line"])
     return response
 
 

@@ -22,6 +22,8 @@ _GET_PARAMS = [
     ("files", "integer", "files", False),
     ("offset", "integer", "offset", False),
     ("hit_budget", "integer", "hit_budget", False),
+    ("char_budget", "integer", "char_budget", False),
+    ("hit_lines", "string", "hit_lines: a number, or all", False),
     ("timeout_ms", "integer", "timeout_ms", False),
     ("threshold", "number", "threshold", False),
     ("cursor", "string", "cursor (set by next-page actions)", False),

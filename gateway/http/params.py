@@ -18,6 +18,7 @@ from multidict import MultiMapping
 
 from gateway.errors import InvalidRequest
 from gateway.request import SearchRequest
+from gateway.sizing import PERSON
 
 __all__ = ["PARAMS", "check_utf8", "get_params", "parameter_names", "read_json_body", "search_data"]
 
@@ -30,6 +31,8 @@ _SCALARS = {
     "files": "files",
     "offset": "offset",
     "hit_budget": "hit_budget",
+    "char_budget": "char_budget",
+    "hit_lines": "hit_lines",
     "timeout_ms": "timeout_ms",
     "threshold": "threshold",
     "cursor": "cursor",
@@ -82,7 +85,14 @@ def get_params(query: MultiMapping[str], raw: str | None = None) -> dict[str, An
         if value not in _CASE:
             raise InvalidRequest("case", "must be true, false or smart")
         data["case_sensitive"] = _CASE[value]
+    if data.get("hit_lines") in ("all", ""):
+        data["hit_lines"] = None  # every line
     return data
+
+
+def _browser(request: web.Request) -> bool:
+    """Whether a GET comes from a browser's address bar or a link (it prefers HTML): a person."""
+    return "text/html" in request.headers.get("Accept", "")
 
 
 async def read_json_body(request: web.Request) -> Any:
@@ -95,10 +105,15 @@ async def read_json_body(request: web.Request) -> Any:
 
 
 async def search_data(request: web.Request) -> Any:
-    """The raw search request: the JSON body of a POST, the query parameters of a GET."""
+    """The raw search request: the JSON body of a POST, the query parameters of a GET (a browser's
+    with a person's budgets where it names none: :data:`gateway.sizing.PERSON`)."""
     if request.method == "POST":
         return await read_json_body(request)
-    return get_params(request.query, request.rel_url.raw_query_string)
+    data = get_params(request.query, request.rel_url.raw_query_string)
+    if _browser(request):  # a person's page: the files asked for (gateway.sizing), as the web page asks
+        for name, value in PERSON.items():
+            data.setdefault(name, value)
+    return data
 
 
 @contextlib.contextmanager

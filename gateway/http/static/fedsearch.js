@@ -7,13 +7,17 @@
 // markup: a file or a line holding <script> is shown, not run.
 "use strict";
 
-const DEFAULTS = { mode: "exact", context_lines: 0, files: 20, offset: 0, hit_budget: 100, timeout_ms: 5000, threshold: 0.5 };
+// A person's budgets (gateway/sizing.py PERSON): the files asked for unless truly enormous. Sent with
+// every search; a browser's GET /v1/search gets the same where it names none.
+const PAGE_FIELDS = { hit_budget: 5000, char_budget: 2000000 };
+const DEFAULTS = { mode: "exact", context_lines: 0, files: 20, offset: 0, timeout_ms: 5000, threshold: 0.5, hit_lines: 3, ...PAGE_FIELDS };
 // GET parameter -> SearchRequest field (lists repeat), as the gateway reads them.
 const SCALARS = { q: "query", mode: "mode", case: "case_sensitive", context: "context_lines", files: "files", offset: "offset",
-  hit_budget: "hit_budget", timeout_ms: "timeout_ms", threshold: "threshold" };
+  hit_budget: "hit_budget", char_budget: "char_budget", hit_lines: "hit_lines", timeout_ms: "timeout_ms", threshold: "threshold" };
 const LISTS = { ns: "namespaces", path: "paths", lang: "languages" };
-const NUMBERS = new Set(["context_lines", "files", "offset", "hit_budget", "timeout_ms", "threshold"]);
+const NUMBERS = new Set(["context_lines", "files", "offset", "hit_budget", "char_budget", "hit_lines", "timeout_ms", "threshold"]);
 const TYPING_DELAY_MS = 180;
+const VIEW_BEFORE = 100;  // lines shown above the line a file is opened at
 const TOKEN_KEY = "fedsearch.token";
 const STATUS_CLASS = { ok: "ok", capped: "capped", timeout: "timeout", error: "error", unavailable: "unavailable", unsupported: "unsupported" };
 
@@ -32,6 +36,7 @@ const state = {
   namespaces: [],     // /v1/namespaces
   retry: null,        // what to do again once a token is given
   viewerPushed: false,
+  viewerFirst: 1,      // the first line the file viewer holds
 };
 
 // --- small DOM helpers: text only -------------------------------------------------------
@@ -178,7 +183,7 @@ function search(req, how) {
 
 async function stream(req, run, isCurrent) {
   const response = await fetch("/v1/search/stream", {
-    method: "POST", headers: headers(true), body: JSON.stringify(req), signal: run.controller.signal,
+    method: "POST", headers: headers(true), body: JSON.stringify({ ...PAGE_FIELDS, ...req }), signal: run.controller.signal,
   });
   if (!isCurrent()) return;
   if (response.status === 401) { setStatus(""); setProgress(0); askToken(() => search(state.req, "none")); return; }
@@ -334,12 +339,18 @@ function linesNode(group, entries) {
 
 function hitNode(group, hit) {
   if (hit.kind === "file") return el("li", { class: "hit pathhit" }, el("span", { class: "kind file", text: "path" }), " the path matches");
-  const lines = hit.lines && hit.lines.length ? hit.lines : [{ line: hit.start_line, text: hit.text, context: hit.context }];
+  // a declaration has no text of its own: its matched lines (the first ones), or a semantic hit's reason
+  const lines = hit.lines && hit.lines.length ? hit.lines : hit.reason ? [{ line: hit.start_line, text: hit.reason }] : [];
   const span = hit.end_line > hit.start_line ? `lines ${hit.start_line}–${hit.end_line}` : `line ${hit.start_line}`;
+  const rest = (hit.line_count || 0) - (hit.lines ? hit.lines.length : 0);
+  const more = rest > 0
+    ? [el("a", { class: "more-lines", href: fileHref(group.namespace, group.file_path, hit.start_line),
+        text: `${rest} more matched line${rest === 1 ? "" : "s"} in ${span}` })]
+    : [];
   return el("li", { class: "hit decl" },
     el("div", { class: "decl-head" }, el("span", { class: "kind " + hit.kind, text: hit.kind }),
       el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span })),
-    ...linesNode(group, lines));
+    ...linesNode(group, lines), ...more);
 }
 
 // A file's hits in order: each declaration on its own, the line hits between them merged.
@@ -495,9 +506,12 @@ function viewerRoute() {
 async function openViewer(route, start) {
   const viewer = $("viewer");
   const body = $("viewer-body");
-  const first = start || 1;
+  // a file is read in slices (400 lines at most): opened at a deep line, from a little before it
+  const opening = !start;
+  const first = start || Math.max(1, (route.line || 1) - VIEW_BEFORE);
+  if (opening) state.viewerFirst = first;
   $("viewer-title").replaceChildren(el("span", { class: "ns", text: route.namespace }), " ", ...pathNode(route.path));
-  if (first === 1) body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
+  if (opening) body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
   viewer.hidden = false;
   document.body.style.overflow = "hidden";
   const url = `/v1/files/${route.namespace.split("/").map(encodeURIComponent).join("/")}/${route.path.split("/").map(encodeURIComponent).join("/")}?start_line=${first}`;
@@ -513,7 +527,7 @@ async function openViewer(route, start) {
   const last = Number(response.headers.get("X-End-Line")) || first + lines.length - 1;
   const total = Number(response.headers.get("X-Total-Lines")) || last;
   const hitLines = hitLinesOf(route);
-  if (first === 1) body.replaceChildren();
+  if (opening) body.replaceChildren();
   const rows = lines.map((line, i) => {
     const n = first + i;
     const row = el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
@@ -522,11 +536,13 @@ async function openViewer(route, start) {
     return row;
   });
   body.append(...rows);
-  $("viewer-meta").textContent = `${plural(total, "line")}${last < total ? ` · showing 1–${last.toLocaleString()}` : ""}`;
+  const shownFrom = state.viewerFirst || 1;
+  const partial = shownFrom > 1 || last < total;
+  $("viewer-meta").textContent = `${plural(total, "line")}${partial ? ` · showing ${shownFrom.toLocaleString()}–${last.toLocaleString()}` : ""}`;
   const more = $("viewer-more");
   more.hidden = last >= total;
   more.onclick = () => openViewer(route, last + 1);
-  if (first === 1) {
+  if (opening) {
     const target = route.line ? document.getElementById("L" + route.line) : body.querySelector(".line.hit");
     if (target) target.scrollIntoView({ block: "center" });
     body.focus({ preventScroll: true });
@@ -561,14 +577,14 @@ function showViewer() {
   }
   const shown = $("viewer").dataset.route;
   const key = route.namespace + "\u0000" + route.path;
-  if (shown === key && !$("viewer").hidden) {  // the same file: only the chosen line moved
+  const loaded = route.line ? document.getElementById("L" + route.line) : null;
+  if (shown === key && !$("viewer").hidden && (loaded || !route.line)) {  // the same file: the chosen line moved
     for (const row of $("viewer-body").querySelectorAll(".line.chosen")) row.classList.remove("chosen");
-    const target = document.getElementById("L" + route.line);
-    if (target) { target.classList.add("chosen"); target.scrollIntoView({ block: "center" }); }
+    if (loaded) { loaded.classList.add("chosen"); loaded.scrollIntoView({ block: "center" }); }
     return;
   }
   $("viewer").dataset.route = key;
-  openViewer(route, 1);
+  openViewer(route);
 }
 
 // --- wiring ---------------------------------------------------------------------------------

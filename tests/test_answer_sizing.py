@@ -1,0 +1,217 @@
+"""Answers sized for their reader (issue 36): a character budget beside the hit budget, a declaration's
+lines cut past ``hit_lines`` and counted, a person's surfaces asking for the files, files read in slices."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.config import Config, DefaultsConfig, ServerConfig, discover
+from gateway.http.app import create_app
+from gateway.models import FileMatch, Hit
+from gateway.rank import reads_as_question
+from gateway.request import parse_request
+from gateway.service import READ_LINES, SearchService
+from gateway.sizing import DEFAULT_CHAR_BUDGET, PERSON, file_chars
+from gateway.wire import build_response
+from tests.corpus import make_corpus
+
+Client = TestClient[Any, Any]
+MakeClient = Callable[..., Awaitable[Client]]
+
+#: A module of 60 methods, each using ``self`` on its def line and 5 more: 360 matched lines in 60 declarations.
+BIG = "class Big:\n" + "".join(
+    f"    def m{n}(self):\n" + "".join(f"        self.value_{n}_{k} = self.other_{k}\n" for k in range(5))
+    for n in range(60)
+)
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    return make_corpus(
+        tmp_path / "src",
+        {
+            "repo": {
+                "big.py": BIG,
+                "big2.py": BIG,
+                "big3.py": BIG,
+                **{f"small{n}.py": f"def f{n}(self):\n    return self\n" for n in range(30)},
+                "long.txt": "".join(f"line {n}\n" for n in range(1, 1001)),
+                "wide.txt": "".join("x" * 399 + "\n" for _ in range(300)),
+            }
+        },
+    )
+
+
+@pytest.fixture
+async def service(corpus: Path) -> Any:
+    config = Config(server=ServerConfig(), defaults=DefaultsConfig(), namespaces=discover(corpus))
+    service = SearchService(config)
+    yield service
+    await service.aclose()
+
+
+@pytest.fixture
+async def client(aiohttp_client: MakeClient, corpus: Path) -> Client:
+    config = Config(server=ServerConfig(), defaults=DefaultsConfig(), namespaces=discover(corpus))
+    return await aiohttp_client(create_app(config))
+
+
+def _chars(answer: dict[str, Any]) -> int:
+    return len(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
+
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=80)
+_LINE = st.builds(lambda n, t: Hit(line=n, text=t, column=1), st.integers(1, 9999), _TEXT)
+
+
+def _declaration(lines: list[Hit], name: str, intent: str) -> Hit:
+    first = min((h.line for h in lines), default=1)
+    return Hit(
+        line=first,
+        end_line=first + 50,
+        text="",
+        kind="function",
+        symbol=f"Outer.{name}",
+        name=name,
+        intent=intent,
+        lines=tuple(sorted(lines, key=lambda h: h.line)),
+    )
+
+
+_DECLARATION = st.builds(
+    _declaration, st.lists(_LINE, min_size=1, max_size=8), st.from_regex(r"[a-z_]{1,20}", fullmatch=True), _TEXT
+)
+
+
+class TestEstimate:
+    @settings(max_examples=150, deadline=None)
+    @given(
+        hits=st.lists(st.one_of(_LINE, _DECLARATION), min_size=1, max_size=30),
+        path=st.from_regex(r"[a-z]{1,12}(/[a-z_]{1,12}){0,4}\.py", fullmatch=True),
+        lines=st.one_of(st.none(), st.integers(0, 4)),
+    )
+    def test_a_file_is_estimated_within_a_fifth_of_its_json(
+        self, hits: list[Hit], path: str, lines: int | None
+    ) -> None:
+        """What paging counts for a file is within 20 % of the characters the wire then writes for it."""
+        ordered = sorted(hits, key=lambda h: h.line)
+        file = FileMatch(path=path, hits=tuple(ordered))
+        request = parse_request({"query": "x", "hit_lines": lines, "char_budget": 10_000_000, "hit_budget": 5000})
+        from gateway.rank import Ranked, RankedFile
+
+        ranked = Ranked(
+            page=[RankedFile("ns", file, 1.0)],
+            file_count=1,
+            weak_filtered=0,
+            truncated=False,
+            next=[],
+            note=None,
+            statuses=[],
+            offset=0,
+            hit_lines=lines,
+        )
+        real = _chars(build_response(request, ranked, 0)["files"][0])
+        estimate = file_chars(file, "ns", lines)
+        assert abs(estimate - real) <= 0.2 * real, (estimate, real)
+
+
+class TestPage:
+    async def test_a_big_first_file_lists_fewer_lines_but_every_declaration(self, service: SearchService) -> None:
+        """A first file whose declarations would pass the character budget listing three lines each lists
+        fewer (limits say how many), keeps all 60 declarations, counts every line, and fits."""
+        answer = await service.search(parse_request({"query": "self", "paths": ["big.py"], "char_budget": 15_000}))
+        (group,) = answer["files"]
+        listed = answer["limits"]["hit_lines"]
+        assert group["hit_count"] == 60 == len(group["hits"])
+        assert listed is not None and listed < 3 and answer["limits"]["char_budget"] == 15_000
+        methods = [h for h in group["hits"] if h["kind"] == "method"]
+        assert all(h["line_count"] == 6 and len(h.get("lines", [])) == min(6, listed) for h in methods)
+        assert _chars(answer) <= 15_000 * 1.2
+
+    async def test_a_person_sees_the_files_asked_for(self, service: SearchService) -> None:
+        """With a person's budgets, the page holds the 20 files asked for; an agent's answer stays within its
+        characters, whole files, in the same order."""
+        person = await service.search(parse_request({"query": "self", **PERSON}))
+        agent = await service.search(parse_request({"query": "self"}))
+        assert len(person["files"]) == 20
+        assert 1 <= len(agent["files"]) < 20 and _chars(agent) <= DEFAULT_CHAR_BUDGET * 1.2
+        assert [g["file_path"] for g in agent["files"]] == [g["file_path"] for g in person["files"]][
+            : len(agent["files"])
+        ]
+        assert all(g["hit_count"] == len(g["hits"]) for g in agent["files"])
+
+    async def test_every_line_when_asked(self, service: SearchService) -> None:
+        """hit_lines null lists every matched line, as the CLI's rg-like output asks."""
+        answer = await service.search(
+            parse_request({"query": "self", "paths": ["big.py"], "hit_lines": None, "char_budget": 10_000_000})
+        )
+        (group,) = answer["files"]
+        assert answer["limits"]["hit_lines"] is None
+        assert sum(len(h.get("lines", [])) for h in group["hits"]) == 360  # 60 x (1 + 5)
+
+    async def test_an_exact_question_with_no_match_suggests_meaning(self, service: SearchService) -> None:
+        answer = await service.search(parse_request({"query": "how do I sanitize the uploaded file name"}))
+        assert answer["files"] == [] and "mode semantic" in answer["note"]
+        answer = await service.search(parse_request({"query": "zzz_not_here"}))
+        assert "semantic" not in answer["note"]
+
+    @pytest.mark.parametrize(
+        ("pattern", "question"),
+        [
+            ("where is the config loaded?", True),
+            ("sanitize the name of an upload", True),
+            ("def get_", False),
+            ("raise ValueError", False),
+            ("std::vector<int> x", False),
+        ],
+    )
+    def test_what_reads_as_a_question(self, pattern: str, question: bool) -> None:
+        assert reads_as_question(pattern) is question
+
+
+class TestHttp:
+    async def test_a_browser_gets_a_persons_budgets(self, client: Client) -> None:
+        """A GET asking for HTML (a browser's address bar) is a person's page; a script's GET is the API's."""
+        browser = await (await client.get("/v1/search?q=self", headers={"Accept": "text/html,*/*"})).json()
+        script = await (await client.get("/v1/search?q=self", headers={"Accept": "application/json"})).json()
+        assert browser["limits"]["hit_budget"] == PERSON["hit_budget"] and len(browser["files"]) == 20
+        assert script["limits"]["hit_budget"] == 100 and script["limits"]["char_budget"] == DEFAULT_CHAR_BUDGET
+        given = await (await client.get("/v1/search?q=self&hit_lines=all&char_budget=2000000")).json()
+        assert (given["limits"]["hit_lines"], given["limits"]["char_budget"]) == (None, 2_000_000)
+
+    async def test_a_file_is_read_in_slices(self, client: Client) -> None:
+        """Without end_line a read is a slice (400 lines) saying where the next starts; with one, the range."""
+        resp = await client.get("/v1/files/repo/long.txt")
+        assert resp.status == 200 and len((await resp.text()).splitlines()) == READ_LINES
+        assert (resp.headers["X-End-Line"], resp.headers["X-Next-Start-Line"]) == ("400", "401")
+        last = await client.get("/v1/files/repo/long.txt?start_line=801")
+        assert len((await last.text()).splitlines()) == 200 and "X-Next-Start-Line" not in last.headers
+        ranged = await client.get("/v1/files/repo/long.txt?start_line=1&end_line=1000")
+        assert len((await ranged.text()).splitlines()) == 1000
+
+    async def test_a_slice_stops_at_its_characters(self, client: Client) -> None:
+        """Lines of 400 characters: a slice stops at 40,000 characters (100 lines), not 400 lines."""
+        resp = await client.get("/v1/files/repo/wide.txt")
+        assert len((await resp.text()).splitlines()) == 100 and resp.headers["X-Next-Start-Line"] == "101"
+
+    async def test_a_start_past_the_end_is_a_400_naming_start_line(self, client: Client) -> None:
+        resp = await client.get("/v1/files/repo/long.txt?start_line=5000")
+        assert resp.status == 400 and resp.content_type == "application/problem+json"
+        problem = await resp.json()
+        assert problem["field"] == "start_line" and "1000 lines" in problem["detail"]
+
+
+def test_the_cli_names_every_listing() -> None:
+    """The CLI's list of listings (kept without importing them) is the listing module's."""
+    from gateway.cli.listing import KINDS
+    from gateway.cli.search import _LISTINGS
+
+    assert set(_LISTINGS) == set(KINDS)
