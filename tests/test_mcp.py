@@ -31,7 +31,7 @@ from gateway.mcp import (
 )
 from gateway.models import BackendResult, SearchQuery
 from gateway.request import SearchRequest, parse_request
-from gateway.service import MAX_READ_LINES, SearchService
+from gateway.service import MAX_READ_LINES, READ_LINES, SearchService
 from gateway.testing import MockBackend
 from gateway.wire import SearchResponse
 from tests.helpers import fedsearch_command, free_port, held_client, subprocess_env, wait_for_port
@@ -288,12 +288,17 @@ class TestReadFile:
         assert result.structured_content["lines"] == ["def register_widget(name):", "    return name"]
         assert text_of(result).splitlines()[1:] == ["4\tdef register_widget(name):", "5\t    return name"]
 
-    async def test_at_most_2000_lines(self, client: MCPClient) -> None:
-        """A long file is cut at 2,000 lines and the text says where to go on."""
+    async def test_a_slice_then_at_most_2000_lines(self, client: MCPClient) -> None:
+        """A long file read whole comes in a slice of 400 lines saying where the next starts; a range asked
+        for is cut at 2,000 lines; the text says where to go on."""
         result = await client.call_tool("read_file", {"namespace": "alpha", "path": "long.txt"})
         answer = result.structured_content
-        assert len(answer["lines"]) == MAX_READ_LINES == 2000
+        assert len(answer["lines"]) == READ_LINES == 400 and answer["next_start_line"] == 401
         assert answer["total_lines"] == LONG_LINES
+        assert text_of(result).splitlines()[-1] == "(more: read_file with start_line=401)"
+        ranged = {"namespace": "alpha", "path": "long.txt", "start_line": 1, "end_line": LONG_LINES}
+        result = await client.call_tool("read_file", ranged)
+        assert len(result.structured_content["lines"]) == MAX_READ_LINES == 2000
         assert text_of(result).splitlines()[-1] == "(more: read_file with start_line=2001)"
 
     @pytest.mark.parametrize(
