@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/namespaces.py --namespaces 100
 	$(BIN)/python bench/namespaces.py
 	$(BIN)/python bench/scale.py --short
+	$(BIN)/python bench/answer_size.py
 	$(BIN)/python bench/content_engines.py
 	$(BIN)/python bench/resilience.py
 	$(BIN)/python bench/cache.py
