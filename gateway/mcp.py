@@ -82,7 +82,8 @@ SEARCH_DESCRIPTION = (
     "mode=exact (default) finds a literal substring, mode=regex takes RE2 syntax, mode=semantic "
     "searches by meaning: use it when you describe what code does rather than words it contains "
     '("sanitize an uploaded file name"). The query may carry filters: `repo:GLOB`, `file:GLOB` '
-    "(`-file:GLOB` excludes), `lang:NAME`, `case:yes`, and `/RE/` for a regex. Examples: "
+    "(`-file:GLOB` excludes), `lang:NAME`, `sym:NAME` (declarations named so), `case:yes`, and `/RE/` "
+    "for a regex. Examples: "
     "`repo:flask def url_for`; `lang:go file:internal/** ServeHTTP`; `/def get_\\w+\\(/ -file:tests/**`. "
     "Results are whole files grouped by namespace, best first: each hit is the "
     "declaration a match lies in (kind, qualified_name, its span start_line-end_line) with its first "

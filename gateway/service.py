@@ -31,7 +31,7 @@ from gateway.index.setup import INDEX_OFF, content_for, index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
 from gateway.namespaces import Catalog
-from gateway.rank import Resolve, Whole, page_of, settle
+from gateway.rank import RankedFile, Resolve, Whole, page_of, settle
 from gateway.refine import refine
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
@@ -48,6 +48,8 @@ Access = Callable[[str], bool] | None
 
 #: read_file and /v1/files return at most this many lines.
 MAX_READ_LINES = 2000
+#: The hit budget a ``sym:`` query's files are made final within (all of them: it keeps declarations only).
+MAX_HITS_RESOLVED = 1 << 30
 #: A slice read without an end line: about what an answer costs an agent (gateway.sizing).
 READ_LINES = 400
 READ_CHARS = 40_000
@@ -319,7 +321,7 @@ class SearchService:
                     observe(outcome)
             whole = settle(
                 request,
-                refine(request.criteria, outcomes),
+                refine(request.criteria, self._declared(request, outcomes, plan.since_ns)),
                 everything,
                 definitions=index.definitions(request) if index is not None else None,
                 since_ns=plan.since_ns,
@@ -339,6 +341,15 @@ class SearchService:
             self.answer_time.observe(time.monotonic() - fanned[0])
         return answer
 
+    def _declared(self, request: SearchRequest, outcomes: Sequence[Outcome], since_ns: int) -> Sequence[Outcome]:
+        """For a ``sym:`` query, every file's hits as declarations before the filter reads them: a local
+        namespace's hits are lines until a page is cut, and ``sym:`` keeps declarations only (SPEC §7)."""
+        index = self.index
+        if not request.criteria.symbols or index is None:
+            return outcomes
+        resolve = index.resolver(request, since_ns)
+        return outcomes if resolve is None else [_resolved(resolve, outcome) for outcome in outcomes]
+
     def _resolver(self, request: SearchRequest) -> Callable[[int], Resolve | None] | None:
         """What makes a page's files final (declarations), for a ranking begun at a time (ns)."""
         index = self.index
@@ -350,9 +361,8 @@ class SearchService:
         """The answer as it would be with only ``outcomes`` in (a stream's provisional page)."""
         request, index = plan.request, self.index
         definitions = index.definitions(request) if index is not None else None
-        whole = settle(
-            request, refine(request.criteria, _asked(plan, outcomes)), definitions=definitions, since_ns=plan.since_ns
-        )
+        asked = self._declared(request, _asked(plan, outcomes), plan.since_ns)
+        whole = settle(request, refine(request.criteria, asked), definitions=definitions, since_ns=plan.since_ns)
         resolve = index.resolver(request, plan.since_ns) if index is not None else None
         return build_response(request, page_of(request, whole, resolve=resolve), 0)
 
@@ -459,3 +469,14 @@ def _within_chars(lines: list[str], most: int) -> list[str]:
         if used > most and i:
             return lines[:i]
     return lines
+
+
+def _resolved(resolve: Resolve, outcome: Outcome) -> Outcome:
+    """``outcome`` with every file's hits made final (declarations where the index knows them)."""
+    result = outcome.result
+    if result is None or not result.files:
+        return outcome
+    items = [RankedFile(outcome.namespace, file, 0.0) for file in result.files]
+    done = resolve(items, 0, len(items), MAX_HITS_RESOLVED)
+    files = tuple(item.file for item in done)
+    return replace(outcome, result=replace(result, files=files))

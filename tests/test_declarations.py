@@ -133,6 +133,15 @@ class TestHitsAsDeclarations:
         assert (cut["limits"]["hit_lines"], whole["limits"]["hit_lines"]) == (1, None)
         assert _group(cut, "src/mod.py")["hit_count"] == _group(whole, "src/mod.py")["hit_count"]
 
+    async def test_sym_finds_declarations_of_a_local_namespace(self, service: SearchService) -> None:
+        """`sym:NAME` keeps the declarations named so, in a namespace whose hits are lines until a page is
+        cut (issue 37: it found nothing): `sym:Widget` is the class and the test class, not its uses."""
+        answer = await _search(service, query="sym:Widget", namespaces=["defs"])
+        kept = sorted((g["file_path"], h["qualified_name"]) for g in answer["files"] for h in g["hits"])
+        assert kept == [("lib/widget.py", "Widget"), ("tests/test_widget.py", "TestWidget")]
+        assert all(h["kind"] == "class" for g in answer["files"] for h in g["hits"])
+        assert answer["files"][0]["file_path"] == "lib/widget.py"
+
     async def test_every_matched_line_appears_exactly_once(self, service: SearchService, corpus: Path) -> None:
         """Grouping neither loses nor repeats a line: the lines are rg's (every line listed)."""
         answer = await _search(service, query="needle", namespaces=["repo"], hit_lines=None)
