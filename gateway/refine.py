@@ -22,8 +22,12 @@ from msgspec.structs import replace
 from gateway.criteria import Criteria
 from gateway.globs import PathFilter
 from gateway.models import REPOSITORY_KINDS, FileMatch, Hit, Outcome
+from gateway.rank import RankedFile, Resolve
 
-__all__ = ["refine"]
+__all__ = ["declared", "refine"]
+
+#: The hit budget a ``sym:`` query's files are made final within (all of them: it keeps declarations only).
+_EVERY_HIT = 1 << 30
 
 #: Hit kinds that are not declarations.
 _NOT_DECLARATIONS = frozenset({"line", "file"})
@@ -83,3 +87,21 @@ def refine(criteria: Criteria, outcomes: Sequence[Outcome]) -> Sequence[Outcome]
     if not criteria.symbols and not criteria.also_paths:
         return outcomes
     return [_refined(outcome, criteria) for outcome in outcomes]
+
+
+def declared(outcomes: Sequence[Outcome], resolve: Resolve | None) -> Sequence[Outcome]:
+    """``outcomes`` with every file's hits made final by ``resolve`` (declarations where the index knows
+    them), for a ``sym:`` query: a local namespace's hits are lines until a page is cut, and ``sym:``
+    keeps declarations only."""
+    if resolve is None:
+        return outcomes
+    out: list[Outcome] = []
+    for outcome in outcomes:
+        result = outcome.result
+        if result is None or not result.files:
+            out.append(outcome)
+            continue
+        items = [RankedFile(outcome.namespace, file, 0.0) for file in result.files]
+        files = tuple(item.file for item in resolve(items, 0, len(items), _EVERY_HIT))
+        out.append(replace(outcome, result=replace(result, files=files)))
+    return out

@@ -31,8 +31,8 @@ from gateway.index.setup import INDEX_OFF, content_for, index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
 from gateway.namespaces import Catalog
-from gateway.rank import RankedFile, Resolve, Whole, page_of, settle
-from gateway.refine import refine
+from gateway.rank import Resolve, Whole, page_of, settle
+from gateway.refine import declared, refine
 from gateway.registry import load_kind
 from gateway.request import SearchRequest, parse_request
 from gateway.resilience.admission import Estimate, ScanQueue
@@ -48,8 +48,6 @@ Access = Callable[[str], bool] | None
 
 #: read_file and /v1/files return at most this many lines.
 MAX_READ_LINES = 2000
-#: The hit budget a ``sym:`` query's files are made final within (all of them: it keeps declarations only).
-MAX_HITS_RESOLVED = 1 << 30
 #: A slice read without an end line: about what an answer costs an agent (gateway.sizing).
 READ_LINES = 400
 READ_CHARS = 40_000
@@ -347,8 +345,7 @@ class SearchService:
         index = self.index
         if not request.criteria.symbols or index is None:
             return outcomes
-        resolve = index.resolver(request, since_ns)
-        return outcomes if resolve is None else [_resolved(resolve, outcome) for outcome in outcomes]
+        return declared(outcomes, index.resolver(request, since_ns))
 
     def _resolver(self, request: SearchRequest) -> Callable[[int], Resolve | None] | None:
         """What makes a page's files final (declarations), for a ranking begun at a time (ns)."""
@@ -469,14 +466,3 @@ def _within_chars(lines: list[str], most: int) -> list[str]:
         if used > most and i:
             return lines[:i]
     return lines
-
-
-def _resolved(resolve: Resolve, outcome: Outcome) -> Outcome:
-    """``outcome`` with every file's hits made final (declarations where the index knows them)."""
-    result = outcome.result
-    if result is None or not result.files:
-        return outcome
-    items = [RankedFile(outcome.namespace, file, 0.0) for file in result.files]
-    done = resolve(items, 0, len(items), MAX_HITS_RESOLVED)
-    files = tuple(item.file for item in done)
-    return replace(outcome, result=replace(result, files=files))

@@ -186,6 +186,7 @@ REQUESTS: list[dict[str, Any]] = [
     {"query": "repo:alpha register_widget"},
     {"query": "-repo:alpha lang:go register_widget"},
     {"query": "sym:register register_widget"},
+    {"query": "sym:register_widget"},  # the declarations named so: found only once files are made final
     {"query": "file:src/ register_widget", "paths": ["**/*.py"]},
     {"query": "needle"},
 ]
@@ -610,3 +611,10 @@ class TestTheEarlyStart:
             "adapters.ripgrep.spawn",
         }
         assert {"msgspec", "re2", "typing_extensions", "gateway.models"}.isdisjoint(modules)
+
+
+def test_sym_finds_the_declaration_one_shot(root: Path) -> None:
+    """`sym:NAME` in the one-shot search keeps the declarations named so (issue 37: it found nothing)."""
+    answer = quick(root, {"query": "sym:register_widget"})
+    named = {(g["file_path"], h["qualified_name"], h["kind"]) for g in answer["files"] for h in g["hits"]}
+    assert named and all(name == "register_widget" and kind == "function" for _, name, kind in named)

@@ -146,7 +146,7 @@ class OneShot:
         """The answer to ``request``: what ``SearchService.search`` answers (timing aside)."""
         scan, started, since_ns = self.start(request, early)
         from gateway.rank import page_of, settle
-        from gateway.refine import refine
+        from gateway.refine import declared, refine
         from gateway.wire import build_response
 
         wanted = request.as_request()
@@ -154,6 +154,8 @@ class OneShot:
         index = self._index_for(outcomes)
         among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
         definitions = index.definitions(wanted, among) if index is not None else None
+        if request.criteria.symbols and index is not None:  # sym: reads declarations (gateway.refine.declared)
+            outcomes = list(declared(outcomes, index.resolver(wanted, since_ns)))
         whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
         resolve = index.resolver(wanted, whole.since_ns) if index is not None else None
         answer = build_response(wanted, page_of(wanted, whole, None, resolve), 0)
