@@ -16,7 +16,7 @@ import msgspec
 import re2
 
 from gateway.globs import MAX_GLOBS, validate_glob
-from gateway.languages import normalise
+from gateway.languages import LANGUAGES, normalise
 from gateway.syntax import ParsedQuery, escape, parse_query
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _languages_of(parsed: ParsedQuery, request: Fields) -> tuple[str, ...]:
     for name in parsed.values("lang"):
         lang = normalise(name)
         if lang is None:
-            raise ValueError(f"query: unknown language {name!r} (lang:{name})")
+            raise ValueError(f"query: unknown language {name!r} (lang:{name}; one of {', '.join(LANGUAGES)})")
         if lang not in typed:
             typed.append(lang)
     if not typed or not request.languages:

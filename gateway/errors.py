@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # a type only: the error tree imports nothing (the CLI reports errors before any model is loaded)
+if TYPE_CHECKING:  # types only: the error tree imports nothing (the CLI reports errors before any model is loaded)
+    from collections.abc import Sequence
+
     from gateway.models import Status
 
 __all__ = [
@@ -64,11 +66,23 @@ class InvalidRequest(GatewayError, ValueError):
 
 
 class UnknownNamespace(InvalidRequest):
-    """A namespace pattern matched no namespace the caller may see."""
+    """A namespace pattern matched no namespace the caller may see (``visible``: those it may, the
+    first :data:`LISTED` of them named in the message)."""
 
-    def __init__(self, pattern: str) -> None:
-        super().__init__("namespaces", f"no namespace matches {pattern!r}")
+    LISTED = 20
+
+    def __init__(self, pattern: str, visible: Sequence[str] = ()) -> None:
         self.pattern = pattern
+        self.known = _listed(visible, self.LISTED)
+        super().__init__("namespaces", f"no namespace matches {pattern!r}{self.known}")
+
+
+def _listed(names: Sequence[str], most: int) -> str:
+    """``; namespaces: a, b, c`` (the first ``most``, and how many more), or nothing."""
+    if not names:
+        return ""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return f"; namespaces: {', '.join(names[:most])}{more}"
 
 
 class ConfigError(GatewayError, ValueError):

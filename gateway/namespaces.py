@@ -152,8 +152,8 @@ class Catalog:
                     if access(f"{parent}/{'/'.join(rest[:n])}"):
                         best = f"{parent}/{'/'.join(rest[:n])}"
                         break
-        if not best:
-            raise NotFound("no such file")
+        if not best:  # a namespace the caller may not see reads exactly as one that does not exist
+            raise NotFound(f"no such namespace: {virtual.split('/', 1)[0]!r}")
         return best, virtual[len(best) + 1 :]
 
     # --- patterns ----------------------------------------------------------------------
@@ -187,7 +187,7 @@ class Catalog:
                 else:
                     got.alone.setdefault(parent, []).extend(matched)
             if not found:
-                raise UnknownNamespace(pattern)
+                raise UnknownNamespace(pattern, self.names(access))
         return got
 
     def resolve(self, patterns: Sequence[str], access: Access = None) -> list[Route]:
@@ -221,7 +221,9 @@ class Catalog:
             try:
                 named = {route.namespace: route for route in self.resolve(repos, access)}
             except UnknownNamespace as exc:
-                raise InvalidRequest("query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern})") from None
+                raise InvalidRequest(
+                    "query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern}){exc.known}"
+                ) from None
             met = (_meet(r, named[r.namespace]) for r in routes if r.namespace in named)
             routes = [r for r in met if r is not None]
             if not routes:

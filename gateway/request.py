@@ -7,7 +7,7 @@ regex meets before anything is sent anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
@@ -29,7 +29,7 @@ from gateway.languages import LANGUAGES, normalise
 from gateway.models import Mode
 from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
 
-__all__ = ["Criteria", "SearchRequest", "check_regex", "parse_request", "problem_fields"]
+__all__ = ["Criteria", "SearchRequest", "check_regex", "did_you_mean", "parse_request", "problem_fields"]
 
 
 class SearchRequest(BaseModel):
@@ -167,13 +167,40 @@ class SearchRequest(BaseModel):
         return data
 
 
-def problem_fields(exc: ValidationError) -> tuple[str, str]:
-    """The first error of a pydantic ValidationError as (field, message)."""
+def did_you_mean(word: str, known: Iterable[str], most: int = 2) -> str | None:
+    """The one of ``known`` closest to ``word`` (Levenshtein distance), if it is within ``most``."""
+    best, best_distance = None, most + 1
+    for name in known:
+        distance = _distance(word, name, best_distance)
+        if distance < best_distance:
+            best, best_distance = name, distance
+    return best
+
+
+def _distance(a: str, b: str, stop: int) -> int:
+    """The edit distance of ``a`` and ``b``, or ``stop`` as soon as it cannot be less."""
+    if abs(len(a) - len(b)) >= stop:
+        return stop
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        if min(current) >= stop:
+            return stop
+        previous = current
+    return min(previous[-1], stop)
+
+
+def problem_fields(exc: ValidationError, fields: Iterable[str] = ()) -> tuple[str, str]:
+    """The first error of a pydantic ValidationError as (field, message); an unknown field names the
+    one of ``fields`` it is likely a typo of (within an edit distance of 2)."""
     err = exc.errors(include_url=False)[0]
     loc = ".".join(str(p) for p in err["loc"]) or "body"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = "unknown field"
+        near = did_you_mean(loc, fields)
+        msg = f"unknown field (did you mean {near!r}?)" if near else "unknown field"
     elif msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
         if not err["loc"] and ": " in msg:
@@ -188,5 +215,5 @@ def parse_request(data: Any) -> SearchRequest:
     try:
         return SearchRequest.model_validate(data)
     except ValidationError as exc:
-        field, msg = problem_fields(exc)
+        field, msg = problem_fields(exc, SearchRequest.model_fields)
         raise InvalidRequest(field, msg) from None

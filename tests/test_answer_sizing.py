@@ -215,3 +215,41 @@ def test_the_cli_names_every_listing() -> None:
     from gateway.cli.search import _LISTINGS
 
     assert set(_LISTINGS) == set(KINDS)
+
+
+class TestErrorsThatHelp:
+    """Issue 37's edges: an error names what would have worked."""
+
+    @pytest.mark.parametrize(
+        ("data", "field", "said"),
+        [
+            ({"query": "x", "namespace": ["repo"]}, "namespace", "did you mean 'namespaces'?"),
+            ({"query": "x", "fiels": 3}, "fiels", "did you mean 'files'?"),
+            ({"query": "x", "zzzzzz": 1}, "zzzzzz", "unknown field"),
+            ({"query": "lang:klingon x"}, "query", "one of c, cpp,"),
+        ],
+    )
+    async def test_bad_input_says_what_would_work(
+        self, client: Client, data: dict[str, Any], field: str, said: str
+    ) -> None:
+        resp = await client.post("/v1/search", json=data)
+        problem = await resp.json()
+        assert resp.status == 400 and problem["field"] == field and said in problem["detail"]
+        assert "did you mean" not in problem["detail"] or field != "zzzzzz"
+
+    async def test_an_unknown_namespace_lists_the_visible_ones(self, client: Client) -> None:
+        problem = await (await client.post("/v1/search", json={"query": "x", "namespaces": ["nope"]})).json()
+        assert problem["detail"] == "no namespace matches 'nope'; namespaces: repo"
+        problem = await (await client.post("/v1/search", json={"query": "repo:nope x"})).json()
+        assert problem["field"] == "query" and problem["detail"].endswith("(repo:nope); namespaces: repo")
+
+    async def test_a_file_of_an_unknown_namespace_says_so(self, client: Client) -> None:
+        resp = await client.get("/v1/files/nope/x.py")
+        assert resp.status == 404 and (await resp.json())["detail"] == "no such namespace: 'nope'"
+
+
+def test_twenty_namespaces_at_most_are_named() -> None:
+    from gateway.errors import UnknownNamespace
+
+    error = UnknownNamespace("x", [f"ns{n}" for n in range(25)])
+    assert error.message.endswith("ns18, ns19 and 5 more") and "ns20" not in error.message

@@ -56,7 +56,9 @@ def routes(names: Sequence[str], request: QuickRequest) -> list[str]:
         try:
             named = set(_resolve(names, criteria.repos))
         except UnknownNamespace as exc:
-            raise InvalidRequest("query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern})") from None
+            raise InvalidRequest(
+                "query", f"no namespace matches {exc.pattern!r} (repo:{exc.pattern}){exc.known}"
+            ) from None
         chosen = [n for n in chosen if n in named]
         if not chosen:
             repos = " ".join(f"repo:{p}" for p in criteria.repos)
@@ -76,7 +78,7 @@ def _resolve(names: Sequence[str], patterns: Sequence[str]) -> list[str]:
         match = namespace_matcher(pattern)
         hits = [n for n in names if match(n)]
         if not hits:
-            raise UnknownNamespace(pattern)
+            raise UnknownNamespace(pattern, names)
         whole.update(hits)
     return [n for n in names if n in whole]
 
