@@ -243,6 +243,27 @@ class TestSearching:
         await expect(page.locator("#case")).to_have_attribute("aria-pressed", "true")
         assert "case=true" in page.url
 
+    async def test_the_by_meaning_toggle_and_facets_marked_as_the_pages(
+        self, browser: Browser, site: Site, tmp_path: Path
+    ) -> None:
+        """The ≈ toggle searches by meaning (mode=semantic in the URL) and back; the language and folder
+        facets say they count the page shown (issue 37)."""
+        base, gate = site
+        gate.open.set()
+        page, _ = await open_page(browser, base)
+        await page.goto(base + "?q=needle")
+        await expect(page.locator(".file").first).to_be_visible()
+        await expect(page.locator("#h-lang")).to_contain_text("on this page")
+        await expect(page.locator("#h-dir")).to_contain_text("on this page")
+        await page.locator("#semantic").click()
+        await expect(page.locator("#semantic")).to_have_attribute("aria-pressed", "true")
+        assert "mode=semantic" in page.url
+        await expect(page.locator(".chip")).to_contain_text("by meaning")
+        await shoot(page, tmp_path, "by-meaning")()
+        await page.locator("#semantic").click()
+        await expect(page.locator("#semantic")).to_have_attribute("aria-pressed", "false")
+        assert "mode=semantic" not in page.url
+
 
 class TestFileView:
     async def test_opening_a_file(self, browser: Browser, site: Site, tmp_path: Path) -> None:

@@ -347,9 +347,12 @@ function hitNode(group, hit) {
     ? [el("a", { class: "more-lines", href: fileHref(group.namespace, group.file_path, hit.start_line),
         text: `${rest} more matched line${rest === 1 ? "" : "s"} in ${span}` })]
     : [];
+  const score = typeof hit.score === "number"  // a search by meaning: how close, in [0, 1]
+    ? [el("span", { class: "score", title: "similarity to the query", text: hit.score.toFixed(2) })]
+    : [];
   return el("li", { class: "hit decl" },
     el("div", { class: "decl-head" }, el("span", { class: "kind " + hit.kind, text: hit.kind }),
-      el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span })),
+      el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span }), ...score),
     ...linesNode(group, lines), ...more);
 }
 
@@ -458,6 +461,7 @@ function showRequest(req) {
   if (document.activeElement !== input || !req || input.value.trim() !== (req.query || "").trim()) input.value = req ? req.query : "";
   $("case").setAttribute("aria-pressed", req && req.case_sensitive === true ? "true" : "false");
   $("regex").setAttribute("aria-pressed", req && req.mode === "regex" ? "true" : "false");
+  $("semantic").setAttribute("aria-pressed", req && req.mode === "semantic" ? "true" : "false");
   $("context").value = String((req && req.context_lines) || 0);
   const chips = [];
   const chip = (label, drop) => chips.push(el("span", { class: "chip" }, label,
@@ -641,6 +645,11 @@ function start() {
   $("regex").addEventListener("click", () => {
     const req = typed() || { ...(state.req || {}), query: input.value };
     req.mode = req.mode === "regex" ? "exact" : "regex";
+    if (req.query.trim()) search(req, "push"); else showRequest(req);
+  });
+  $("semantic").addEventListener("click", () => {
+    const req = typed() || { ...(state.req || {}), query: input.value };
+    req.mode = req.mode === "semantic" ? "exact" : "semantic";
     if (req.query.trim()) search(req, "push"); else showRequest(req);
   });
   $("context").addEventListener("change", () => {
