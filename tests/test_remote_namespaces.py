@@ -210,7 +210,8 @@ class TestPatterns:
         status, problem = await search(client, namespaces=["peer/nope"])
         status_local, local = await search(client, namespaces=["zzzz/nope"])
         assert status == status_local == 400
-        assert problem["detail"] == "no namespace matches 'peer/nope'"
+        visible = "; namespaces: peer, peer/alpha, peer/gamma, peer/team/beta, peer/zk, delta"
+        assert problem["detail"] == "no namespace matches 'peer/nope'" + visible
         assert {k: v for k, v in problem.items() if k not in ("detail", "instance")} == {
             k: v for k, v in local.items() if k not in ("detail", "instance")
         }
@@ -279,7 +280,10 @@ class TestTokens:
         """A child the token may not see is the same 400 as one that does not exist."""
         client = await front(peer.url, tokens=True)
         status, problem = await search(client, headers=bearer("alpha-only"), namespaces=["peer/team/*"])
-        assert status == 400 and problem["detail"] == "no namespace matches 'peer/team/*'"
+        # the namespaces it names are the token's alone: the hidden child is never among them
+        assert (
+            status == 400 and problem["detail"] == "no namespace matches 'peer/team/*'; namespaces: peer/alpha, delta"
+        )
 
 
 class TestReading:
