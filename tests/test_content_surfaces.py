@@ -126,6 +126,31 @@ class TestCli:
         code, out, _ = run(capsys, "index")
         assert code == 0 and " read)" not in out
 
+    def test_index_while_a_server_builds_says_so_and_ends(self, corpus: Path, tmp_path: Path, capsys: Capture) -> None:
+        """Another builder holding the folder (a running server's, for its whole life): `fedsearch index`
+        waits --wait seconds, says a server keeps these indexes itself, builds nothing and exits 1; once
+        the lock is free it builds."""
+        import fcntl
+
+        from gateway.index.builder import LOCK_NAME
+
+        folder = tmp_path / "idx"
+        folder.mkdir()
+        config = tmp_path / "c.toml"
+        config.write_text(
+            f'[index]\ndir = "{folder}"\n'
+            f'[[namespaces]]\nname = "alpha"\nbackend = "ripgrep"\nroot = "{corpus / "alpha"}"\n'
+        )
+        held = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            code, out, err = run(capsys, "index", "--config", str(config), "--wait", "0.3")
+        finally:
+            os.close(held)
+        assert code == 1 and out == "" and "waiting for another builder" in err and "nothing built" in err
+        code, out, _ = run(capsys, "index", "--config", str(config), "--wait", "0.3")
+        assert code == 0 and out.startswith("alpha:")
+
     def test_index_in_a_folder_that_cannot_be_written(self, corpus: Path, tmp_path: Path, capsys: Capture) -> None:
         """An [index] dir that cannot be made: `fedsearch index` says so and exits 2; check-config warns."""
         (tmp_path / "file").write_text("x")

@@ -73,7 +73,8 @@ def _line(name: str, stats: BuildStats, content: dict[str, object] | None, secon
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build every local index of the config now; 0 when done, 2 when the folder cannot be written."""
+    """Build every local index of the config now; 0 when done, 1 when another builder (a running server's)
+    held the folder past ``--wait``, 2 when the folder cannot be written."""
     from gateway.index.builder import hold_lock
     from gateway.index.setup import index_for
 
@@ -85,10 +86,18 @@ def run(args: argparse.Namespace) -> int:
     directory = os.path.expanduser(index.directory)
     try:
         os.makedirs(directory, exist_ok=True)
-        lock = hold_lock(directory, lambda: warn(f"waiting for another builder of {directory} to finish its pass"))
+        lock = hold_lock(
+            directory, lambda: warn(f"waiting for another builder of {directory} to finish its pass"), args.wait
+        )
     except OSError as exc:
         sys.stderr.write(f"fedsearch: cannot write the index folder {directory}: {exc.strerror or exc}\n")
         return 2
+    if lock is None:  # a running server's builder: it keeps these indexes up to date itself
+        warn(
+            f"another builder still holds {directory} after {args.wait:g} s (a running fedsearch serve keeps "
+            "its indexes up to date itself): nothing built here"
+        )
+        return 1
     try:
         _build(index, directory, content=config.index.content)
     finally:

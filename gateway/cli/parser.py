@@ -217,6 +217,13 @@ def _check_config(p: argparse.ArgumentParser) -> None:
 
 def _index(p: argparse.ArgumentParser) -> None:
     _config_flags(p)
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to wait for another builder (a running server keeps its own indexes; default 30)",
+    )
 
 
 #: command -> (one-line help, the function adding its arguments)

@@ -432,18 +432,31 @@ def start_once(directory: str, sources: Sequence[Source], workers: int = 1, cont
     return done.returncode == 0
 
 
-def hold_lock(directory: str, waiting: Callable[[], object]) -> int:
+def hold_lock(directory: str, waiting: Callable[[], object], wait_s: float | None = None) -> int | None:
     """The index folder's lock, held (its descriptor: closing it lets go); ``waiting`` is called once
-    if another builder holds it first, then this waits for it."""
+    if another builder holds it first, then this waits for it: without end, or ``wait_s`` seconds and
+    None if it is still held (a running server's builder holds it for the server's whole life)."""
     import fcntl
 
     fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return fd
     except BlockingIOError:
         waiting()
+    if wait_s is None:
         fcntl.flock(fd, fcntl.LOCK_EX)
-    return fd
+        return fd
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            continue
+    os.close(fd)
+    return None
 
 
 def lock_held(directory: str) -> bool:
