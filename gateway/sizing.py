@@ -15,7 +15,8 @@ they are truly enormous.
 
 :func:`file_chars` estimates a file group's JSON from its hits without building it (the wire
 conversion does that once, for the files shown): each hit's fixed part (its keys, id, numbers,
-punctuation) is a constant measured on real answers, its strings are counted as they are.
+punctuation) is a constant measured on real answers, its strings are counted as they are (a
+control character, six characters once JSON escapes it, counts as one: code holds few).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ FILE_CHARS = 60
 HIT_CHARS = 150
 LINE_CHARS = 34
 CONTEXT_CHARS = 30
+COUNT_CHARS = 16
+LINES_CHARS = 10
 
 
 def _context(hit: Hit) -> int:
@@ -76,8 +79,8 @@ def file_chars(file: FileMatch, namespace: str, lines: int | None) -> int:
         total += 2 * len(hit.symbol) + sum(len(t) + 3 for t in hit.terms)
         shown = hit.lines if lines is None else hit.lines[:lines]
         total += sum(LINE_CHARS + len(line.text) + _context(line) for line in shown)
-        if not hit.lines:  # a semantic hit's signature
-            total += len(hit.text)
+        if hit.lines:  # its "line_count", and its "lines" key where any is listed
+            total += COUNT_CHARS + (LINES_CHARS if shown else 0)
     return total
 
 
