@@ -21,7 +21,8 @@ from typing import Any
 
 from adapters._http import HttpBackend, Request, S, Unreachable, error_field, http_error, retry_after
 from gateway.errors import BackendError, NotFound, RateLimited, Rejected, Unsupported
-from gateway.files import MAX_READ_BYTES, RemoteFile, clean_path, too_large
+from gateway.files import MAX_READ_BYTES, clean_path, too_large
+from gateway.models import RemoteFile
 
 __all__ = ["MAX_ENTRIES", "AfiFilesBackend", "afi_error", "afi_list", "afi_read", "afi_stat"]
 

@@ -63,10 +63,10 @@ from gateway.errors import (
     Rejected,
     Transient,
 )
-from gateway.files import MAX_READ_BYTES, ReadCache, RemoteFile, too_large
-from gateway.globs import PathFilter
+from gateway.files import MAX_READ_BYTES, ReadCache, too_large
 from gateway.log import REDACTED
-from gateway.models import BackendResult, FileMatch, SearchQuery, Status
+from gateway.models import BackendResult, FileMatch, RemoteFile, SearchQuery, Status
+from gateway.query.globs import PathFilter
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import re2
 
-from gateway.globs import glob_to_regex
-from gateway.languages import globs_for
 from gateway.models import Hit, SearchQuery, cut_text
+from gateway.query.globs import glob_to_regex
+from gateway.query.languages import globs_for
 
 __all__ = [
     "Matcher",

@@ -36,8 +36,8 @@ from typing import Any
 from adapters._afi_files import AfiFilesBackend, afi_error
 from adapters._http import HttpSettings, HttpUrl, Request, map_client_errors
 from gateway.errors import BackendError, BackendTimeout, RateLimited, Unsupported
-from gateway.globs import PathFilter
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, Status, cut_text
+from gateway.query.globs import PathFilter
 
 __all__ = ["AfiBackend", "AfiSettings", "Manifest", "afi_error", "afi_query", "ecma_escape", "scope_of"]
 

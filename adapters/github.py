@@ -6,7 +6,7 @@ goes bare when it is one plain word (so ``register_widget`` is sent as is), else
 (``org:acme``, ``repo:a/b``); then ``language:`` for a single language and
 ``extension:``/``path:`` for a single include glob GitHub can express (see
 :func:`glob_qualifier`). GitHub is case-insensitive and ignores punctuation, so every
-file is verified locally, and :class:`gateway.globs.PathFilter` always runs last.
+file is verified locally, and :class:`gateway.query.globs.PathFilter` always runs last.
 
 Reading. GitHub gives no line numbers, only ``text_matches`` fragments. For the files
 of the page (``query.max_files`` at most) the raw content is fetched from the same
@@ -67,9 +67,9 @@ from adapters._text import (
     split_lines,
 )
 from gateway.errors import BackendError, NotFound, RateLimited, Rejected
-from gateway.files import RemoteFile, clean_path
-from gateway.globs import PathFilter
-from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, cut_text
+from gateway.files import clean_path
+from gateway.models import BackendResult, FileMatch, Hit, Mode, RemoteFile, SearchQuery, cut_text
+from gateway.query.globs import PathFilter
 from gateway.resilience.policy import UNHEDGED
 
 __all__ = ["GitHubBackend", "GitHubSettings", "build_q"]

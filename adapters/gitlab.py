@@ -11,7 +11,7 @@ string for ``git grep``; a term with a word that GitLab would take for a filter,
 ``search_type = "zoekt"`` (exact code search, sent with ``regex=true``); elsewhere it
 is :class:`Unsupported`, as is semantic mode. GitLab ignores case, so every line is
 verified locally (literal, or RE2 for a regex) with the query's case sensitivity,
-and :class:`gateway.globs.PathFilter` always runs last.
+and :class:`gateway.query.globs.PathFilter` always runs last.
 
 Reading. A blob is a ``data`` chunk of whole lines, the first numbered ``startline``,
 without match offsets: the term is found again in each line (one hit per matching
@@ -56,10 +56,10 @@ from adapters._text import (
     split_lines,
 )
 from gateway.errors import BackendError, NotFound, Unsupported
-from gateway.files import RemoteFile, clean_path
-from gateway.globs import PathFilter
-from gateway.languages import globs_for
-from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery, cut_text
+from gateway.files import clean_path
+from gateway.models import BackendResult, FileMatch, Hit, Mode, RemoteFile, SearchQuery, cut_text
+from gateway.query.globs import PathFilter
+from gateway.query.languages import globs_for
 from gateway.resilience.policy import UNHEDGED
 
 __all__ = ["GitLabBackend", "GitLabSettings", "build_search", "regex_matcher"]

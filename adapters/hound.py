@@ -35,9 +35,9 @@ from pydantic import Field
 from adapters._http import HttpSettings, HttpUrl, JsonBackend, Request
 from adapters._text import path_regexes
 from gateway.errors import BackendError, NotFound, Rejected, Unsupported
-from gateway.files import RemoteFile, clean_path
+from gateway.files import clean_path
 from gateway.log import scrub
-from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
+from gateway.models import BackendResult, FileMatch, Hit, RemoteFile, SearchQuery, cut_text
 
 __all__ = ["HoundBackend", "HoundSettings", "build_params", "parse_response"]
 

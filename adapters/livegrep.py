@@ -38,8 +38,8 @@ from pydantic import Field
 from adapters._http import HttpSettings, HttpUrl, JsonBackend, RepoRegex, Request, error_field
 from adapters._text import go_quote_meta, path_regexes
 from gateway.errors import BackendError, NotFound, Rejected, Unsupported
-from gateway.files import RemoteFile, clean_path
-from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, cut_text
+from gateway.files import clean_path
+from gateway.models import BackendResult, FileMatch, Hit, RemoteFile, SearchQuery, cut_text
 
 __all__ = ["LivegrepBackend", "LivegrepSettings", "build_params", "parse_response", "protect"]
 

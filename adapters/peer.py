@@ -36,7 +36,6 @@ from adapters._afi_files import AfiFilesBackend, afi_error
 from adapters._http import HttpSettings, HttpUrl, Request, error_field, map_client_errors
 from gateway.backend import REPOSITORY_KINDS
 from gateway.errors import BackendError, BackendTimeout, Rejected
-from gateway.globs import PathFilter, namespace_matcher
 from gateway.models import (
     MAX_INTENT,
     BackendResult,
@@ -49,8 +48,9 @@ from gateway.models import (
     Status,
     cut_text,
 )
+from gateway.query.globs import PathFilter, namespace_matcher
+from gateway.query.syntax import literal
 from gateway.sizing import MAX_CHAR_BUDGET
-from gateway.syntax import literal
 
 __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
 

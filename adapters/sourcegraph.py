@@ -49,9 +49,9 @@ from pydantic import Field
 from adapters._http import HttpBackend, HttpSettings, HttpUrl, RepoRegex, Request
 from adapters._text import path_regexes
 from gateway.errors import BackendError, NotFound
-from gateway.files import RemoteFile, clean_path
-from gateway.globs import PathFilter
-from gateway.models import BackendResult, FileMatch, Hit, SearchQuery, Status, cut_text
+from gateway.files import clean_path
+from gateway.models import BackendResult, FileMatch, Hit, RemoteFile, SearchQuery, Status, cut_text
+from gateway.query.globs import PathFilter
 
 __all__ = ["SourcegraphBackend", "SourcegraphSettings", "SseParser", "build_params", "build_query"]
 

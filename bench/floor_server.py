@@ -37,8 +37,8 @@ from adapters.ripgrep.batch import Part, Router
 from adapters.ripgrep.output import Collector, OutputReader, build_argv, find_rg
 from adapters.ripgrep.spawn import PIPE_BYTES
 from gateway.models import BackendResult, Outcome, SearchQuery
+from gateway.query.request import parse_request
 from gateway.rank import rank
-from gateway.request import parse_request
 from gateway.serving import settle_heap
 from gateway.wire import build_response
 

@@ -42,7 +42,7 @@ from gateway.index.builder import Builder, BuilderProcess
 from gateway.index.files import Source, find_rg
 from gateway.index.store import Store
 from gateway.log import configure
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 
 QUERIES = ("register_widget", "ClientSession", "raise ValueError", "import os", "BaseModel")

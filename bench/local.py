@@ -35,7 +35,7 @@ from adapters.ripgrep.backend import find_rg
 from bench.corpus import build, build_many, size, wait_for_index
 from gateway.config import config_from_env
 from gateway.log import configure
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from gateway.serving import settle_heap
 

@@ -14,8 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.query.request import parse_request
 from gateway.rank import rank
-from gateway.request import parse_request
 from gateway.wire import build_response
 
 TEXTS = ("    return register_widget(name)", "def register_widget(name, factory):", "x = 1  # register_widget")

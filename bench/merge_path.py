@@ -45,7 +45,7 @@ async def measure(rounds: int) -> list[float]:
         from adapters.zoekt_read import DECODER, parse_response  # type: ignore[import-not-found,no-redef]
     from gateway.log import configure
     from gateway.models import BackendResult, SearchQuery
-    from gateway.request import parse_request
+    from gateway.query.request import parse_request
     from gateway.service import SearchService
     from gateway.testing import MockBackend
 

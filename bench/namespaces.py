@@ -34,7 +34,7 @@ from bench import NO_CACHE
 from bench.overhead import consecutive_ports
 from gateway.config import parse_config
 from gateway.log import configure
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 
 SLOWEST_MS = 150

@@ -43,8 +43,8 @@ from gateway.index.builder import Builder
 from gateway.index.files import Source, find_rg
 from gateway.index.store import Store
 from gateway.log import configure
+from gateway.query.request import parse_request
 from gateway.registry import load_kind
-from gateway.request import parse_request
 from gateway.service import SearchService
 from gateway.signals import secondary
 

@@ -41,7 +41,7 @@ from bench import NO_CACHE
 from bench.fake_zoekt import payload
 from gateway.config import parse_config
 from gateway.log import configure
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.resilience.wrapper import Policy, ResilientBackend
 from gateway.service import SearchService
 

@@ -54,11 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gateway.config import Config, DefaultsConfig, IndexConfig, NamespaceConfig, ServerConfig
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.files import Source
+from gateway.index.local import IntentSearch
 from gateway.index.store import Store
 from gateway.index.words import query_terms, split_words, stem
 from gateway.log import configure
+from gateway.query.request import parse_request
 from gateway.registry import load_kind
-from gateway.request import parse_request
 from gateway.service import SearchService
 
 QUERIES = Path(__file__).resolve().parent / "data" / "semantic_queries.json"
@@ -264,8 +265,8 @@ async def scale(corpus: Path, data: dict[str, Any], wanted: int) -> None:
             first = await service.search(parse_request({"query": queries[0], "mode": "semantic", "timeout_ms": 60_000}))
             rss = f"process RSS {before:.0f} -> {_rss_mb():.0f} MB"
             print(f"  first search (loads the vectors): {first['took_ms']} ms; {rss}")
-            search = index._semantic
-            assert search is not None
+            search = index.semantic
+            assert isinstance(search, IntentSearch)
             query = service.query_for(parse_request({"query": queries[0], "mode": "semantic"}), time.monotonic())
             parts: list[float] = []
             whole: list[float] = []

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
         Unsupported,
     )
     from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-    from gateway.request import SearchRequest, parse_request
+    from gateway.query.request import SearchRequest, parse_request
     from gateway.service import SearchService
     from gateway.testing import MockBackend
     from gateway.wire import SearchResponse
@@ -49,8 +49,8 @@ _HOMES = {
     "FileMatch": "gateway.models",
     "Hit": "gateway.models",
     "SearchQuery": "gateway.models",
-    "SearchRequest": "gateway.request",
-    "parse_request": "gateway.request",
+    "SearchRequest": "gateway.query.request",
+    "parse_request": "gateway.query.request",
     "SearchService": "gateway.service",
     "MockBackend": "gateway.testing",
     "SearchResponse": "gateway.wire",

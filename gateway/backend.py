@@ -67,8 +67,15 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from gateway.errors import Unsupported
-from gateway.files import RemoteFile
-from gateway.models import DEFAULT_MAX_HITS, REPOSITORY_KINDS, BackendResult, ChildNamespace, Mode, SearchQuery
+from gateway.models import (
+    DEFAULT_MAX_HITS,
+    REPOSITORY_KINDS,
+    BackendResult,
+    ChildNamespace,
+    Mode,
+    RemoteFile,
+    SearchQuery,
+)
 from gateway.narrowing import Narrower
 from gateway.resilience.policy import Policy
 from gateway.scope import call_slot

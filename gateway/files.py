@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.errors import InvalidRequest, NotFound
+from gateway.models import RemoteFile
 
 if TYPE_CHECKING:
     from gateway.backend import AsyncBackend, FileTree
@@ -35,7 +36,6 @@ __all__ = [
     "Cached",
     "LocalView",
     "ReadCache",
-    "RemoteFile",
     "RemoteView",
     "View",
     "clean_path",
@@ -51,15 +51,6 @@ MAX_READ_BYTES = 16 << 20
 CACHE_BYTES = 32 << 20
 #: A file larger than this share of the cache is not kept.
 _LARGEST_SHARE = 4
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteFile:
-    """A remote file's whole content, with the backend's identity for it (``""``: none given)."""
-
-    data: bytes
-    identity: str = ""
-    mtime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
 
 import msgspec
@@ -28,6 +29,7 @@ __all__ = [
     "LazyHits",
     "Mode",
     "Outcome",
+    "RemoteFile",
     "SearchQuery",
     "Status",
 ]
@@ -290,3 +292,12 @@ def cut_text(text: str, column: int | None = None) -> str:
     if start + len(body) >= len(text):
         return ELLIPSIS + text[len(text) - (MAX_TEXT - 1) :]
     return ELLIPSIS + body + ELLIPSIS
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """A remote file's whole content, with the backend's identity for it (``""``: none given)."""
+
+    data: bytes
+    identity: str = ""
+    mtime: float | None = None

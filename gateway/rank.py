@@ -26,6 +26,7 @@ import msgspec
 from msgspec.structs import replace
 
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
+from gateway.query.syntax import escape, with_pattern
 from gateway.signals import (
     QueryMatcher,
     defines,
@@ -37,10 +38,9 @@ from gateway.signals import (
     secondary,
 )
 from gateway.sizing import MAX_CHAR_BUDGET, file_chars, fit_lines
-from gateway.syntax import escape, with_pattern
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
-    from gateway.request import SearchRequest
+    from gateway.query.request import SearchRequest
 
 __all__ = [
     "EXACT",

@@ -21,20 +21,21 @@ from msgspec.structs import replace
 from gateway.backend import AsyncBackend
 from gateway.cache import open_cache
 from gateway.cache.keys import access_key
-from gateway.children import MIN_AGE_S, SEARCH_SHARE
+from gateway.catalog.children import MIN_AGE_S, SEARCH_SHARE
+from gateway.catalog.namespaces import Catalog
 from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
-from gateway.criteria import backend_query
 from gateway.errors import InvalidRequest
 from gateway.fanout import Route, fan_out
 from gateway.files import LocalView, RemoteView, View
+from gateway.index.local import with_semantic
 from gateway.index.setup import INDEX_OFF, content_for, index_for
 from gateway.log import get_logger, redact_values
 from gateway.models import Outcome, SearchQuery
-from gateway.namespaces import Catalog
+from gateway.query.criteria import backend_query
+from gateway.query.refine import declared, refine
+from gateway.query.request import SearchRequest, parse_request
 from gateway.rank import Resolve, Whole, page_of, settle
-from gateway.refine import declared, refine
 from gateway.registry import load_kind
-from gateway.request import SearchRequest, parse_request
 from gateway.resilience.admission import Estimate, ScanQueue
 from gateway.resilience.wrapper import wrap
 from gateway.serving import IDLE
@@ -119,7 +120,7 @@ class SearchService:
         self._entries = {
             ns.name: _Entry(ns, given[ns.name] if ns.name in given else open_backend(ns)) for ns in config.namespaces
         }
-        #: Names: configured namespaces and peers' children (:mod:`gateway.namespaces`).
+        #: Names: configured namespaces and peers' children (:mod:`gateway.catalog.namespaces`).
         self.catalog = Catalog(self._entries)
         #: Called with every namespace outcome (metrics hook into this).
         self.observers: list[Callable[[Outcome], None]] = []
@@ -131,7 +132,7 @@ class SearchService:
         if index is not None:  # local namespaces search by meaning from its intent index
             for name in index.sources:
                 entry = self._entries[name]
-                self._entries[name] = _Entry(entry.config, index.with_semantic(entry.backend))
+                self._entries[name] = _Entry(entry.config, with_semantic(index, entry.backend))
         #: Their content index, which narrows what rg reads (None: none, or ``[index] content = false``).
         self.content = content = content_for(index)
         if index is not None and content is not None:
@@ -214,7 +215,7 @@ class SearchService:
 
     def resolve(self, patterns: Sequence[str], access: Access = None) -> list[Route]:
         """Routes for the visible namespaces matching ``patterns`` (all when empty); see
-        :meth:`gateway.namespaces.Catalog.resolve`."""
+        :meth:`gateway.catalog.namespaces.Catalog.resolve`."""
         return self.catalog.resolve(patterns, access)
 
     def namespaces(self, access: Access = None) -> list[dict[str, Any]]:

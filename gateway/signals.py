@@ -19,7 +19,7 @@ import re2
 from gateway.models import MAX_TEXT, FileMatch, Hit, LazyHits, Mode, cut_text
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
-    from gateway.request import SearchRequest
+    from gateway.query.request import SearchRequest
 
 __all__ = [
     "DEFINITION_SCAN",

@@ -21,7 +21,7 @@ from typing import Any, Protocol, Self
 
 from gateway.fanout import Route
 from gateway.models import Outcome
-from gateway.request import SearchRequest
+from gateway.query.request import SearchRequest
 
 __all__ = ["Plan", "Runner", "SearchStream"]
 

@@ -22,7 +22,7 @@ from gateway.rank import Ranked, RankedFile
 from gateway.signals import QueryMatcher
 
 if TYPE_CHECKING:  # types only: the one-shot CLI builds its answer without pydantic (gateway.cli.quick)
-    from gateway.request import SearchRequest
+    from gateway.query.request import SearchRequest
     from gateway.schema import FileGroup, Limits, LineItem, NamespaceStatus, NextAction, ResultItem, SearchResponse
 
 __all__ = [

@@ -24,7 +24,7 @@ from gateway.config import Config, DefaultsConfig, ServerConfig, discover, parse
 from gateway.errors import BackendError, ConfigError
 from gateway.http.app import create_app
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService, open_backend
 from gateway.testing import MockBackend
 from tests.corpus import make_corpus

@@ -26,9 +26,9 @@ from gateway.http.app import create_app
 from gateway.http.metrics import Metrics
 from gateway.http.reload import ServiceHolder
 from gateway.http.server import per_worker
-from gateway.mcp import build_server
+from gateway.mcp.tools import build_server
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.resilience.admission import Estimate, ScanQueue, TooLate
 from gateway.service import SearchService
 from gateway.testing import MockBackend

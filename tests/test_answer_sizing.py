@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
 from gateway.http.app import create_app
 from gateway.models import FileMatch, Hit
+from gateway.query.request import parse_request
 from gateway.rank import reads_as_question
-from gateway.request import parse_request
 from gateway.service import READ_LINES, SearchService
 from gateway.sizing import DEFAULT_CHAR_BUDGET, PERSON, file_chars
 from gateway.wire import build_response

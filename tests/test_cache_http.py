@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient
 from gateway.cache.results import CURSOR_EXPIRED
 from gateway.config import Config, TokenConfig
 from gateway.http.app import create_app
-from gateway.mcp import build_server
+from gateway.mcp.tools import build_server
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.secure_corpus import (

@@ -27,8 +27,8 @@ from gateway.cache.store import MemoryStore, record_size
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
+from gateway.query.request import parse_request
 from gateway.rank import Ordering, fuse, settle
-from gateway.request import parse_request
 from tests.strategies import outcomes, request_args
 
 

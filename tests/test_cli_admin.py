@@ -32,7 +32,7 @@ HEAVY = (
     "uvicorn",
     "orjson",
     "gateway.http",
-    "gateway.mcp",
+    "gateway.mcp.tools",
     "gateway.afi",
     "adapters.peer",
     "adapters.zoekt",
@@ -92,7 +92,7 @@ NOT_ONE_SHOT = (
     "subprocess",
     "gateway.service",
     "gateway.config",
-    "gateway.request",
+    "gateway.query.request",
     "gateway.schema",
     "gateway.fanout",
     "gateway.cache",
@@ -131,7 +131,7 @@ class TestStartup:
         checking = (
             "msgspec",
             "re2",
-            "gateway.criteria",
+            "gateway.query.criteria",
             "gateway.cli.quick",
             "gateway.cli.oneshot",
             "gateway.index.content.narrow",
@@ -173,7 +173,7 @@ class TestStartup:
         """`fedsearch --help` and a command's --help import neither pydantic, asyncio nor the service."""
         for argv in (["--help"], ["search", "--help"]):
             modules = imported(argv, corpus)
-            unwanted = {"pydantic", "asyncio", "gateway.service", "gateway.request", "msgspec", "shutil"}
+            unwanted = {"pydantic", "asyncio", "gateway.service", "gateway.query.request", "msgspec", "shutil"}
             assert unwanted.isdisjoint(modules)
 
 

@@ -30,7 +30,7 @@ from gateway.config import DefaultsConfig, IndexConfig, config_from_env
 from gateway.errors import BackendError, InvalidRequest
 from gateway.index.resolve import DeclarationIndex
 from gateway.models import DEFAULT_MAX_HITS, BackendResult, SearchQuery
-from gateway.request import SearchRequest, parse_request
+from gateway.query.request import SearchRequest, parse_request
 from gateway.service import SearchService
 from gateway.signals import defines
 from tests.cli_support import Capture, run

@@ -435,11 +435,11 @@ class TestThePlainPath:
             assert checked.scan is not None and plain.argv == checked.scan.argv
 
     def test_its_bounds_are_the_requests(self) -> None:
-        """The plain path's bounds are those gateway.criteria and gateway.globs check."""
+        """The plain path's bounds are those gateway.query.criteria and gateway.query.globs check."""
         from gateway.cli import listing
-        from gateway.criteria import MAX_QUERY
-        from gateway.globs import MAX_GLOB_LENGTH, MAX_GLOBS, MAX_STARS
-        from gateway.syntax import _META
+        from gateway.query.criteria import MAX_QUERY
+        from gateway.query.globs import MAX_GLOB_LENGTH, MAX_GLOBS, MAX_STARS
+        from gateway.query.syntax import _META
 
         assert (listing._MOST_QUERY, listing._MOST_GLOBS, listing._MOST_GLOB, listing._MOST_STARS) == (
             MAX_QUERY,

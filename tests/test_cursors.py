@@ -21,7 +21,7 @@ from gateway.cache.results import CURSOR_EXPIRED
 from gateway.cache.snapshots import EncodedSnapshots
 from gateway.cache.store import MemoryStore
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 

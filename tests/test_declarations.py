@@ -21,8 +21,8 @@ from gateway.index import grammars, parse, resolve
 from gateway.index.builder import Builder
 from gateway.index.files import Source
 from gateway.index.store import Store, db_name
+from gateway.query.request import parse_request
 from gateway.rank import EXACT, NOT
-from gateway.request import parse_request
 from gateway.service import SearchService
 from gateway.wire import SearchResponse
 from tests.corpus import make_corpus, matched_lines

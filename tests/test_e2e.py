@@ -12,7 +12,7 @@ import pytest
 from adapters.ripgrep.backend import find_rg
 from gateway.config import config_from_env
 from gateway.index.content import fresh
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from tests.content_support import build
 from tests.corpus import make_corpus, matched_lines

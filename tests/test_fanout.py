@@ -12,7 +12,7 @@ from gateway.backend import call_slot
 from gateway.errors import BackendError, InvalidRequest, RateLimited
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 

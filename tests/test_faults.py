@@ -19,7 +19,7 @@ import pytest
 from adapters._http import CONNECT_TIMEOUT, READ_TIMEOUT
 from adapters.zoekt.backend import ZoektBackend, ZoektSettings
 from gateway.models import SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.resilience.wrapper import Policy, ResilientBackend
 from gateway.service import SearchService
 from tests.fakeservers import (

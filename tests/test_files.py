@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from adapters.ripgrep.localfs import LocalTree
 from gateway.errors import InvalidRequest, NotFound
-from gateway.files import MAX_READ_BYTES, ReadCache, RemoteFile, RemoteView, clean_path, lines_of, remote_etag
-from gateway.models import BackendResult, SearchQuery
+from gateway.files import MAX_READ_BYTES, ReadCache, RemoteView, clean_path, lines_of, remote_etag
+from gateway.models import BackendResult, RemoteFile, SearchQuery
 from gateway.testing import MockBackend
 
 TEXT = st.lists(st.sampled_from(["a", "é", "\r", "\n", "\r\n", "x y", "\t", "\x00"]), max_size=40).map("".join)

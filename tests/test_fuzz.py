@@ -37,7 +37,7 @@ from gateway.http.app import create_app, get_params
 from gateway.http.auth import bearer_token
 from gateway.http.openapi import openapi
 from gateway.http.server import ClientLimits, guard
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from tests.secure_corpus import FORBIDDEN_WORDS, TOKENS, bearer, make_config, make_mock, make_root, service_factory
 
 SCALE = float(os.environ.get("FEDSEARCH_FUZZ_SCALE", "1"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.globs import PathFilter, namespace_matcher
+from gateway.query.globs import PathFilter, namespace_matcher
 
 
 class TestPathFilter:

@@ -11,7 +11,7 @@ import pytest
 
 import gateway.service
 from gateway.config import config_from_env
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from gateway.serving import IdleCollector
 from tests.corpus import make_corpus

@@ -63,7 +63,7 @@ class TestStore:
     def test_files_are_keyed_by_checkout_not_by_namespace_name(self, tmp_path: Path) -> None:
         """Two namespaces over one checkout read the same rows; another checkout's rows are not theirs."""
         from gateway.index.resolve import DeclarationIndex
-        from gateway.request import parse_request
+        from gateway.query.request import parse_request
 
         root = _tree(tmp_path / "repo", {"w.py": PY})
         other = _tree(tmp_path / "other", {"w.py": PY})
@@ -80,7 +80,7 @@ class TestStore:
         """Asked about some files (the one-shot search), each says what the whole view says of it:
         defines exactly, in another case, not at all (parsed), or unknown (not indexed)."""
         from gateway.index.resolve import DeclarationIndex
-        from gateway.request import parse_request
+        from gateway.query.request import parse_request
 
         lower = "def widget():\n    return 1\n"
         root = _tree(tmp_path / "repo", {"w.py": PY, "low.py": lower, "none.py": "x = 1\n", "b/w.py": PY})
@@ -103,7 +103,7 @@ class TestStore:
         """prefetch (the one-shot search, while rg runs) reads who defines the name; the next
         definitions among some files uses it, the same answer, and a later one reads again."""
         from gateway.index.resolve import DeclarationIndex
-        from gateway.request import parse_request
+        from gateway.query.request import parse_request
 
         root = _tree(tmp_path / "repo", {"w.py": PY, "low.py": "def widget():\n    return 1\n"})
         Builder(Store.open(str(tmp_path / "idx")), [Source("ns", str(root))]).refresh()
@@ -138,7 +138,7 @@ class TestStore:
         """prefetch_parsed (the one-shot search, for files rg has written so far) then definitions among
         all of them: each file answers as without it; the prefetched knowledge serves one search."""
         from gateway.index.resolve import DeclarationIndex
-        from gateway.request import parse_request
+        from gateway.query.request import parse_request
 
         lower = "def widget():\n    return 1\n"
         root = _tree(tmp_path / "repo", {"w.py": PY, "low.py": lower, "none.py": "x = 1\n"})

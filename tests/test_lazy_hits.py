@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, Outcome
+from gateway.query.request import parse_request
 from gateway.rank import rank
-from gateway.request import parse_request
 from gateway.wire import build_response
 
 

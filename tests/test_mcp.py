@@ -21,7 +21,7 @@ from gateway.config import config_from_env
 from gateway.errors import InvalidRequest
 from gateway.http.app import create_app
 from gateway.http.problems import invalid_problem
-from gateway.mcp import (
+from gateway.mcp.tools import (
     MCP_PATH,
     NamespacesResult,
     ReadFileRequest,
@@ -30,7 +30,7 @@ from gateway.mcp import (
     parse_endpoint,
 )
 from gateway.models import BackendResult, SearchQuery
-from gateway.request import SearchRequest, parse_request
+from gateway.query.request import SearchRequest, parse_request
 from gateway.service import MAX_READ_LINES, READ_LINES, SearchService
 from gateway.testing import MockBackend
 from gateway.wire import SearchResponse

@@ -1,4 +1,4 @@
-"""Names (gateway/namespaces.py): patterns over configured namespaces and peers' children alike.
+"""Names (gateway/catalog/namespaces.py): patterns over configured namespaces and peers' children alike.
 
 A peer here is a backend that serves children (listed by ``children()``) and answers with
 files tagged by child; what a real peer does over HTTP is in tests/test_remote_namespaces.py.
@@ -16,9 +16,9 @@ import pytest
 from gateway.backend import AsyncBackend
 from gateway.errors import BackendError, InvalidRequest, NotFound, UnknownNamespace
 from gateway.models import BackendResult, ChildNamespace, ChildStatus, FileMatch, Hit, Outcome, SearchQuery
+from gateway.query.refine import refine
+from gateway.query.request import parse_request
 from gateway.rank import rank
-from gateway.refine import refine
-from gateway.request import parse_request
 from gateway.service import SearchService
 from gateway.testing import MockBackend, MockSettings
 

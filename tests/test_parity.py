@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from gateway.config import config_from_env
 from gateway.http.app import create_app
-from gateway.mcp import build_server
+from gateway.mcp.tools import build_server
 from gateway.service import SearchService
 from tests.corpus import make_corpus
 from tests.helpers import fedsearch_command, held_client, subprocess_env

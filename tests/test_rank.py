@@ -12,8 +12,8 @@ from msgspec.structs import replace
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.parse import Declaration
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.query.request import SearchRequest, parse_request
 from gateway.rank import EXACT, Known, RankedFile, Resolve, fuse, rank
-from gateway.request import SearchRequest, parse_request
 from gateway.sizing import MAX_CHAR_BUDGET, file_chars
 from gateway.wire import build_response
 from tests.corpus import matched_lines

@@ -30,7 +30,7 @@ from gateway.afi.base import locate
 from gateway.afi.search import _scope
 from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig, TokenConfig, discover
 from gateway.http.app import create_app
-from gateway.mcp import build_server
+from gateway.mcp.tools import build_server
 from gateway.service import SearchService
 from tests.corpus import FILES, make_corpus
 from tests.fake_github_gitlab import FakeApi

@@ -24,7 +24,7 @@ from gateway.errors import (
 )
 from gateway.fanout import Route, fan_out
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.resilience.breaker import Breaker, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
 from gateway.resilience.policy import LOCAL, Policy

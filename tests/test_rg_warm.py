@@ -18,7 +18,7 @@ from adapters.ripgrep.warm import WarmPool, stdin_pattern
 from gateway.config import parse_config
 from gateway.errors import BackendError
 from gateway.models import BackendResult, Hit, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from tests.helpers import child_pids, rg_children
 from tests.helpers import git_repo as _repo

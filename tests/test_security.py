@@ -31,7 +31,7 @@ from gateway.errors import InvalidRequest
 from gateway.http.app import create_app
 from gateway.http.auth import OPEN_ROUTES, TokenTable, bearer_token, is_loopback, nobody, warn_if_open
 from gateway.http.reload import SERVICE
-from gateway.mcp import MCP_PATH, build_server, http_app, stdio_access
+from gateway.mcp.tools import MCP_PATH, build_server, http_app, stdio_access
 from gateway.testing import MockBackend
 from tests.secure_corpus import (
     FORBIDDEN_WORDS,

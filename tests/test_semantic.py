@@ -22,7 +22,7 @@ from gateway.index.intents import embed_pending, intents_id
 from gateway.index.semantic import Intents, score_of
 from gateway.index.store import Candidate, Store
 from gateway.index.words import document, query_terms, split_words, terms_in
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.service import SearchService
 from gateway.wire import SearchResponse
 from tests.corpus import make_corpus

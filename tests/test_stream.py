@@ -20,7 +20,7 @@ from adapters.ripgrep.warm import WarmPool
 from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig, TokenConfig, discover
 from gateway.http import stream as sse
 from gateway.http.app import create_app
-from gateway.mcp import build_server
+from gateway.mcp.tools import build_server
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.service import SearchService
 from gateway.testing import MockBackend, MockSettings

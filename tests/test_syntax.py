@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from gateway.config import config_from_env
 from gateway.errors import InvalidRequest
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.request import parse_request
+from gateway.query.request import parse_request
+from gateway.query.syntax import KEYS, escape, literal, parse_query, with_pattern
 from gateway.service import SearchService
-from gateway.syntax import KEYS, escape, literal, parse_query, with_pattern
 from gateway.testing import MockBackend
 from tests.corpus import make_corpus
 

@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestClient
 from gateway.config import Config, DefaultsConfig, NamespaceConfig, ServerConfig, TokenConfig
 from gateway.http.app import create_app
 from gateway.http.page import CSP, PAGE_ROUTES
-from gateway.languages import LANGUAGES
 from gateway.models import BackendResult, SearchQuery
+from gateway.query.languages import LANGUAGES
 from gateway.service import SearchService
 from gateway.testing import MockBackend, MockSettings
 

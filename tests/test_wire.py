@@ -8,8 +8,8 @@ import pytest
 
 from gateway.errors import InvalidRequest
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.query.request import SearchRequest, parse_request
 from gateway.rank import rank
-from gateway.request import SearchRequest, parse_request
 from gateway.wire import SearchResponse, build_response
 
 

@@ -7,7 +7,7 @@ only remove files. Include globs and languages are *not* passed to rg: ``-g glob
 whitelists a path over every ignore rule (``-g 'src/**'`` searches gitignored and
 hidden files under ``src/``), ``-t``/``--type-add`` whitelists hidden files, and an
 explicit directory argument is searched even when it is ignored (all verified with
-rg 14.1.0). They are applied to rg's output with :class:`gateway.globs.PathFilter`
+rg 14.1.0). They are applied to rg's output with :class:`gateway.query.globs.PathFilter`
 (together with the excludes, so PathFilter's semantics always hold), so the answer
 never holds a file rg would have skipped.
 
@@ -37,9 +37,9 @@ from adapters.ripgrep.output import (
 from adapters.ripgrep.warm import WarmPool
 from gateway.backend import DEFAULT_MAX_HITS, AsyncBackend, BackendSettings
 from gateway.errors import BackendError
-from gateway.globs import validate_glob
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.narrowing import Narrower
+from gateway.query.globs import validate_glob
 from gateway.resilience.policy import LOCAL
 
 __all__ = [

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 from adapters.ripgrep.spawn import OutputPipe, argv_of, find_rg
 from gateway.errors import BackendError
-from gateway.globs import PathFilter
 from gateway.models import DEFAULT_MAX_HITS, MAX_TEXT, FileMatch, Hit, LazyHits, SearchQuery, cut_text
+from gateway.query.globs import PathFilter
 from gateway.signals import DEFINITION_SCAN, DefinitionTest, definition_test
 
 __all__ = [

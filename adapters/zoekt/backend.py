@@ -37,9 +37,9 @@ from adapters._text import go_quote_meta, path_regexes
 from adapters.zoekt.files import build_read, found, identity_of
 from adapters.zoekt.read import DECODER, RepoRouter, has_symbols, parse_response, parse_shared
 from gateway.errors import BackendCapped, BackendError, NotFound, Rejected
-from gateway.files import MAX_READ_BYTES, RemoteFile, clean_path, too_large
-from gateway.globs import PathFilter
-from gateway.models import BackendResult, SearchQuery
+from gateway.files import MAX_READ_BYTES, clean_path, too_large
+from gateway.models import BackendResult, RemoteFile, SearchQuery
+from gateway.query.globs import PathFilter
 
 __all__ = ["MAX_MEMBERS", "ZoektBackend", "ZoektSettings", "build_request", "parse_response", "zoekt_quote"]
 

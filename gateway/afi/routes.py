@@ -74,8 +74,8 @@ from gateway.afi.base import (
 from gateway.afi.search import afi_matches, post_search
 from gateway.errors import NotFound, Unsupported
 from gateway.files import LocalView, View, local_etag
-from gateway.globs import validate_glob
 from gateway.http.middleware import json_response
+from gateway.query.globs import validate_glob
 from gateway.service import Access, SearchService
 
 __all__ = [

@@ -36,13 +36,13 @@ from gateway.afi.base import (
     normalise,
 )
 from gateway.errors import NotFound, UnknownNamespace
-from gateway.globs import MAX_GLOB_LENGTH
 from gateway.http.middleware import json_response
 from gateway.models import Mode, cut_text
-from gateway.request import SearchRequest, parse_request, problem_fields
+from gateway.query.globs import MAX_GLOB_LENGTH
+from gateway.query.request import SearchRequest, parse_request, problem_fields
+from gateway.query.syntax import literal
 from gateway.service import Access, SearchService
 from gateway.sizing import MAX_CHAR_BUDGET
-from gateway.syntax import literal
 
 # --- search ------------------------------------------------------------------------------
 

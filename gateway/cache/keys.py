@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import msgspec
 
-from gateway.request import SearchRequest
+from gateway.query.request import SearchRequest
 
 __all__ = ["VERSION", "access_key", "answer_key", "new_cursor", "snapshot_key"]
 

@@ -36,8 +36,8 @@ from gateway.cache.store import MemoryStore, Store
 from gateway.config import CacheConfig
 from gateway.errors import ConfigError
 from gateway.log import get_logger
+from gateway.query.request import SearchRequest
 from gateway.rank import Ranked, Resolve, Whole, page_of
-from gateway.request import SearchRequest
 from gateway.wire import build_response
 
 __all__ = ["CURSOR_EXPIRED", "CURSOR_UNREADABLE", "EVENTS", "Resolver", "ResultCache", "Run", "open_cache"]

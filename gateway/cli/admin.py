@@ -131,7 +131,7 @@ def serve(args: argparse.Namespace) -> int:
 
 def mcp(args: argparse.Namespace) -> int:
     """``fedsearch mcp``: MCP over stdio, or streamable HTTP with --http."""
-    from gateway.mcp import run_mcp
+    from gateway.mcp.tools import run_mcp
 
     run_mcp(load(args), http=args.http, token=args.token)
     return 0

@@ -77,7 +77,7 @@ def _guess(data: Mapping[str, Any]) -> tuple[str, bool, bool, int] | None:
         return None
     case = data.get("case_sensitive")
     if case is None:
-        case = any(ch.isupper() for ch in text)  # smart case, as gateway.criteria.effective_case
+        case = any(ch.isupper() for ch in text)  # smart case, as gateway.query.criteria.effective_case
     context = data.get("context_lines", 0)
     if not isinstance(case, bool) or type(context) is not int or not 0 <= context <= 10:
         return None

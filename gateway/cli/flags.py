@@ -57,7 +57,7 @@ def _read(name: str) -> list[str]:
 def _word(query: str, mode: str) -> str:
     """``-w``: the query as a regex matching whole words: word boundaries around a regex, and
     around literal text at each end that is a word character (``foo(`` matches ``foo('x')``)."""
-    from gateway.syntax import escape
+    from gateway.query.syntax import escape
 
     if mode == "regex":
         return rf"\b(?:{query})\b"
@@ -71,7 +71,7 @@ def _one(patterns: list[str], fixed: bool) -> tuple[str, str]:
     if len(patterns) == 1:
         return patterns[0], "exact" if fixed else "regex"
     if fixed:
-        from gateway.syntax import escape
+        from gateway.query.syntax import escape
 
         return "|".join(escape(p) for p in patterns), "regex"
     return "|".join(f"(?:{p})" for p in patterns), "regex"
@@ -81,7 +81,7 @@ def _as_written(query: str, mode: str) -> str:
     """A query meaning ``query`` itself, none of it read as the query syntax (rg reads none)."""
     if not _SYNTAX.intersection(query):
         return query
-    from gateway.syntax import literal
+    from gateway.query.syntax import literal
 
     return literal(query, mode == "regex")
 

@@ -8,7 +8,7 @@ keep). What the request asks of rg is the one-shot search's (:mod:`gateway.cli.o
 
 1. the request checked as :func:`~gateway.cli.quick.quick_request` checks it (pydantic words an
    error), its namespaces chosen by :func:`~gateway.cli.oneshot.routes`, its pattern and case as
-   :class:`~gateway.criteria.Criteria` reads them;
+   :class:`~gateway.query.criteria.Criteria` reads them;
 2. rg runs here, over the places as the user named them (a PATH as typed, the checkouts under
    here, nothing for the folder it stands in), so it prints the paths it would print itself;
 3. what rg cannot apply as the service does (include globs, languages, globs anchored at a
@@ -64,9 +64,9 @@ _SYNTAX = frozenset(':"/')
 LIST_INDEX_SHARE = 16
 #: --files searches for nothing: its request is checked with this query standing in.
 _ANY = "files"
-#: Regex syntax (as gateway.syntax escapes it): a regex without any is its own literal text, valid.
+#: Regex syntax (as gateway.query.syntax escapes it): a regex without any is its own literal text, valid.
 _REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
-#: The bounds of a plain request, as gateway.criteria and gateway.globs check them (not imported: they
+#: The bounds of a plain request, as gateway.query.criteria and gateway.query.globs check them (not imported: they
 #: import msgspec and RE2; tests/test_cli_rg.py holds them equal).
 _MOST_QUERY, _MOST_GLOBS, _MOST_GLOB, _MOST_STARS = 1000, 32, 256, 16
 #: What a plain exclude glob is made of: a name, or a pattern of ``*``.
@@ -238,7 +238,7 @@ def _plain(
     if rg is None:
         return None
     pattern = None if kind == "list_files" else str(text)
-    if case is None:  # smart case, as gateway.criteria.effective_case
+    if case is None:  # smart case, as gateway.query.criteria.effective_case
         case = pattern is not None and any(ch.isupper() for ch in pattern)
     flags = [*_own_flags(args, kind), *_color(args)]
     targets = _targets(scope, list(scope.roots), places)
@@ -256,7 +256,7 @@ def _checked(data: dict[str, Any]) -> QuickRequest | None:
 
     request = quick_request(data)
     if request is None:
-        from gateway.request import parse_request
+        from gateway.query.request import parse_request
 
         parse_request(data)  # raises InvalidRequest for bad input
     return request
@@ -264,7 +264,7 @@ def _checked(data: dict[str, Any]) -> QuickRequest | None:
 
 def _keeper(paths: Sequence[str], also: Sequence[str], languages: Sequence[str]) -> Callable[[str], bool]:
     """Whether a namespace-relative path passes the request's globs and languages (as the service's filter)."""
-    from gateway.globs import PathFilter
+    from gateway.query.globs import PathFilter
 
     passes = PathFilter.build(paths, languages)
     if not also:
@@ -344,10 +344,10 @@ def _narrowed(
     _Overtaken as soon as ``ended`` says a whole scan ended meanwhile."""
     import time
 
-    from gateway.criteria import backend_query
     from gateway.discovery import default_index_dir
     from gateway.index.content.narrow import ContentIndex
     from gateway.narrowing import Narrowed
+    from gateway.query.criteria import backend_query
 
     query = backend_query(request.as_request(), time.monotonic())
     by_namespace: dict[str, list[Target]] = {}

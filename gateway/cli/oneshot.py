@@ -13,11 +13,11 @@ module answers instead, with the same answer as :meth:`SearchService.search
    pydantic words the error);
 3. its namespaces chosen as :meth:`SearchService.routes <gateway.service.SearchService.routes>`
    chooses them (``namespaces`` patterns, then the query's ``repo:`` filters), the
-   backend's query as the service's (:func:`~gateway.criteria.backend_query`);
+   backend's query as the service's (:func:`~gateway.query.criteria.backend_query`);
 4. one rg over them all, run by :mod:`adapters.ripgrep.oneshot` (the fan-out's shared
    call, without the loop), most often started before any of this was imported
    (:mod:`gateway.cli.early`) and adopted here when it is the rg this request asks for;
-5. the outcomes a fan-out would give, then the one ranking (:func:`~gateway.refine.refine`,
+5. the outcomes a fan-out would give, then the one ranking (:func:`~gateway.query.refine.refine`,
    :func:`~gateway.rank.settle`, :func:`~gateway.rank.page_of`, with the declaration
    index of the local namespaces) and the one conversion (:func:`~gateway.wire.build_response`).
 
@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.quick import QuickRequest
-from gateway.criteria import backend_query
 from gateway.errors import InvalidRequest, UnknownNamespace
-from gateway.globs import namespace_matcher
+from gateway.query.criteria import backend_query
+from gateway.query.globs import namespace_matcher
 
 if TYPE_CHECKING:
     from adapters.ripgrep.oneshot import Scan, Scans
@@ -147,8 +147,8 @@ class OneShot:
     def search(self, request: QuickRequest, early: Early | None = None) -> dict[str, Any]:
         """The answer to ``request``: what ``SearchService.search`` answers (timing aside)."""
         scan, started, since_ns = self.start(request, early)
+        from gateway.query.refine import declared, refine
         from gateway.rank import page_of, settle
-        from gateway.refine import declared, refine
         from gateway.wire import build_response
 
         wanted = request.as_request()
@@ -156,7 +156,7 @@ class OneShot:
         index = self._index_for(outcomes)
         among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
         definitions = index.definitions(wanted, among) if index is not None else None
-        if request.criteria.symbols and index is not None:  # sym: reads declarations (gateway.refine.declared)
+        if request.criteria.symbols and index is not None:  # sym: reads declarations (gateway.query.refine.declared)
             outcomes = list(declared(outcomes, index.resolver(wanted, since_ns)))
         whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
         resolve = index.resolver(wanted, whole.since_ns) if index is not None else None

@@ -3,7 +3,7 @@
 A one-shot ``fedsearch search`` must not pay for pydantic (its import and the first
 model's schema are most of what a search costs at start-up, bench/README.md), and
 what it asks is typed already: argparse made the ints and the lists. :func:`quick_request`
-takes such a request only when it certainly is a valid :class:`~gateway.request.SearchRequest`
+takes such a request only when it certainly is a valid :class:`~gateway.query.request.SearchRequest`
 (exact types, within every bound, criteria and regex sound) and otherwise answers None:
 the caller then validates with pydantic, which accepts what is merely unusual and words
 every error exactly as HTTP does. So bad input gets the same errors, by construction.
@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
-from gateway.criteria import (
+from gateway.errors import InvalidRequest
+from gateway.query.criteria import (
     MAX_LANGUAGES,
     MAX_NAMESPACE_PATTERNS,
     MAX_QUERY,
@@ -28,14 +29,13 @@ from gateway.criteria import (
     criteria_of,
     effective_case,
 )
-from gateway.errors import InvalidRequest
-from gateway.globs import MAX_GLOBS, check_globs
-from gateway.languages import normalise
+from gateway.query.globs import MAX_GLOBS, check_globs
+from gateway.query.languages import normalise
 from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
 
 if TYPE_CHECKING:
     from gateway.models import Mode
-    from gateway.request import SearchRequest
+    from gateway.query.request import SearchRequest
 
 __all__ = ["BOUNDS", "DEFAULTS", "QuickRequest", "quick_request"]
 
@@ -74,7 +74,7 @@ _MODES = ("exact", "regex")
 
 
 class QuickRequest:
-    """A valid request, as :class:`~gateway.request.SearchRequest` would hold it (see the module)."""
+    """A valid request, as :class:`~gateway.query.request.SearchRequest` would hold it (see the module)."""
 
     __slots__ = (*DEFAULTS, "criteria")
 

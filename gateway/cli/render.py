@@ -228,7 +228,7 @@ def human(answer: dict[str, Any], style: Style, locate: Locate) -> str:
 
 def type_list() -> str:
     """``--type-list``: each language -t takes (and each other name for it), with its globs, as rg lists its types."""
-    from gateway.languages import ALIASES, LANGUAGES
+    from gateway.query.languages import ALIASES, LANGUAGES
 
     names = {**{name: name for name in LANGUAGES}, **ALIASES}
     return "".join(f"{name}: {', '.join(LANGUAGES[names[name]])}\n" for name in sorted(names))

@@ -67,7 +67,7 @@ class Scope:
         """The places PATH arguments name (within the ``--ns`` patterns given): a checkout (its root), a
         folder holding checkouts (each of theirs), or a folder or file inside one; InvalidRequest for a
         PATH that does not exist or lies in no namespace searched."""
-        from gateway.globs import namespace_matcher
+        from gateway.query.globs import namespace_matcher
 
         allowed = [namespace_matcher(p) for p in patterns]
         out: list[Place] = []

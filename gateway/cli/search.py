@@ -74,7 +74,7 @@ def _suffix(args: argparse.Namespace) -> str:
 def _highlight(data: dict[str, Any]) -> Any:
     """What to highlight: the request's pattern once the query's filters are taken out (SPEC §7),
     its case as the request reads it (smart case on the pattern by default)."""
-    from gateway.syntax import parse_query
+    from gateway.query.syntax import parse_query
 
     mode = str(data.get("mode", "exact"))
     parsed = parse_query(str(data.get("query", "")), regex_mode=mode == "regex")
@@ -298,7 +298,7 @@ def _served(args: argparse.Namespace, data: dict[str, Any], scope: Scope, config
 
     from gateway.config import config_from_env
     from gateway.log import configure
-    from gateway.request import parse_request
+    from gateway.query.request import parse_request
     from gateway.service import SearchService
 
     configure(level="warning", lazy=True)  # the service's libraries (asyncio...) log through stdlib logging

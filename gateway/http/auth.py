@@ -44,11 +44,11 @@ from prometheus_client.metrics_core import Metric
 
 from gateway.config import Config, TokenConfig
 from gateway.errors import InvalidRequest
-from gateway.globs import namespace_matcher
 from gateway.http.middleware import ACCESS
 from gateway.http.page import PAGE_ROUTES
 from gateway.http.problems import PROBLEM_TYPE, problem
 from gateway.log import get_logger, redact_values
+from gateway.query.globs import namespace_matcher
 from gateway.service import Access
 
 __all__ = [

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from gateway.request import SearchRequest
+from gateway.query.request import SearchRequest
 from gateway.wire import SearchResponse
 
 __all__ = ["openapi"]

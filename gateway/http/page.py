@@ -21,9 +21,9 @@ from aiohttp.typedefs import Handler
 
 from gateway.http.middleware import json_response
 from gateway.http.params import parameter_names, search_data
-from gateway.languages import LANGUAGES
-from gateway.request import parse_request
-from gateway.syntax import parse_query
+from gateway.query.languages import LANGUAGES
+from gateway.query.request import parse_request
+from gateway.query.syntax import parse_query
 
 __all__ = ["CSP", "PAGE_ROUTES", "add_page_routes", "get_query"]
 

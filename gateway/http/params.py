@@ -17,7 +17,7 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from gateway.errors import InvalidRequest
-from gateway.request import SearchRequest
+from gateway.query.request import SearchRequest
 from gateway.sizing import PERSON
 
 __all__ = ["PARAMS", "check_utf8", "get_params", "parameter_names", "read_json_body", "search_data"]

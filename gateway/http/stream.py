@@ -35,7 +35,7 @@ from gateway.http.problems import problem_for
 from gateway.http.reload import service_of
 from gateway.log import get_logger
 from gateway.models import Outcome
-from gateway.request import parse_request
+from gateway.query.request import parse_request
 from gateway.streaming import SearchStream
 
 __all__ = ["COALESCE_S", "PING_S", "POLL_S", "event", "stream_search"]

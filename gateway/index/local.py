@@ -27,18 +27,18 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.errors import BackendError, BackendUnavailable
-from gateway.globs import PathFilter
 from gateway.index.builder import Builder, BuildStats, lock_held, start_once
 from gateway.index.intents import intents_id
 from gateway.index.semantic import SYNC_S, Intents
 from gateway.index.store import Progress, Store
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.narrowing import Narrower
+from gateway.query.globs import PathFilter
 
 if TYPE_CHECKING:
     from gateway.index.resolve import DeclarationIndex
 
-__all__ = ["RETRY_AFTER_S", "IntentSearch", "SemanticBackend", "building"]
+__all__ = ["RETRY_AFTER_S", "IntentSearch", "SemanticBackend", "building", "with_semantic"]
 
 #: The retry delay of a namespace whose intent index has nothing in it yet (seconds).
 RETRY_AFTER_S = 5.0
@@ -222,3 +222,14 @@ class SemanticBackend(AsyncBackend[Any]):
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def with_semantic(index: DeclarationIndex, backend: AsyncBackend[Any]) -> AsyncBackend[Any]:
+    """A local namespace's backend, searching by meaning from ``index``'s intent index too."""
+    search = index.semantic
+    if not isinstance(search, IntentSearch):
+        search = index.semantic = IntentSearch(index)
+    if isinstance(backend, SemanticBackend):  # kept across a reload: it searches this index now
+        backend.intents = search
+        return backend
+    return SemanticBackend(backend, search)

@@ -27,7 +27,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import grammar, language_of
@@ -39,10 +39,8 @@ from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Reso
 from gateway.signals import query_name
 
 if TYPE_CHECKING:  # types only: a one-shot search reads the index without pydantic or tree-sitter
-    from gateway.backend import AsyncBackend
     from gateway.index.builder import BuilderProcess
-    from gateway.index.local import IntentSearch
-    from gateway.request import SearchRequest
+    from gateway.query.request import SearchRequest
 
 __all__ = ["LOAD_ALLOWANCE_S", "PARSE_RATE", "DeclarationIndex"]
 
@@ -64,6 +62,12 @@ LOAD_ALLOWANCE_S = 0.02
 HELD_FILES = 2048
 
 log = get_logger("fedsearch.index")
+
+
+class Closing(Protocol):
+    """What the index keeps of a search built over it: closed with the index."""
+
+    def close(self) -> None: ...
 
 
 class _Budget:
@@ -130,7 +134,8 @@ class DeclarationIndex:
         self._parsed_version = -1
         self._parsed_at = 0.0
         self._builder: BuilderProcess | None = None
-        self._semantic: IntentSearch | None = None
+        #: the intent search over this index, once a namespace searches by meaning (gateway.index.local)
+        self.semantic: Closing | None = None
         #: (root, path) -> the file as the index held it when a page last read it (HELD_FILES at most)
         self._held: dict[tuple[str, str], Stored] = {}
 
@@ -160,20 +165,9 @@ class DeclarationIndex:
         """Whether a background builder keeps the index up to date (a server's)."""
         return self._builder is not None
 
-    def with_semantic(self, backend: AsyncBackend[Any]) -> AsyncBackend[Any]:
-        """A local namespace's backend, searching by meaning from the intent index too."""
-        from gateway.index.local import IntentSearch, SemanticBackend
-
-        if self._semantic is None:
-            self._semantic = IntentSearch(self)
-        if isinstance(backend, SemanticBackend):  # kept across a reload: it searches this index now
-            backend.intents = self._semantic
-            return backend
-        return SemanticBackend(backend, self._semantic)
-
     def close(self) -> None:
-        if self._semantic is not None:
-            self._semantic.close()
+        if self.semantic is not None:
+            self.semantic.close()
         if self._builder is not None:
             self._builder.stop()
             self._builder = None

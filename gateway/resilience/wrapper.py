@@ -46,9 +46,8 @@ from msgspec.structs import replace
 
 from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.errors import BackendError, InvalidRequest, NotFound, RateLimited
-from gateway.files import RemoteFile
 from gateway.log import get_logger
-from gateway.models import BackendResult, ChildNamespace, SearchQuery
+from gateway.models import BackendResult, ChildNamespace, RemoteFile, SearchQuery
 from gateway.narrowing import Narrower
 from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race

@@ -19,9 +19,9 @@ from collections.abc import Callable, Sequence
 
 from msgspec.structs import replace
 
-from gateway.criteria import Criteria
-from gateway.globs import PathFilter
 from gateway.models import REPOSITORY_KINDS, FileMatch, Hit, Outcome
+from gateway.query.criteria import Criteria
+from gateway.query.globs import PathFilter
 from gateway.rank import RankedFile, Resolve
 
 __all__ = ["declared", "refine"]

@@ -12,7 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from gateway.criteria import (
+from gateway.errors import InvalidRequest
+from gateway.models import Mode
+from gateway.query.criteria import (
     CURSOR_PATTERN,
     MAX_CURSOR,
     MAX_LANGUAGES,
@@ -23,10 +25,8 @@ from gateway.criteria import (
     criteria_of,
     effective_case,
 )
-from gateway.errors import InvalidRequest
-from gateway.globs import MAX_GLOBS, check_globs
-from gateway.languages import LANGUAGES, normalise
-from gateway.models import Mode
+from gateway.query.globs import MAX_GLOBS, check_globs
+from gateway.query.languages import LANGUAGES, normalise
 from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
 
 __all__ = ["Criteria", "SearchRequest", "check_regex", "did_you_mean", "parse_request", "problem_fields"]

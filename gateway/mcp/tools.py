@@ -48,7 +48,7 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, U
 from gateway.http.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.http.problems import problem_for
 from gateway.log import configure, get_logger
-from gateway.request import SearchRequest, parse_request, problem_fields
+from gateway.query.request import SearchRequest, parse_request, problem_fields
 from gateway.service import MAX_READ_LINES, Access, SearchService
 from gateway.serving import settle_heap
 from gateway.wire import SearchResponse

@@ -3,7 +3,7 @@
 :func:`criteria_of` merges a request's fields and its query's filters (SPEC §7) into
 the :class:`Criteria` every backend is asked with; :func:`check_regex` is the RE2 test
 every regex meets before anything is sent anywhere. They read a request through
-:class:`Fields`, so :class:`gateway.request.SearchRequest` (pydantic) and the one-shot
+:class:`Fields`, so :class:`gateway.query.request.SearchRequest` (pydantic) and the one-shot
 CLI's own request (:mod:`gateway.cli.quick`, which must not import pydantic) share them.
 """
 
@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING, Protocol
 import msgspec
 import re2
 
-from gateway.globs import MAX_GLOBS, validate_glob
-from gateway.languages import LANGUAGES, normalise
-from gateway.syntax import ParsedQuery, escape, parse_query
+from gateway.query.globs import MAX_GLOBS, validate_glob
+from gateway.query.languages import LANGUAGES, normalise
+from gateway.query.syntax import ParsedQuery, escape, parse_query
 
 if TYPE_CHECKING:
     from gateway.models import Mode, SearchQuery
-    from gateway.request import SearchRequest
 
 __all__ = [
     "CURSOR_PATTERN",
@@ -84,6 +83,24 @@ class Fields(Protocol):
     def paths(self) -> Sequence[str]: ...
     @property
     def languages(self) -> Sequence[str]: ...
+
+
+class Asked(Protocol):
+    """What a backend's query is made of: a validated request (:class:`gateway.query.request.SearchRequest`)."""
+
+    @property
+    def criteria(self) -> Criteria: ...
+    @property
+    def context_lines(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def files(self) -> int: ...
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def timeout_ms(self) -> int: ...
+    def effective_case(self) -> bool: ...
 
 
 _CASES: dict[str, bool | None] = {"yes": True, "no": False, "auto": None}
@@ -185,7 +202,7 @@ def criteria_of(request: Fields) -> Criteria:
 DEPTH_FLOOR = 100
 
 
-def backend_query(request: SearchRequest, started: float, margin: float = 0.0) -> SearchQuery:
+def backend_query(request: Asked, started: float, margin: float = 0.0) -> SearchQuery:
     """The backend-facing query of a request, with its absolute deadline (``started`` on
     ``time.monotonic()``), ``margin`` seconds before the request's own (kept for the answer's work)."""
     from gateway.models import SearchQuery

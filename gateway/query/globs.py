@@ -18,7 +18,7 @@ import msgspec
 import re2
 
 from gateway.errors import InvalidRequest
-from gateway.languages import globs_for
+from gateway.query.languages import globs_for
 
 __all__ = ["MAX_GLOBS", "MAX_GLOB_LENGTH", "PathFilter", "glob_to_regex", "validate_glob"]
 

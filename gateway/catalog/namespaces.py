@@ -8,7 +8,7 @@
 * :meth:`Catalog.resolve`: request patterns to routes. A pattern matches configured
   names and known children alike (``*/flask`` finds ``peer/flask``); a child of a
   parent the caller sees whole is one of that parent's ``sub_namespaces``, a child of a
-  parent it does not is a route of its own (:class:`~gateway.children.ChildBackend`). A
+  parent it does not is a route of its own (:class:`~gateway.catalog.children.ChildBackend`). A
   pattern matching nothing is :class:`~gateway.errors.UnknownNamespace` (400), an
   unknown child included. Only where a parent's children were never listed is a
   pattern under it (``peer/x*``) passed on for the peer to judge;
@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gateway.backend import AsyncBackend
-from gateway.children import ChildBackend, ChildDirectory
+from gateway.catalog.children import ChildBackend, ChildDirectory
 from gateway.config import NamespaceConfig
 from gateway.errors import InvalidRequest, NotFound, UnknownNamespace
 from gateway.fanout import Route
-from gateway.globs import namespace_matcher
 from gateway.models import ChildNamespace
+from gateway.query.globs import namespace_matcher
 
 __all__ = ["HEALTH_ORDER", "Catalog", "file_paths"]
 

@@ -1,0 +1,1 @@
+"""The MCP surface (SPEC §4): its tools in :mod:`gateway.mcp.tools`."""
