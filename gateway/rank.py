@@ -302,6 +302,12 @@ class Ordering(Sequence[RankedFile]):
             return [item.file for item in self._known]
         return [entry[3] for entry in self._entries]
 
+    def sources(self) -> list[tuple[str, str]]:
+        """Every file's (namespace, path), in no particular order (without putting them in order)."""
+        if self._entries is None:
+            return [(item.namespace, item.file.path) for item in self._known]
+        return [(entry[1], entry[3].path) for entry in self._entries]
+
 
 def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
     seen = {(h.line, h.last_line) for h in file.hits}
