@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 import msgspec
 from msgspec.structs import replace
 
+from gateway.dedup.group import groups
+from gateway.dedup.identity import Identities
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.query.syntax import escape, with_pattern
 from gateway.signals import (
@@ -37,7 +39,7 @@ from gateway.signals import (
     query_name,
     secondary,
 )
-from gateway.sizing import MAX_CHAR_BUDGET, file_chars, fit_lines
+from gateway.sizing import MAX_CHAR_BUDGET, copies_chars, file_chars, fit_lines
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
     from gateway.query.request import SearchRequest
@@ -96,13 +98,21 @@ Definitions = Mapping[str, Known]
 _BOOSTS = (1.0, OTHER_CASE_BOOST, DEFINITION_BOOST)
 
 
+#: The other copies of a file group's content, in rank order: (namespace, path) each.
+Copies = tuple[tuple[str, str], ...]
+
+
 class RankedFile(NamedTuple):
-    """A file of one namespace with its fused score and what it matched (a tuple: one per file)."""
+    """A file of one namespace with its fused score and what it matched (a tuple: one per file);
+    ``duplicates`` the other copies of its content (SPEC §3, Duplicates), ``identity`` its content
+    identity where it is known exactly (with dedup off: what a peer reading the answer merges by)."""
 
     namespace: str
     file: FileMatch
     score: float
     path_match: bool = False
+    duplicates: Copies = ()
+    identity: str = ""
 
 
 class Ranked(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,8 +133,10 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- fusion -------------------------------------------------------------------------
 
-#: A RankedFile from its four fields without a Python-level ``__new__`` (one per file).
-_ranked: Callable[[tuple[str, FileMatch, float, bool]], RankedFile] = functools.partial(tuple.__new__, RankedFile)
+#: A RankedFile from its six fields without a Python-level ``__new__`` (one per file).
+_ranked: Callable[[tuple[str, FileMatch, float, bool, Copies, str]], RankedFile] = functools.partial(
+    tuple.__new__, RankedFile
+)
 
 
 class Fused(NamedTuple):
@@ -160,6 +172,11 @@ def fuse(
     in order (a heap selection: a page needs its first files, not all 20,000 sorted)
     and made :class:`RankedFile`; with ``lazy`` the rest stay behind them, put in order
     when read (an :class:`Ordering`).
+
+    With ``dedup`` (the request's, SPEC §3), the files of one content identity are one entry,
+    the best-ranked copy's, listing the others as its ``duplicates``: claims are gathered in
+    the pass (a dict keyed on identity), and only files whose claim another shares are looked
+    at again (:func:`gateway.dedup.group.groups`). Each namespace's counts keep its own files.
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
@@ -170,10 +187,15 @@ def fuse(
     semantic = criteria.mode == "semantic"
     minor_demoted = wanted is not None or semantic  # tests, examples and docs demoted too
     threshold = request.threshold
+    dedup = criteria.dedup
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
-    #: (-score, namespace, path, file, path_match): ordered as they are, (namespace, path) being unique.
-    entries: list[tuple[float, str, str, FileMatch, bool]] = []
+    #: (-score, namespace, path, file, path_match, copies, identity): ordered as they are, (namespace,
+    #: path) being unique.
+    entries: list[_Entry] = []
+    claims: dict[str, list[int]] = {}  # with dedup: claimed identity -> the entries claiming it
+    claimed = 0
+    checks: dict[int, Identities] = {}  # entries whose claim is looked at again there before it is relied on
     at: dict[tuple[str, str], int] = {}  # where each (namespace, path) is in entries
     for outcome in outcomes:
         result = outcome.result
@@ -184,6 +206,7 @@ def fuse(
         base = outcome.namespace
         known = definitions.get(base) if definitions else None
         declaring, parsed = (known.defining.get, known.parsed) if known is not None else (None, ())
+        identities = result.identities
         for file in result.files:
             hits = file.hits
             best = 1.0
@@ -206,13 +229,13 @@ def fuse(
                     own_files = own_hits = 0
                 first = entries[seen]
                 both = _merge(first[3], hits)
-                entries[seen] = (*first[:3], both, first[4])
+                entries[seen] = (*first[:3], both, *first[4:])
                 files, nhits = counts[namespace]
                 counts[namespace] = (files, nhits + len(both.hits) - len(first[3].hits))
                 continue
             place += 1
             if hits is not file.hits:
-                file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
+                file = replace(file, hits=hits)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
             score = weight * best / (K + place)
             stem, demote, minor = path_signals(path)
@@ -227,8 +250,20 @@ def fuse(
             score *= _BOOSTS[defined]
             if demote or (minor and minor_demoted):
                 score *= DEMOTION
-            at[key] = len(entries)
-            entries.append((-score, namespace, path, file, path_match))
+            at[key] = here = len(entries)
+            identity = file.identity
+            if dedup:
+                claim = identity
+                if not claim and identities is not None:
+                    claim = identities.claimed(path)
+                    if claim:
+                        checks[here] = identities
+                if claim:
+                    claimed += 1
+                    claims.setdefault(claim, []).append(here)
+            elif not identity and identities is not None:  # said on the wire: exact, never a claim
+                identity = identities.exact(path)
+            entries.append((-score, namespace, path, file, path_match, (), identity))
             if namespace is base:
                 own_files += 1
                 own_hits += count
@@ -238,15 +273,37 @@ def fuse(
         if own_files:
             files, nhits = counts.get(base, (0, 0))
             counts[base] = (files + own_files, nhits + own_hits)
+    if claimed > len(claims):  # some claim is shared
+        entries = _grouped(entries, claims, checks)
     # (namespace, path) is unique: files themselves are never compared
     top = heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
-    ordered = [_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in top]
+    ordered = [_ranked((ns, file, -neg, matched, copies, ident)) for neg, ns, _, file, matched, copies, ident in top]
     if lazy and len(ordered) < len(entries):
         return Fused(Ordering(entries, ordered), len(entries), weak, counts)
     return Fused(ordered, len(entries), weak, counts)
 
 
-_Entry = tuple[float, str, str, FileMatch, bool]
+_Entry = tuple[float, str, str, FileMatch, bool, Copies, str]
+
+
+def _grouped(entries: list[_Entry], claims: dict[str, list[int]], checks: dict[int, Identities]) -> list[_Entry]:
+    """``entries`` with the copies of one content as one entry: the best-ranked copy's, listing the others."""
+
+    def exact(i: int) -> str:
+        entry = entries[i]
+        check = checks.get(i)
+        return check.exact(entry[2]) if check is not None else entry[6]
+
+    found = groups(claims.values(), exact, entries.__getitem__)  # by (-score, namespace, path)
+    if not found:
+        return entries
+    gone: set[int] = set()
+    for members in found:
+        best = entries[members[0]]
+        copies = tuple((entries[i][1], entries[i][2]) for i in members[1:])
+        entries[members[0]] = (*best[:5], copies, best[6])
+        gone.update(members[1:])
+    return [entry for i, entry in enumerate(entries) if i not in gone]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -288,7 +345,10 @@ class Ordering(Sequence[RankedFile]):
                 beyond = index < 0 or index >= len(self._known)
             if beyond:
                 ordered = sorted(self._entries)
-                self._known = [_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in ordered]
+                self._known = [
+                    _ranked((ns, file, -neg, matched, copies, ident))
+                    for neg, ns, _, file, matched, copies, ident in ordered
+                ]
                 self._entries = None
         return self._known[index]
 
@@ -313,7 +373,7 @@ def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
     seen = {(h.line, h.last_line) for h in file.hits}
     extra = tuple(h for h in more if (h.line, h.last_line) not in seen)
     hits = tuple(sorted((*file.hits, *extra), key=lambda h: (h.line, h.last_line)))
-    return FileMatch(path=file.path, hits=hits, namespace=file.namespace)
+    return FileMatch(path=file.path, hits=hits, namespace=file.namespace, identity=file.identity)
 
 
 def page(
@@ -342,7 +402,7 @@ def page(
                 break
         out.append(item)
         used += n
-        chars += size
+        chars += size + copies_chars(item.duplicates)
     return out, listed
 
 

@@ -48,6 +48,8 @@ class _File(msgspec.Struct, array_like=True, frozen=True):
     score: float
     path_match: bool
     hits: tuple[Hit, ...]
+    duplicates: tuple[tuple[str, str], ...] = ()
+    identity: str = ""
 
 
 class _Failed(msgspec.Struct, array_like=True, frozen=True):
@@ -83,9 +85,12 @@ def _pack(value: Any) -> bytes:
     return zlib.compress(_encode(value), LEVEL)
 
 
-def _file(item: RankedFile) -> tuple[str, str, float, bool, tuple[Hit, ...]]:
+def _file(item: RankedFile) -> tuple[Any, ...]:
     hits = item.file.hits
-    return (item.namespace, item.file.path, item.score, item.path_match, hits if type(hits) is tuple else tuple(hits))
+    fields = (item.namespace, item.file.path, item.score, item.path_match, hits if type(hits) is tuple else tuple(hits))
+    if item.duplicates or item.identity:  # a file with neither is stored as before
+        return (*fields, item.duplicates, item.identity)
+    return fields
 
 
 def encode_snapshot(whole: Whole) -> dict[str, bytes]:
@@ -126,7 +131,9 @@ def decode_page(values: Sequence[bytes | None], first: int) -> Whole:
             if chunk is None:
                 break
             ordered.extend(
-                RankedFile(f.namespace, FileMatch(path=f.path, hits=f.hits), f.score, f.path_match)
+                RankedFile(
+                    f.namespace, FileMatch(path=f.path, hits=f.hits), f.score, f.path_match, f.duplicates, f.identity
+                )
                 for f in _files(zlib.decompress(chunk))
             )
     except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:

@@ -193,6 +193,8 @@ class HeldSnapshots(Snapshots):
                 FileMatch(path=item.file.path, hits=_decoded(item.file.hits)),
                 item.score,
                 item.path_match,
+                item.duplicates,
+                item.identity,
             )
             for item in whole.ordered[offset : offset + files]
         ]

@@ -94,6 +94,11 @@ class SearchRequest(BaseModel):
         pattern=CURSOR_PATTERN,
         description="Opaque; set only by next actions: later pages come from the first page's snapshot.",
     )
+    dedup: bool = Field(
+        default=True,
+        description="Identical files in several namespaces are one file group (duplicates lists the other "
+        "copies); false shows every copy.",
+    )
 
     @field_validator("query")
     @classmethod
@@ -148,7 +153,7 @@ class SearchRequest(BaseModel):
     @property
     def criteria(self) -> Criteria:
         """The query's filters and the fields merged (computed once; raises ValueError naming a field)."""
-        key = (self.query, self.mode, self.case_sensitive, self.paths, self.languages)
+        key = (self.query, self.mode, self.case_sensitive, self.paths, self.languages, self.dedup)
         private = self.__pydantic_private__  # read as a dict: pydantic's __getattr__ took ~5 µs a call
         cached = private.get("_criteria") if private is not None else None
         if cached is None or cached[0] != key:
