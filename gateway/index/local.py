@@ -131,8 +131,13 @@ class IntentSearch:
         if not len(intents) and not progress.built:
             raise BackendUnavailable(building(progress), retry_after=RETRY_AFTER_S)
         accept = PathFilter.build(query.paths, query.languages)
-        vector = encoder.embed_one(query.text)
-        files = intents.search(store, query.text, vector, query.max_files, None if accept.is_open else accept)
+        files = intents.search(
+            store,
+            query.text,
+            lambda: encoder.embed_one(query.text),  # the model is asked only where no word of the query is indexed
+            query.max_files,
+            None if accept.is_open else accept,
+        )
         if progress.built:
             return BackendResult(files=files)
         return BackendResult(files=files, status="capped", reason=building(progress))

@@ -17,6 +17,10 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
                   INDEX on (name COLLATE NOCASE, kind, file_id)         -- name -> defining files
     intents      (id AUTOINCREMENT, file_id -> files ON DELETE CASCADE UNIQUE, count, vectors)
                                                           -- the intent index: one row a parsed file
+    declaration_words  FTS5 (name, qualified, params, doc, body, path, prose), rowid = declarations.id
+                 -- the fielded BM25 index (gateway.index.fields), made by the builder's embedding
+                 -- pass (:meth:`Store.use_words`, not in the schema above: it is added where missing);
+                 -- a trigger drops a declaration's row with it
     meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows;
                                                           -- "intents": what embedded them;
                                                           -- "listed:<root>": files of a checkout
@@ -74,6 +78,7 @@ __all__ = [
     "Store",
     "Stored",
     "Unembedded",
+    "WordHit",
     "db_name",
     "installed_version",
     "parser_version",
@@ -182,6 +187,25 @@ class Candidate(msgspec.Struct, frozen=True):
     end_line: int
     intent: str
     signature: str
+
+
+class WordHit(msgspec.Struct, frozen=True):
+    """A declaration found by the fielded BM25 index: where it is and its bm25 (the higher, the better)."""
+
+    declaration_id: int
+    file_id: int
+    ordinal: int
+    score: float
+
+
+#: The fielded BM25 index of declarations (gateway.index.fields), one row a declaration keyed by its id,
+#: made by the builder's embedding pass and dropped with its declaration (the trigger).
+_WORDS = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS declaration_words USING fts5("
+    "name, qualified, params, doc, body, path, prose, tokenize = 'porter unicode61')",
+    "CREATE TRIGGER IF NOT EXISTS declaration_words_gone AFTER DELETE ON declarations "
+    "BEGIN DELETE FROM declaration_words WHERE rowid = old.id; END",
+)
 
 
 class Progress(msgspec.Struct, frozen=True):
@@ -474,17 +498,20 @@ class Store:
 
     def texts_of(self, file_ids: Sequence[int]) -> dict[int, list[tuple[str, str, str, str]]]:
         """Each file's declarations in ordinal order: (kind, qualified_name, signature, intent)."""
-        out: dict[int, list[tuple[str, str, str, str]]] = {i: [] for i in file_ids}
+        return self._declarations_of(file_ids, "kind, qualified_name, signature, intent")  # type: ignore[return-value]
+
+    def _declarations_of(self, file_ids: Sequence[int], columns: str) -> dict[int, list[tuple[object, ...]]]:
+        """Each file's declarations in ordinal order, as rows of ``columns``."""
+        out: dict[int, list[tuple[object, ...]]] = {i: [] for i in file_ids}
         for i in range(0, len(file_ids), _CHUNK):
             chunk = file_ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
-                "SELECT file_id, kind, qualified_name, signature, intent FROM declarations "
-                f"WHERE file_id IN ({marks}) ORDER BY file_id, ordinal",
+                f"SELECT file_id, {columns} FROM declarations WHERE file_id IN ({marks}) ORDER BY file_id, ordinal",
                 tuple(chunk),
             )
-            for file_id, kind, qualified, signature, intent in rows:
-                out[file_id].append((kind, qualified, signature, intent))
+            for file_id, *rest in rows:
+                out[file_id].append(tuple(rest))
         return out
 
     def put_intents(self, rows: Iterable[tuple[Unembedded, int, bytes]]) -> int:
@@ -577,6 +604,73 @@ class Store:
                     (name,),
                 )
             )
+        return out
+
+    # --- the fielded BM25 index (declaration_words) ------------------------------------
+
+    def use_words(self) -> None:
+        """Make the fielded index's table (and the trigger that keeps it in step) where it is missing."""
+        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'declaration_words_gone'").fetchone()
+        if found is None:
+            with self._write() as db:
+                for statement in _WORDS:
+                    db.execute(statement)
+
+    def spans_of(self, file_ids: Sequence[int]) -> dict[int, list[tuple[int, str, str, str, str, int, int]]]:
+        """Each file's declarations in ordinal order: (id, name, qualified_name, signature, intent, start, end)."""
+        columns = "id, name, qualified_name, signature, intent, start_line, end_line"
+        return self._declarations_of(file_ids, columns)  # type: ignore[return-value]
+
+    def put_words(self, rows: Iterable[tuple[Unembedded, Sequence[tuple[int, Sequence[str]]]]]) -> int:
+        """Write declarations' fields (id, FIELDS' texts), each file's only if it is still what was read; how many."""
+        written = 0
+        with self._write() as db:
+            for file, fields in rows:
+                same = db.execute(
+                    "SELECT 1 FROM files WHERE id = ? AND size = ? AND mtime_ns = ? AND parsed = 1",
+                    (file.file_id, file.size, file.mtime_ns),
+                ).fetchone()
+                if same is None or not fields:
+                    continue
+                db.executemany("DELETE FROM declaration_words WHERE rowid = ?", [(rid,) for rid, _ in fields])
+                db.executemany(
+                    "INSERT INTO declaration_words (rowid, name, qualified, params, doc, body, path, prose) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(rid, *texts) for rid, texts in fields],
+                )
+                written += len(fields)
+        return written
+
+    def ranked_words(self, root: str, match: str, weights: Sequence[float], limit: int | None) -> list[WordHit]:
+        """The declarations of a checkout whose fields hold the FTS5 query ``match``, best bm25 first
+        (``limit`` None: all of them); none where the index is not made yet."""
+        marks = ",".join("?" * len(weights))
+        try:
+            rows = self._db.execute(
+                f"SELECT d.id, d.file_id, d.ordinal, -bm25(declaration_words, {marks}) AS s "
+                "FROM declaration_words w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
+                "WHERE declaration_words MATCH ? AND f.root = ? ORDER BY s DESC"
+                + ("" if limit is None else f" LIMIT {int(limit)}"),
+                (*weights, match, root),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+        return [WordHit(*row) for row in rows]
+
+    def words_of(self, declaration_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        """Some declarations' fields (FIELDS' texts), by declaration id."""
+        out: dict[int, tuple[str, ...]] = {}
+        for i in range(0, len(declaration_ids), _CHUNK):
+            chunk = declaration_ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                "SELECT rowid, name, qualified, params, doc, body, path, prose FROM declaration_words "
+                f"WHERE rowid IN ({marks})",
+                tuple(chunk),
+            )
+            out.update((rid, tuple(rest)) for rid, *rest in rows)
         return out
 
     def size_bytes(self) -> int:
