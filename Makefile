@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/resilience.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py
+	$(BIN)/python bench/prune.py --corpus $(CORPUS_REAL)
 	$(BIN)/python bench/ranking.py
 	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
