@@ -75,6 +75,10 @@ def _line(name: str, stats: BuildStats, content: dict[str, object] | None, secon
 def run(args: argparse.Namespace) -> int:
     """Build every local index of the config now; 0 when done, 1 when another builder (a running server's)
     held the folder past ``--wait``, 2 when the folder cannot be written."""
+    if args.status or args.prune:
+        from gateway.cli import folder
+
+        return folder.status(args) if args.status else folder.prune(args)
     from gateway.index.builder import hold_lock
     from gateway.index.setup import index_for
 

@@ -217,6 +217,18 @@ def _check_config(p: argparse.ArgumentParser) -> None:
 
 def _index(p: argparse.ArgumentParser) -> None:
     _config_flags(p)
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--status",
+        action="store_true",
+        help="list every root the index folder holds: namespaces, files, bytes, last used, state",
+    )
+    what.add_argument(
+        "--prune",
+        action="store_true",
+        help="prune now: roots unused for [index] keep_days, folders that no longer exist, past max_bytes",
+    )
+    p.add_argument("--json", action="store_true", help="with --status: print it as JSON")
     p.add_argument(
         "--wait",
         type=float,

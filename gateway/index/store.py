@@ -87,6 +87,8 @@ __all__ = [
 SCHEMA_VERSION = 7
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
+#: The WAL's size kept after a checkpoint, once a prune has vacuumed (bytes).
+WAL_LIMIT = 32 * 1024 * 1024
 
 log = get_logger("fedsearch.index")
 
@@ -682,3 +684,55 @@ class Store:
             with contextlib.suppress(OSError):
                 total += os.path.getsize(self.path + suffix)
         return total
+
+    # --- roots: what pruning reads and drops (gateway.index.prune) --------------------
+
+    def root_weights(self) -> dict[str, tuple[int, int]]:
+        """Each checkout indexed: root -> (files, bytes of its rows' blobs: outlines and vectors), what
+        its share of the database is reckoned from."""
+        out: dict[str, tuple[int, int]] = {}
+        rows = self._db.execute(
+            "SELECT f.root, count(*), total(length(f.declarations)) + total(length(i.vectors)) "
+            "FROM files f LEFT JOIN intents i ON i.file_id = f.id GROUP BY f.root"
+        )
+        for root, files, blobs in rows:
+            out[root] = (int(files), int(blobs))
+        return out
+
+    def drop_root(self, root: str, batch: int = 2000) -> int:
+        """Drop every row of one checkout (declarations and vectors go with its files), in short
+        transactions of ``batch`` files so the write lock is never held long; how many files."""
+        dropped = 0
+        while True:
+            with self._write() as db:
+                done = db.execute(
+                    "DELETE FROM files WHERE id IN (SELECT id FROM files WHERE root = ? LIMIT ?)", (root, batch)
+                ).rowcount
+                if done == 0:
+                    db.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"listed:{root}", f"built:{root}"))
+            dropped += done
+            if done == 0:
+                return dropped
+
+    def vacuum(self) -> bool:
+        """Give the space of dropped rows back to the disk: VACUUM (readers go on reading their
+        snapshot meanwhile, in WAL mode), then the WAL truncated unless a reader still holds old
+        pages (never waited for: from then on this connection's checkpoints truncate it to
+        :data:`WAL_LIMIT`); whether the WAL was truncated now."""
+        db = self._db
+        db.execute("VACUUM")
+        db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
+        return self.truncate_wal()
+
+    def truncate_wal(self) -> bool:
+        """Checkpoint the WAL and truncate it, if no reader holds old pages (never waits); whether done."""
+        db = self._db
+        waits = db.execute("PRAGMA busy_timeout").fetchone()[0]
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError:
+            busy = 1
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(waits)}")
+        return not busy
