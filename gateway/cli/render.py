@@ -140,6 +140,8 @@ def rows(group: dict[str, Any], style: Style) -> list[Row]:
             continue  # -m left none of its lines
         if lines or by_meaning:
             headers.append(_header(hit))
+        if by_meaning and hit["reason"]:  # under its header: the query's words and where they were found
+            headers.append(Row(hit["start_line"], f"  why: {hit['reason']}", False, header=True))
         if lines:
             contexts = [(ln["line"], ln["line"], ln.get("context")) for ln in lines]
         else:

@@ -370,8 +370,11 @@ function linesNode(group, entries) {
 
 function hitNode(group, hit) {
   if (hit.kind === "file") return el("li", { class: "hit pathhit" }, el("span", { class: "kind file", text: "path" }), " the path matches");
-  // a declaration has no text of its own: its matched lines (the first ones), or a semantic hit's reason
-  const lines = hit.lines && hit.lines.length ? hit.lines : hit.reason ? [{ line: hit.start_line, text: hit.reason }] : [];
+  // a declaration has no text of its own: its matched lines (the first ones); a semantic hit has its reason
+  const lines = hit.lines && hit.lines.length ? hit.lines : [];
+  const why = hit.reason  // the query's words and the field or sentence they were found in
+    ? [el("div", { class: "why", title: "why it matched: " + (hit.matched_terms || []).join(", "), text: hit.reason })]
+    : [];
   const span = hit.end_line > hit.start_line ? `lines ${hit.start_line}–${hit.end_line}` : `line ${hit.start_line}`;
   const rest = (hit.line_count || 0) - (hit.lines ? hit.lines.length : 0);
   const more = rest > 0
@@ -384,7 +387,7 @@ function hitNode(group, hit) {
   return el("li", { class: "hit decl" },
     el("div", { class: "decl-head" }, el("span", { class: "kind " + hit.kind, text: hit.kind }),
       el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span }), ...score),
-    ...linesNode(group, lines), ...more);
+    ...why, ...linesNode(group, lines), ...more);
 }
 
 // A file's hits in order: each declaration on its own, the line hits between them merged.
