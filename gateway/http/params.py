@@ -36,6 +36,7 @@ _SCALARS = {
     "timeout_ms": "timeout_ms",
     "threshold": "threshold",
     "cursor": "cursor",
+    "dedup": "dedup",
 }
 _LISTS = {"ns": "namespaces", "path": "paths", "lang": "languages"}
 PARAMS = {**_SCALARS, **_LISTS}

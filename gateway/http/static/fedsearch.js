@@ -404,13 +404,38 @@ function hitsNode(group) {
   return el("ol", { class: "hits" }, ...items);
 }
 
+// The other copies of a group's content (SPEC §3, Duplicates): a "+N copies" toggle in its header
+// and, once opened, a link to each copy's file view.
+function copiesNodes(group) {
+  const copies = group.duplicates || [];
+  if (!copies.length) return [null, null];
+  const list = el("ul", { class: "copies", hidden: true, "aria-label": "other copies of this file" },
+    ...copies.map((c) => el("li", {},
+      el("span", { class: "ns", title: "namespace " + c.namespace, text: c.namespace }), " ",
+      el("a", { class: "path", href: fileHref(c.namespace, c.file_path), title: "Open " + c.file_path }, ...pathNode(c.file_path)))));
+  const toggle = el("button", {
+    type: "button", class: "copies-toggle", "aria-expanded": "false",
+    title: "the same file (same bytes) in other places",
+    text: copies.length === 1 ? "+1 copy" : `+${copies.length} copies`,
+    onclick: () => {
+      const open = list.hidden;
+      list.hidden = !open;
+      toggle.setAttribute("aria-expanded", String(open));
+    },
+  });
+  return [toggle, list];
+}
+
 function fileNode(group) {
   const count = group.hit_count === 1 ? "1 hit" : `${group.hit_count} hits`;
+  const [toggle, copies] = copiesNodes(group);
   return el("article", { class: "file", "data-namespace": group.namespace, "data-path": group.file_path },
     el("header", {},
       el("span", { class: "ns", title: "namespace " + group.namespace, text: group.namespace }),
       el("a", { class: "path", href: fileHref(group.namespace, group.file_path), title: "Open " + group.file_path }, ...pathNode(group.file_path)),
+      toggle,
       el("span", { class: "count", text: count })),
+    copies,
     hitsNode(group));
 }
 
