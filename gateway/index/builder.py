@@ -477,17 +477,26 @@ def _spec(
     }
 
 
-def start_once(directory: str, sources: Sequence[Source], workers: int = 1, content: bool = False) -> bool:
+def start_once(
+    directory: str,
+    sources: Sequence[Source],
+    workers: int = 1,
+    content: bool = False,
+    *,
+    max_bytes: int | None = None,
+    keep_days: float | None = None,
+) -> bool:
     """Start a one-pass builder in the background; False if another builder holds the index (or it failed).
 
     The process started takes the lock, forks the builder into a session of its own and
     ends at once (reaped here): the builder outlives this process if it must, holding the
     lock until its pass is done (:func:`lock_held`).
     """
+    spec = _spec(directory, sources, 60.0, workers, True, content, max_bytes=max_bytes, keep_days=keep_days)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "gateway.index"],
-            input=json.dumps(_spec(directory, sources, 60.0, workers, once=True, content=content)).encode() + b"\n",
+            input=json.dumps(spec).encode() + b"\n",
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=30,

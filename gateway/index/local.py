@@ -165,7 +165,15 @@ class IntentSearch:
             if self._started is None:  # one builder for every local namespace, started by the first to ask
                 sources = list(index.sources.values())
                 self._started = asyncio.ensure_future(
-                    asyncio.to_thread(start_once, directory, sources, index.build_workers, index.content)
+                    asyncio.to_thread(
+                        start_once,
+                        directory,
+                        sources,
+                        index.build_workers,
+                        index.content,
+                        max_bytes=index.max_bytes,
+                        keep_days=index.keep_days,
+                    )
                 )
             await asyncio.shield(self._started)
             while time.monotonic() < until:
