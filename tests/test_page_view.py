@@ -219,21 +219,28 @@ class TestRoutes:
         """/v1/view: runs and an outline; a slice past the end names start_line; /v1/facets without a
         cursor, or with an unknown one, names cursor."""
         async with ClientSession() as http:
-            async with http.get(base + "v1/view/shapes/src/shapes.py?outline=true") as response:
+            async with http.get(base + "v1/view/shapes/src/shapes.py") as response:
                 body = await response.json()
             assert response.status == 200
             assert body["lines"][15][0] == ["k", "def"]
+            assert body["total_lines"] == 17
+            async with http.get(base + "v1/outline/shapes/src/shapes.py") as response:
+                body = await response.json()
             assert [s["qualified_name"] for s in body["outline"]] == [
                 "Circle",
                 "Circle.__init__",
                 "Circle.area",
                 "needle",
             ]
+            async with http.get(base + "v1/outline/shapes/docs/guide.md") as response:
+                assert (await response.json())["outline"] == []  # a language the index does not parse
+            async with http.get(base + "v1/outline/nope/src/shapes.py") as response:
+                assert response.status in (400, 404)
             async with http.get(base + "v1/view/shapes/docs/notes.md?start_line=9") as response:
                 assert response.status == 400
                 assert (await response.json())["field"] == "start_line"
-            async with http.get(base + "v1/view/shapes/src/shapes.py?outline=maybe") as response:
-                assert (await response.json())["field"] == "outline"
+            async with http.get(base + "v1/view/shapes/src/shapes.py?start_line=two") as response:
+                assert (await response.json())["field"] == "start_line"
             async with http.post(base + "v1/facets", json={"query": "needle"}) as response:
                 assert response.status == 400
                 assert (await response.json())["field"] == "cursor"

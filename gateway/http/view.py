@@ -1,10 +1,13 @@
-"""``GET /v1/view/{namespace}/{path}``: a slice of a file as the page's file view shows it.
+"""The page's file view: a slice of a file highlighted, and the file's outline.
 
-The same slice ``GET /v1/files`` reads (``start_line``, the same limits and errors,
-the same access), as JSON: its lines as classed token runs
-(:mod:`gateway.view.highlight`, Pygments on the server; the page colours them with
-its own stylesheet, so its Content-Security-Policy stays strict), and with
-``outline=true`` the file's declarations from the index (:mod:`gateway.view.outline`).
+* ``GET /v1/view/{namespace}/{path}``: the same slice ``GET /v1/files`` reads
+  (``start_line``, the same limits and errors, the same access), as JSON, its lines as
+  classed token runs (:mod:`gateway.view.highlight`, Pygments on the server; the page
+  colours them with its own stylesheet, so its Content-Security-Policy stays strict).
+* ``GET /v1/outline/{namespace}/{path}``: the file's declarations from the index
+  (:mod:`gateway.view.outline`), ``[]`` where it knows none. A route of its own, asked
+  beside the first slice: a file not indexed yet is parsed on the spot, and its first
+  lines are not kept waiting for that.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from gateway.http.reload import service_of
 from gateway.view.highlight import LEAD, highlight, lexer_for
 from gateway.view.outline import outline_of
 
-__all__ = ["get_view"]
+__all__ = ["get_outline", "get_view"]
 
 
 class _Params(BaseModel):
@@ -30,7 +33,6 @@ class _Params(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     start_line: int | None = Field(default=None, ge=1)
-    outline: bool = False
 
 
 def _params(request: web.Request) -> _Params:
@@ -44,7 +46,7 @@ def _params(request: web.Request) -> _Params:
 
 async def get_view(request: web.Request) -> web.Response:
     """A slice of a file: ``{namespace, path, start_line, end_line, total_lines, next_start_line?,
-    lines, outline?}``, each line plain text or ``[class, text]`` runs."""
+    lines}``, each line plain text or ``[class, text]`` runs."""
     service = service_of(request)
     access: Any = request.get(ACCESS)
     params = _params(request)
@@ -57,8 +59,15 @@ async def get_view(request: web.Request) -> web.Response:
     loop = asyncio.get_running_loop()
     body: dict[str, Any] = {key: value for key, value in result.items() if key != "lines"}
     body["lines"] = await loop.run_in_executor(None, highlight, path, result["lines"], lead)
-    if params.outline:
-        symbols = await loop.run_in_executor(None, outline_of, service.index, namespace, path)
-        if symbols is not None:
-            body["outline"] = symbols
     return json_response(body)
+
+
+async def get_outline(request: web.Request) -> web.Response:
+    """A file's declarations: ``{namespace, path, outline: [{kind, name, qualified_name, start_line,
+    end_line, depth}]}`` in order, nested ones after their parent."""
+    service = service_of(request)
+    access: Any = request.get(ACCESS)
+    namespace, path = await service.file_of(request.match_info["rest"], access)
+    await service.read_file(namespace, path, 1, 1, access)  # the file's own checks: visible, inside its root
+    symbols = await asyncio.get_running_loop().run_in_executor(None, outline_of, service.index, namespace, path)
+    return json_response({"namespace": namespace, "path": path, "outline": symbols or []})

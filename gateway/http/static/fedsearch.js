@@ -596,9 +596,9 @@ function viewerRoute() {
   } catch { return null; }
 }
 
-function viewUrl(route, first, outline) {
+function fileUrl(what, route) {
   const encode = (text) => text.split("/").map(encodeURIComponent).join("/");
-  return `/v1/view/${encode(route.namespace)}/${encode(route.path)}?start_line=${first}${outline ? "&outline=true" : ""}`;
+  return `/v1/${what}/${encode(route.namespace)}/${encode(route.path)}`;
 }
 
 // Opens the file at route (start: absent, or the line a further slice starts at). A file is read
@@ -620,7 +620,8 @@ async function openViewer(route, start) {
   $("viewer-title").replaceChildren(el("span", { class: "ns", text: route.namespace }), " ", ...pathNode(route.path));
   viewer.hidden = false;
   document.body.style.overflow = "hidden";
-  const response = await fetch(viewUrl(route, first, opening), { headers: headers(false) });
+  if (opening) loadOutline(route, run);  // beside the first slice: a file not indexed yet is parsed for it
+  const response = await fetch(fileUrl("view", route) + `?start_line=${first}`, { headers: headers(false) });
   if (run !== state.viewerRuns) return;  // another file was opened meanwhile
   if (response.status === 401) { askToken(() => openViewer(route, start)); return; }
   if (!response.ok) {
@@ -634,7 +635,6 @@ async function openViewer(route, start) {
   const hitLines = hitLinesOf(route);
   if (opening) body.replaceChildren();
   body.append(...slice.lines.map((line, i) => codeRow(route, first + i, line, hitLines)));
-  if (opening && slice.outline) renderOutline(route, slice.outline);
   const shownFrom = state.viewerFirst || 1;
   const partial = shownFrom > 1 || last < total;
   $("viewer-meta").textContent = `${plural(total, "line")}${partial ? ` · showing ${shownFrom.toLocaleString()}–${last.toLocaleString()}` : ""}`;
@@ -656,6 +656,15 @@ function codeRow(route, n, line, hitLines) {
   return el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
     el("a", { class: "ln", href: fileHref(route.namespace, route.path, n), "aria-label": `line ${n}`, text: String(n) }),
     el("code", {}, runsNode(runs, matchRanges(text, state.matcher))));
+}
+
+async function loadOutline(route, run) {
+  try {
+    const response = await fetch(fileUrl("outline", route), { headers: headers(false) });
+    if (!response.ok || run !== state.viewerRuns) return;
+    const body = await response.json();
+    if (run === state.viewerRuns) renderOutline(route, body.outline);
+  } catch { /* the file is shown without its outline */ }
 }
 
 // The file's declarations (from the gateway's index), each a link to its first line.
