@@ -177,6 +177,24 @@ class TestPrune:
         assert not os.listdir(os.path.join(roots.roots_dir(str(folder)), "live"))  # its claim went with it
         pruner.store.close()
 
+    def test_the_background_builder_prunes_at_its_first_pass(self, tmp_path: Path) -> None:
+        """A server's builder process (its own config: one root) drops a root unused for 30 days, and keeps
+        its own."""
+        folder = tmp_path / "idx"
+        mine, old = _checkout(tmp_path / "mine", files=3), _checkout(tmp_path / "old", files=3)
+        _index(folder, mine, old)
+        _age(folder, old, 30)
+        builder = BuilderProcess(str(folder), [Source("mine", str(mine))], refresh_s=3600, content=True)
+        builder.start()
+        try:
+            deadline = time.monotonic() + 60
+            while _rows(folder, old) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            builder.stop()
+        assert _rows(folder, old) == 0 and not os.path.exists(root_dir(str(folder), str(old)))
+        assert _rows(folder, mine) == 3 and str(mine) in roots.markers(str(folder))
+
     def test_a_search_during_pruning_answers_as_before(self, tmp_path: Path) -> None:
         """Searches of a kept root, run while other roots are dropped and the database vacuumed, answer
         exactly what they answered before the prune (declaration hits included)."""
@@ -307,6 +325,19 @@ class TestStatusAndPrune:
         assert [r["root"] for r in after["roots"]] == [str(mine)]
         human = self._run("--status", env=env).stdout
         assert str(mine) in human and "[mine]" in human and "ready" in human
+
+    def test_a_build_by_fedsearch_index_records_its_namespace_names(self, tmp_path: Path) -> None:
+        """`fedsearch index` (no server) records the names its config gives each checkout."""
+        repo = _checkout(tmp_path / "repo", files=2)
+        folder = tmp_path / "idx"
+        config = tmp_path / "fedsearch.toml"
+        config.write_text(
+            f'[index]\ndir = "{folder}"\n\n[[namespaces]]\nname = "renamed"\nbackend = "ripgrep"\nroot = "{repo}"\n'
+        )
+        env = {**os.environ, "FEDSEARCH_CONFIG": str(config)}
+        assert self._run(env=env).returncode == 0
+        (shown,) = json.loads(self._run("--status", "--json", env=env).stdout)["roots"]
+        assert shown["root"] == str(repo) and shown["namespaces"] == ["renamed"] and shown["files"] == 2
 
     def test_check_config_warns_when_the_disk_has_less_room_than_the_bound(self, tmp_path: Path) -> None:
         """A bound bigger than the disk's free space is a warning naming [index] max_bytes."""

@@ -105,7 +105,7 @@ def status(args: argparse.Namespace) -> int:
     now = time.time()
     lines = [
         f"{directory}: {total / 1e6:.1f} MB of [index] max_bytes {config.index.max_bytes / 1e6:,.0f} MB, "
-        f"{plural(len(infos), 'root')}; unused for {config.index.keep_days:g} days, a root is pruned"
+        f"{plural(len(infos), 'root')}; a root unused for {config.index.keep_days:g} days is pruned"
     ]
     for info in infos:
         names = ", ".join(info.names) or "-"
