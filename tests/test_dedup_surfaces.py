@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from gateway.config import config_from_env
 from gateway.http.app import create_app
 from gateway.mcp.tools import build_server
 from gateway.service import SearchService
-from tests.helpers import held_client, subprocess_env
+from tests.helpers import held_client
+from tests.test_cli_rg import fedsearch
 from tests.test_dedup import FILES, checkout
 from tests.test_parity import strip
 
@@ -47,15 +47,7 @@ async def http(aiohttp_client: Callable[..., Awaitable[HttpClient]], root: Path)
 
 def cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``fedsearch search ARGS`` run where the checkouts are (paths are printed relative to it)."""
-    return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "search", *args, "--root", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=root,
-        env=subprocess_env(),
-    )
+    return fedsearch(root, "search", *args, "--root", str(root))
 
 
 def copies(answer: dict[str, Any]) -> dict[str, list[str]]:
