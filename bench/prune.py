@@ -2,29 +2,33 @@
 
     .venv/bin/python bench/prune.py [--corpus /work/corpus-real] [--copies 36] [--dir DIR]
 
-1. **the 8 alone**: the builder (declarations, vectors, content) over the corpus's
-   checkouts in a fresh folder: its size is the target.
-2. **a bigger config once**: ``--copies`` more roots, each one of the 8 under another path,
-   as a bigger config's builder leaves them: their declaration rows written again under the
-   copy's root (SQL, as a build of the same files would write them) and their content index
-   folders copied. Their last use is set 20 days back (``keep_days`` 14). The folder's size
-   now is what stays forever without pruning.
-3. **the 8 again**: one builder pass over the 8 with its pruner (keep_days 14, max_bytes
-   10 GiB): the roots pruned, the seconds pruning took (VACUUM's of them), the builder's whole
-   pass beside a pass with nothing to prune, and the folder's size after. Meanwhile another
-   process reads declarations as a search does: its reads before and during the prune say
-   whether searches waited.
-4. **file per root instead** (the road not taken): the same bytes as one file a root, unlinked.
+The issue's sequence, in one fresh index folder, with the real builder:
+
+1. **the 8**: the builder (declarations, vectors, content) over the corpus's checkouts;
+   the folder's size then is the target.
+2. **a bigger config once**: ``--copies`` more checkouts (``git clone --shared`` of the 8 in
+   turn, kept in ``<dir>/copies`` between runs) built into the same folder by their own
+   config's builder. The folder's size now is what stayed forever before this issue.
+3. **the 8 again**, some weeks later: the copies' last use set 20 days back (the clock we
+   control; keep_days 14), then the background builder process of the 8's config
+   (``python -m gateway.index``, as ``fedsearch serve`` starts it) makes its first pass,
+   which prunes. From its log: the roots pruned, the prune's seconds (VACUUM's of them) and
+   the whole pass's (how long the builder was busy). Meanwhile another process reads
+   declarations as a search does: its reads before and during the pass say whether searches
+   waited. Then the folder's size.
+4. **file per root instead** (the road not taken): the copies' share of the database as one
+   file a root, unlinked.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import shutil
-import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,11 +38,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.index import roots
-from gateway.index.builder import Builder
+from gateway.index.builder import Builder, BuilderProcess
 from gateway.index.content.build import ContentBuilder
-from gateway.index.content.paths import root_dir
 from gateway.index.files import Source
-from gateway.index.prune import DAY_S, Pruner, folder_bytes
+from gateway.index.prune import DAY_S, folder_bytes
 from gateway.index.store import Store
 from gateway.log import configure
 
@@ -47,10 +50,15 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
 
 
-def build_base(folder: Path, checkouts: list[Path]) -> float:
-    """The 8 checkouts' indexes, built as the background builder builds them; seconds."""
+def _db_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("declarations-*"))
+
+
+def build(folder: Path, checkouts: list[Path]) -> float:
+    """A config's indexes, built as its builder builds them (markers with their names); seconds."""
     store = Store.open(str(folder), busy_s=10.0)
     sources = [Source(d.name, str(d)) for d in checkouts]
+    roots.register(str(folder), {str(d): [d.name] for d in checkouts})
     builder = Builder(store, sources, workers=2, content=ContentBuilder(str(folder), workers=2))
     started = time.monotonic()
     builder.refresh()
@@ -58,54 +66,23 @@ def build_base(folder: Path, checkouts: list[Path]) -> float:
     return time.monotonic() - started
 
 
-def add_copies(folder: Path, checkouts: list[Path], copies: int, where: Path) -> list[str]:
-    """``copies`` roots more, each one of ``checkouts`` under another path (see the module)."""
-    db = next(folder.glob("declarations-*.sqlite3"))
-    connection = sqlite3.connect(db, isolation_level=None)
-    connection.execute("PRAGMA foreign_keys=ON")
-    added = []
-    for i in range(copies):
+def copies(where: Path, checkouts: list[Path], n: int) -> list[Path]:
+    """``n`` checkouts more, each a ``git clone --shared`` of one of ``checkouts`` in turn."""
+    out = []
+    for i in range(n):
         source = checkouts[i % len(checkouts)]
-        root = where / f"copy{i:02d}-{source.name}"
-        root.mkdir(parents=True, exist_ok=True)
-        connection.execute("BEGIN")
-        connection.execute(
-            "INSERT INTO files (root, path, size, mtime_ns, language, parsed, declarations) "
-            "SELECT ?, path, size, mtime_ns, language, parsed, declarations FROM files WHERE root = ?",
-            (str(root), str(source)),
-        )
-        connection.execute(
-            "INSERT INTO declarations (file_id, ordinal, parent, kind, name, qualified_name, start_line, end_line, "
-            "intent, signature) SELECT n.id, d.ordinal, d.parent, d.kind, d.name, d.qualified_name, d.start_line, "
-            "d.end_line, d.intent, d.signature FROM declarations d JOIN files o ON o.id = d.file_id "
-            "JOIN files n ON n.root = ? AND n.path = o.path WHERE o.root = ?",
-            (str(root), str(source)),
-        )
-        connection.execute(
-            "INSERT INTO intents (file_id, count, vectors) SELECT n.id, i.count, i.vectors FROM intents i "
-            "JOIN files o ON o.id = i.file_id JOIN files n ON n.root = ? AND n.path = o.path WHERE o.root = ?",
-            (str(root), str(source)),
-        )
-        connection.execute("COMMIT")
-        original = Path(root_dir(str(folder), str(source)))
-        if original.is_dir():
-            copy = Path(root_dir(str(folder), str(root)))
-            shutil.copytree(original, copy)
-            (copy / "root").write_bytes(os.fsencode(str(root)))
-        roots.register(str(folder), {str(root): [root.name]})
-        then = time.time() - 20 * DAY_S
-        os.utime(roots.marker_path(str(folder), str(root)), (then, then))
-        added.append(str(root))
-    connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    connection.close()
-    return added
+        dest = where / f"{source.name}-{i // len(checkouts) + 2}"
+        if not dest.exists():
+            subprocess.run(["git", "clone", "-q", "--shared", str(source), str(dest)], check=True)
+        out.append(dest)
+    return out
 
 
-def _reader(folder: Path, checkouts: list[Path], stop: Any, marks: Any, out: Any) -> None:
-    """Another process reading as a search does (a page's files, a name's defining files), timing
-    each read, until ``stop``; ``marks`` is set when the prune starts."""
-    store = Store.open(str(folder), busy_s=0.05)
-    paths = {str(d): sorted(store.states(str(d)))[:50] for d in checkouts}
+def _reader(folder: str, checkouts: list[str], stop: Any, marks: Any, out: Any) -> None:
+    """Another process reading as a search does (50 files' outlines of each checkout, a name's defining
+    files), timing each read, until ``stop``; reads after ``marks`` is set count as during."""
+    store = Store.open(folder, busy_s=0.05)
+    paths = {root: sorted(store.states(root))[:50] for root in checkouts}
     before: list[float] = []
     during: list[float] = []
     while not stop.is_set():
@@ -118,49 +95,42 @@ def _reader(folder: Path, checkouts: list[Path], stop: Any, marks: Any, out: Any
     out.put((before[len(before) // 2 :], during))  # the first half of those before warmed the cache
 
 
-def measure(folder: Path, checkouts: list[Path]) -> list[str]:
-    out = []
-    store = Store.open(str(folder), busy_s=10.0)
-    sources = [Source(d.name, str(d)) for d in checkouts]
-    mine = {str(d): [d.name] for d in checkouts}
-    builder = Builder(store, sources, workers=2, content=ContentBuilder(str(folder), workers=2))
-    builder.pruner = Pruner(str(folder), store, mine, keep_days=14, max_bytes=10 * 1024**3)
+def serve_again(folder: Path, checkouts: list[Path]) -> dict[str, Any]:
+    """The 8's background builder process until its first pass is done: that pass's and the prune's events."""
     context = multiprocessing.get_context("fork")
     stop, marks, results = context.Event(), context.Event(), context.Queue()
-    reader = context.Process(target=_reader, args=(folder, checkouts, stop, marks, results))
+    reader = context.Process(target=_reader, args=(str(folder), [str(d) for d in checkouts], stop, marks, results))
     reader.start()
     time.sleep(3.0)
+    spec = BuilderProcess(str(folder), [Source(d.name, str(d)) for d in checkouts], 3600.0, 2, content=True).spec
     marks.set()
-    prune = builder.pruner.run()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gateway.index"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env={**os.environ, "FEDSEARCH_LOG_LEVEL": "info"},
+    )
+    assert proc.stdin is not None and proc.stderr is not None
+    proc.stdin.write(json.dumps(spec).encode() + b"\n")
+    proc.stdin.flush()
+    events: dict[str, Any] = {}
+    for line in proc.stderr:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if event.get("event") in ("index_pruned", "index_pass"):
+            events[event["event"]] = event
+        if event.get("event") == "index_pass":
+            break
     stop.set()
-    baseline, during = results.get()
+    proc.stdin.close()
+    proc.wait(30)
+    before, during = results.get()
     reader.join()
-    out.append(
-        f"pruned {len(prune.dropped)} roots ({prune.files:,} files' rows) in {prune.seconds:.2f} s, "
-        f"VACUUM {prune.vacuum_s:.2f} s of it; folder {_mb(prune.before)} -> {_mb(prune.after)}"
-    )
-    for label, reads in (("before the prune", baseline), ("during the prune", during)):
-        if reads:
-            out.append(
-                f"a search's reads {label}: {len(reads)}, median {statistics.median(reads) * 1000:.2f} ms, "
-                f"slowest {max(reads) * 1000:.1f} ms"
-            )
-    builder.pruner._due = 0.0  # a survey again, with nothing left to prune
-    started = time.monotonic()
-    idle = builder.pruner.run()
-    survey_s = time.monotonic() - started
-    surveyed, plain = [], []
-    for _ in range(3):
-        builder.pruner._due = 0.0
-        surveyed.append(builder.refresh().seconds)
-        plain.append(builder.refresh().seconds)  # the next survey is PRUNE_S away
-    out.append(
-        f"a survey with nothing to prune: {survey_s * 1000:.0f} ms ({len(idle.dropped)} dropped); "
-        f"a builder pass with nothing changed: median {statistics.median(plain):.2f} s, "
-        f"{statistics.median(surveyed):.2f} s with a survey"
-    )
-    store.close()
-    return out
+    events["reads"] = (before, during)
+    return events
 
 
 def per_file(sizes: list[int], where: Path) -> str:
@@ -170,8 +140,8 @@ def per_file(sizes: list[int], where: Path) -> str:
     for i, n in enumerate(sizes):
         path = where / f"root{i}.sqlite3"
         with open(path, "wb") as handle:
-            handle.truncate(n)
             handle.write(os.urandom(1 << 16))
+            handle.truncate(n)
         files.append(path)
     os.sync()
     started = time.monotonic()
@@ -185,37 +155,51 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpus", default="/work/corpus-real")
     parser.add_argument("--copies", type=int, default=36)
-    parser.add_argument("--dir", help="where to build (kept; the 8's index is reused from <dir>/base)")
+    parser.add_argument("--dir", help="where to work (its copies/ are kept for the next run)")
     args = parser.parse_args()
-    configure()
-    checkouts = sorted(p for p in Path(args.corpus).iterdir() if (p / ".git").exists())
+    configure(level="warning")
+    corpus = Path(args.corpus)
+    if not corpus.is_dir():
+        print(f"prune: skipped, no corpus at {corpus}")
+        return 0
+    checkouts = sorted(p for p in corpus.iterdir() if (p / ".git").exists())
     top = Path(args.dir or tempfile.mkdtemp(prefix="fedsearch-prune-"))
-    base = top / "base"
-    if not base.exists():
-        seconds = build_base(base, checkouts)
-        print(f"the {len(checkouts)} checkouts' index built in {seconds:.1f} s")
-    alone = folder_bytes(str(base))
-    db_alone = sum(p.stat().st_size for p in base.glob("declarations-*"))
-    print(f"the {len(checkouts)} alone: folder {_mb(alone)} (declarations database {_mb(db_alone)})")
-    work = top / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(base, work)
-    for checkout in checkouts:  # the 8 used now
-        roots.register(str(work), {str(checkout): [checkout.name]})
-    added = add_copies(work, checkouts, args.copies, top / "copies")
-    grown = folder_bytes(str(work))
-    db_grown = sum(p.stat().st_size for p in work.glob("declarations-*"))
+    folder = top / "idx"
+    shutil.rmtree(folder, ignore_errors=True)
+    seconds = build(folder, checkouts)
+    alone, db_alone = folder_bytes(str(folder)), _db_bytes(folder)
     print(
-        f"after a bigger config ({len(added)} roots more): folder {_mb(grown)} "
+        f"1. the {len(checkouts)} checkouts: built in {seconds:.1f} s; folder {_mb(alone)} "
+        f"(declarations {_mb(db_alone)})"
+    )
+    more = copies(top / "copies", checkouts, args.copies)
+    seconds = build(folder, more)
+    grown, db_grown = folder_bytes(str(folder)), _db_bytes(folder)
+    print(
+        f"2. a bigger config once ({len(more)} checkouts more): built in {seconds:.1f} s; folder {_mb(grown)} "
         f"(declarations {_mb(db_grown)}): without pruning it stays so"
     )
-    for line in measure(work, checkouts):
-        print(line)
-    after = folder_bytes(str(work))
-    db_after = sum(p.stat().st_size for p in work.glob("declarations-*"))
-    print(f"after the 8 again: folder {_mb(after)} (declarations {_mb(db_after)}); the 8 alone: {_mb(alone)}")
-    share = (db_grown - db_alone) // max(1, args.copies)
-    print(per_file([share] * args.copies, top / "per-file"))
+    then = time.time() - 20 * DAY_S
+    for copy in more:
+        os.utime(roots.marker_path(str(folder), str(copy)), (then, then))
+    events = serve_again(folder, checkouts)
+    pruned, passed = events.get("index_pruned", {}), events.get("index_pass", {})
+    after, db_after = folder_bytes(str(folder)), _db_bytes(folder)
+    print(
+        f"3. the {len(checkouts)} again, 20 days on: the builder's first pass pruned {pruned.get('roots', 0)} roots "
+        f"({pruned.get('files', 0):,} files' rows) in {pruned.get('seconds', 0):.2f} s (VACUUM "
+        f"{pruned.get('vacuum_s', 0):.2f} s); the whole pass took {passed.get('seconds', 0):.2f} s; "
+        f"folder {_mb(after)} (declarations {_mb(db_after)}), the {len(checkouts)} alone {_mb(alone)}"
+    )
+    before, during = events["reads"]
+    for label, reads in (("before the pass", before), ("during the pass", during)):
+        if reads:
+            print(
+                f"   a search's reads {label}: {len(reads)}, median {statistics.median(reads) * 1000:.2f} ms, "
+                f"slowest {max(reads) * 1000:.1f} ms"
+            )
+    share = max(0, db_grown - db_alone) // max(1, len(more))
+    print("4. " + per_file([share] * len(more), top / "per-file"))
     shutil.rmtree(top / "per-file", ignore_errors=True)
     return 0
 

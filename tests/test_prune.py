@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index import roots
 from gateway.index.builder import Builder, BuilderProcess
+from gateway.index.content.build import SIZE_GUESS, ContentBuilder
+from gateway.index.content.layout import read_state
 from gateway.index.content.paths import root_dir
 from gateway.index.files import Source
 from gateway.index.prune import DAY_S, Pruner, RootInfo, folder_bytes, plan, survey
@@ -155,6 +157,26 @@ class TestPrune:
         assert drop.root == str(older) and "max_bytes" in drop.reason
         assert _rows(folder, recent) == 20
         pruner.store.close()
+
+    def test_a_checkout_of_this_config_gets_room_from_the_least_recently_used(self, tmp_path: Path) -> None:
+        """A pass whose new checkout would take the folder past max_bytes drops the unused root first, then
+        indexes it (rather than leave it scanned)."""
+        folder = tmp_path / "idx"
+        old, new = _checkout(tmp_path / "old", files=30), _checkout(tmp_path / "new", files=30)
+        _index(folder, old)
+        _age(folder, old, 2)  # used within keep_days: only the bound can drop it
+        store = Store.open(str(folder), busy_s=10.0)
+        content = ContentBuilder(str(folder), max_bytes=0)
+        builder = Builder(store, [Source("new", str(new))], content=content)
+        growth = int(sum(p.stat().st_size for p in new.rglob("*.py")) * SIZE_GUESS)
+        content.max_bytes = folder_bytes(str(folder)) + growth // 2  # fits now; not once new is indexed
+        builder.pruner = Pruner(str(folder), store, {str(new): ["new"]}, keep_days=14, max_bytes=content.max_bytes)
+        content.make_room = builder.pruner.make_room
+        builder.refresh()
+        state = read_state(root_dir(str(folder), str(new)))
+        assert state is not None and state.complete and not state.reason
+        assert _rows(folder, old) == 0 and not os.path.exists(root_dir(str(folder), str(old)))
+        store.close()
 
     def test_a_root_another_builder_process_serves_is_kept(self, tmp_path: Path) -> None:
         """Another process's builder (another config) holds its roots: a prune from here, with every root

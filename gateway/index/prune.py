@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -338,8 +339,12 @@ class Pruner:
 
     def make_room(self, need: int) -> None:
         """Drop the least recently used roots no process holds until ``need`` more bytes fit the bound
-        (the content builder's, before it gives up on a root of its own)."""
-        self.run(room=need)
+        (the content builder's, before it gives up on a root of its own; a failure is logged: the root
+        is then refused, and the next pass asks again)."""
+        try:
+            self.run(room=need)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("index_prune_failed", error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _used_since(self, info: RootInfo) -> bool:
         """Whether a root was used (its marker touched) or claimed by a builder since the survey."""
