@@ -39,7 +39,7 @@ def _ago(now: float, then: float) -> str:
 
 
 def _state(info: RootInfo) -> str:
-    state = {"none": "declarations only"}.get(info.state, info.state)
+    state = info.state
     if info.reason:
         state += f" ({info.reason})"
     if not info.exists:

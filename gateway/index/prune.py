@@ -50,6 +50,7 @@ __all__ = [
     "DEFAULT_KEEP_DAYS",
     "DEFAULT_MAX_BYTES",
     "FILE_ROW_BYTES",
+    "NO_CONTENT",
     "PRUNE_S",
     "Drop",
     "Pruned",
@@ -67,6 +68,8 @@ DEFAULT_KEEP_DAYS = 14.0
 DEFAULT_MAX_BYTES = 10 * 1024**3
 #: What a file's row and its declarations' rows take beside their blobs, to share the database out (bytes).
 FILE_ROW_BYTES = 600
+#: The reason of a root with declarations and no content index.
+NO_CONTENT = "no content index: declarations only ([index] content = false where it was built)"
 #: How often the background builder surveys the folder (seconds); a bound reached is met at once.
 PRUNE_S = 600.0
 
@@ -76,7 +79,7 @@ log = get_logger("fedsearch.index")
 @dataclass(frozen=True, slots=True)
 class RootInfo:
     """One root as the folder holds it. ``last_used``: epoch seconds (0: never recorded); ``state``
-    its content index's (``ready``, ``building``, ``off`` with ``reason``, ``none``)."""
+    its content index's (``ready``, ``building``, ``off`` with ``reason``: also where it has none)."""
 
     root: str
     names: tuple[str, ...] = ()
@@ -85,7 +88,7 @@ class RootInfo:
     last_used: float = 0.0
     exists: bool = True
     in_use: bool = False
-    state: str = "none"
+    state: str = "off"
     reason: str = ""
     content: str = ""  # its content index folder ("" none)
 
@@ -191,7 +194,7 @@ def _state(folder: str) -> tuple[str, str, int]:
     """(state, reason, files) of a content index folder."""
     state = read_state(folder) if folder else None
     if state is None:
-        return ("building", "", 0) if folder else ("none", "", 0)
+        return ("building", "", 0) if folder else ("off", NO_CONTENT, 0)
     if state.complete:
         return "ready", "", state.files
     return ("off", state.reason, state.files) if state.reason else ("building", "", state.files)
