@@ -62,7 +62,9 @@ def _request(doc: dict[str, Any]) -> list[str]:
         if name in schema.get("required", []):
             default = "required"
         elif "default" in prop:
-            default = "smart" if prop["default"] is None and name == "case_sensitive" else f"`{prop['default']}`"
+            value = prop["default"]
+            value = str(value).lower() if isinstance(value, bool) else value  # as JSON writes it
+            default = "smart" if value is None and name == "case_sensitive" else f"`{value}`"
         else:
             default = "all" if name == "namespaces" else "none"
         default = default.replace("`None`", "none")

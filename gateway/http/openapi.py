@@ -27,6 +27,7 @@ _GET_PARAMS = [
     ("timeout_ms", "integer", "timeout_ms", False),
     ("threshold", "number", "threshold", False),
     ("cursor", "string", "cursor (set by next-page actions)", False),
+    ("dedup", "boolean", "dedup: true or false", False),
 ]
 
 _PROBLEM = {
