@@ -9,6 +9,10 @@ asked of its own repository by each method, each giving declarations best first:
 - **wordllama**: the model's cosine alone;
 - **bm25**: the fielded BM25 index (SQLite FTS5, :mod:`gateway.index.fields`);
 - **bm25+wordllama**, **bm25+minilm**: reciprocal rank fusion (k = 60) of the two rankings;
+- **bm25+prose**: bm25 plus that of the sentences of the checkout's docs, other
+  docstrings and test names that name the declaration (:mod:`bench.prose`; not shipped);
+- **shipped**: what a semantic search answers (:meth:`Intents.search`: bm25 and the
+  share of the question's words found; the model only where no word is indexed);
 - **minilm**: all-MiniLM-L6-v2 in numpy (:mod:`bench.models`), with ``--minilm`` only.
 
 Tests, examples and docs are demoted as ranking demotes them (score x 0.3). Printed per
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bench.prose import PROSE_WEIGHT, attach_prose, prose_scores
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.fields import FIELDS, WEIGHTS, match_expression
 from gateway.index.files import Source
@@ -156,6 +161,14 @@ def shipped(store: Store, repo: Repo, query: str, intents: dict[str, Intents]) -
     return sorted(out, reverse=True)
 
 
+def with_prose(store: Store, repo: Repo, query: str, weights: Sequence[float]) -> Ranking:
+    """bm25 of the declaration's own row, plus PROSE_WEIGHT times that of its prose (bench/prose.py)."""
+    scores = {i: s for s, i in bm25(store, repo, query, weights)}
+    for rid, score in prose_scores(store, repo.root, query).items():
+        scores[rid] = scores.get(rid, 0.0) + PROSE_WEIGHT * score
+    return sorted(((s, i) for i, s in scores.items()), reverse=True)
+
+
 def rrf(*rankings: Sequence[int], weights: Sequence[float] = (1.0, 1.0)) -> Ranking:
     """Reciprocal rank fusion (k = 60) of rankings given best first, each times its weight."""
     fused: dict[int, float] = {}
@@ -225,6 +238,7 @@ def methods(corpus: Corpus, weights: Sequence[float], minilm: Any | None) -> dic
         "wordllama": lambda r, q, _: base(r, q)["wordllama"],
         "bm25": lambda r, q, _: base(r, q)["bm25"],
         "shipped": lambda r, q, _: base(r, q)["shipped"],
+        "bm25+prose": lambda r, q, _: demoted(r, with_prose(corpus.store, r, q, weights)),
         "bm25+wordllama": lambda r, q, _: demoted(r, rrf(base(r, q)["bm25"], base(r, q)["wordllama"])),
         "bm25+wl/2": lambda r, q, _: demoted(r, rrf(base(r, q)["bm25"], base(r, q)["wordllama"], weights=(1.0, 0.5))),
         "bm25,then wl": lambda r, q, _: demoted(
@@ -307,6 +321,12 @@ def evaluate_methods(corpus_dir: Path, data: dict[str, Any], *, minilm: bool, tu
         if tune_weights:
             weights = tune(corpus, halves["first (names)"])
             print(f"  weights tuned on the first half ({', '.join(FIELDS)}): {weights} (shipped: {WEIGHTS})")
+        started = time.perf_counter()
+        with_prose = sum(attach_prose(corpus.store, repo.root) for repo in corpus.repos.values())
+        print(
+            f"  prose (bench/prose.py): {with_prose:,} declarations named by a sentence, a docstring or a test, "
+            f"read in {time.perf_counter() - started:.1f} s"
+        )
         found = methods(corpus, weights, encoder)
         took: list[float] = []
         for half, qs in halves.items():
