@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/ranking.py
 	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/page.py --against HEAD~1 --rounds 5
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/remote_read.py
 	$(BIN)/python bench/load.py

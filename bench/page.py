@@ -249,6 +249,9 @@ def main() -> None:
         asyncio.run(serve(*args.serve))
         return
     corpus = Path(args.corpus)
+    if not (corpus / BIG_SOURCE).is_file():
+        print(f"page: no {corpus / BIG_SOURCE} (the fetched checkouts, e.g. /work/corpus-real): skipped")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         trees = {}
