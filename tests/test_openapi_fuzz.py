@@ -130,6 +130,7 @@ def run_schemathesis(url: str, out: Path, seed: int, max_examples: int, hooks: b
     return report
 
 
+@pytest.mark.timeout(1800)  # every phase over 12 operations: about a minute at scale 1 on 2 cores
 def test_schemathesis_with_every_check_finds_nothing(
     served: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
