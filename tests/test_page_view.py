@@ -9,6 +9,7 @@ the test's tmp dir, and to ``$FEDSEARCH_SCREENSHOTS`` when it is set.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 
 from adapters.ripgrep.backend import RipgrepSettings
-from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig
+from gateway.config import CacheConfig, Config, DefaultsConfig, NamespaceConfig, ServerConfig, TokenConfig
 from gateway.http.app import create_app
 from tests.corpus import make_corpus
 from tests.test_page import MISSING, browser, open_page, shoot
@@ -61,15 +62,17 @@ CHECKOUTS = {
 }
 
 
-async def start(tmp_path: Path, snapshots: bool = True) -> TestServer:
-    root = make_corpus(tmp_path / "src", CHECKOUTS)
+async def start(tmp_path: Path, snapshots: bool = True, tokens: tuple[TokenConfig, ...] = ()) -> TestServer:
+    root = make_corpus(tmp_path / "src", {**CHECKOUTS, "other": {"o.py": "def hidden():\n    pass\n"}})
     config = Config(
         server=ServerConfig(),
         defaults=DefaultsConfig(),
-        namespaces=(
-            NamespaceConfig(name="shapes", backend="ripgrep", settings=RipgrepSettings(root=str(root / "shapes"))),
+        namespaces=tuple(
+            NamespaceConfig(name=name, backend="ripgrep", settings=RipgrepSettings(root=str(root / name)))
+            for name in ("shapes", "other")
         ),
         cache=CacheConfig() if snapshots else CacheConfig(snapshot_ttl_s=0),
+        tokens=tokens,
     )
     server = TestServer(create_app(config), host="127.0.0.1")
     await server.start_server()
@@ -187,7 +190,7 @@ class TestFacets:
         await expect(page.locator("#facet-lang")).to_contain_text("markdown")
         assert await facet(page, "facet-lang") == {"python": 4, "markdown": 2, "go": 1}
         assert await facet(page, "facet-dir") == {"src/": 4, "docs/": 2, "lib/": 1}
-        assert await facet(page, "facet-ns") == {"shapes": 7}
+        assert await facet(page, "facet-ns") == {"shapes": 7, "other": 0}
         for scope in await page.locator(".facets .scope").all():
             await expect(scope).to_be_hidden()
         assert any(url.endswith("/v1/facets") for url in watch["requests"])
@@ -246,3 +249,30 @@ class TestRoutes:
                 assert (await response.json())["field"] == "cursor"
             async with http.post(base + "v1/facets", json={"query": "needle", "cursor": "x" * 22}) as response:
                 assert (await response.json())["field"] == "cursor"
+
+    async def test_the_routes_need_a_token_and_hide_what_it_may_not_see(self, tmp_path: Path) -> None:
+        """With tokens, /v1/view, /v1/outline and /v1/facets need one; a namespace the token may not see
+        reads as one that does not exist, and a cursor is not another caller's."""
+        token = "view-token-1"
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        server = await start(tmp_path, tokens=(TokenConfig(name="t", sha256=digest, namespaces=["shapes"]),))
+        base = str(server.make_url("/"))
+        auth = {"Authorization": f"Bearer {token}"}
+        try:
+            async with ClientSession() as http:
+                for path in ("v1/view/shapes/src/shapes.py", "v1/outline/shapes/src/shapes.py"):
+                    async with http.get(base + path) as response:
+                        assert response.status == 401
+                    async with http.get(base + path, headers=auth) as response:
+                        assert response.status == 200
+                async with http.post(base + "v1/facets", json={"query": "x", "cursor": "c" * 22}) as response:
+                    assert response.status == 401
+                for route in ("view", "outline"):
+                    said = []
+                    for namespace in ("other", "nope"):
+                        async with http.get(base + f"v1/{route}/{namespace}/o.py", headers=auth) as response:
+                            said.append((response.status, (await response.json())["detail"].replace(namespace, "N")))
+                    assert said[0] == said[1] and said[0][0] in (400, 404)
+                    assert "hidden" not in str(said)
+        finally:
+            await server.close()
