@@ -10,12 +10,10 @@ answer must be HTTP, below 500, and a problem (or AFI's error object) when it re
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import socket
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,9 +23,9 @@ from hypothesis import strategies as st
 
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
 from gateway.http.app import create_app
-from gateway.http.protocol import GatewayRunner
-from gateway.http.server import ClientLimits, guard
+from gateway.http.server import ClientLimits
 from tests.corpus import make_corpus
+from tests.threaded import serve_in_thread
 
 SCALE = float(os.environ.get("FEDSEARCH_FUZZ_SCALE", "1"))
 LIMITS = ClientLimits(header_timeout_s=5.0, body_timeout_s=5.0, send_timeout_s=10.0)
@@ -37,30 +35,10 @@ TIMEOUT = 30
 @pytest.fixture(scope="module")
 def address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """The gateway on 127.0.0.1, in a thread with its own loop, as ``fedsearch serve`` runs it."""
-    from aiohttp import web
-
     root = make_corpus(tmp_path_factory.mktemp("edges"))
     config = Config(server=ServerConfig(max_body_bytes=65536), defaults=DefaultsConfig(), namespaces=discover(root))
-    runner = GatewayRunner(guard(create_app(config), LIMITS), access_log=None, **LIMITS.runner_options())
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
-        started.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=run, name="edges-gateway", daemon=True)
-    thread.start()
-    assert started.wait(30)
-    host, port = runner.addresses[0][:2]
-    yield host, port
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
+    with serve_in_thread(create_app(config), LIMITS, "edges-gateway") as address:
+        yield address
 
 
 def exchange(address: tuple[str, int], raw: bytes) -> tuple[int, dict[str, str], bytes]:
