@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 import msgspec
 from msgspec.structs import replace
 
-from gateway.dedup.group import groups
+from gateway.dedup.group import Deferred, Entry, by_claim
 from gateway.dedup.identity import Identities
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.query.syntax import escape, with_pattern
@@ -175,8 +175,11 @@ def fuse(
 
     With ``dedup`` (the request's, SPEC §3), the files of one content identity are one entry,
     the best-ranked copy's, listing the others as its ``duplicates``: claims are gathered in
-    the pass (a dict keyed on identity), and only files whose claim another shares are looked
-    at again (:func:`gateway.dedup.group.groups`). Each namespace's counts keep its own files.
+    the pass (a dict keyed on identity) and merged (:func:`gateway.dedup.group.by_claim`); a
+    group a local checkout's claim made is looked at again only when it reaches the selected
+    files (:class:`gateway.dedup.group.Deferred`), and split where a copy changed. Each
+    namespace's counts keep its own files. Without ``dedup``, the selected files of a local
+    checkout get their exact identity (said on the wire for a caller merging copies itself).
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
@@ -193,9 +196,9 @@ def fuse(
     #: (-score, namespace, path, file, path_match, copies, identity): ordered as they are, (namespace,
     #: path) being unique.
     entries: list[_Entry] = []
-    claims: dict[str, list[int]] = {}  # with dedup: claimed identity -> the entries claiming it
-    claimed = 0
-    checks: dict[int, Identities] = {}  # entries whose claim is looked at again there before it is relied on
+    claims: dict[str, int] = {}  # with dedup: claimed identity -> the first entry claiming it
+    shared: dict[str, list[int]] = {}  # claimed identity -> the entries claiming it, where two or more do
+    local: dict[str, Identities] = {}  # namespaces whose identities are only claimed: looked at again when shown
     at: dict[tuple[str, str], int] = {}  # where each (namespace, path) is in entries
     for outcome in outcomes:
         result = outcome.result
@@ -207,6 +210,9 @@ def fuse(
         known = definitions.get(base) if definitions else None
         declaring, parsed = (known.defining.get, known.parsed) if known is not None else (None, ())
         identities = result.identities
+        if identities is not None:
+            local[base] = identities
+        claim_of = identities.claimed if dedup and identities is not None else None
         for file in result.files:
             hits = file.hits
             best = 1.0
@@ -253,16 +259,12 @@ def fuse(
             at[key] = here = len(entries)
             identity = file.identity
             if dedup:
-                claim = identity
-                if not claim and identities is not None:
-                    claim = identities.claimed(path)
-                    if claim:
-                        checks[here] = identities
-                if claim:
-                    claimed += 1
-                    claims.setdefault(claim, []).append(here)
-            elif not identity and identities is not None:  # said on the wire: exact, never a claim
-                identity = identities.exact(path)
+                if not identity and claim_of is not None:
+                    identity = claim_of(path)
+                if identity:
+                    earliest = claims.setdefault(identity, here)
+                    if earliest != here:
+                        shared.setdefault(identity, [earliest]).append(here)
             entries.append((-score, namespace, path, file, path_match, (), identity))
             if namespace is base:
                 own_files += 1
@@ -273,37 +275,34 @@ def fuse(
         if own_files:
             files, nhits = counts.get(base, (0, 0))
             counts[base] = (files + own_files, nhits + own_hits)
-    if claimed > len(claims):  # some claim is shared
-        entries = _grouped(entries, claims, checks)
-    # (namespace, path) is unique: files themselves are never compared
-    top = heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
-    ordered = [_ranked((ns, file, -neg, matched, copies, ident)) for neg, ns, _, file, matched, copies, ident in top]
+    pending: dict[tuple[str, str], list[Entry]] = {}
+    if shared:
+        entries, pending = by_claim(entries, shared.values(), local)
+    deferred = Deferred(local, pending) if pending or (local and not dedup) else None
+    top = _select(entries, limit)
+    while deferred is not None and deferred.settle(entries, top):  # a shown group's copy changed: split
+        top = _select(entries, limit)
+    ordered = _ranked_all(top, deferred if not dedup else None)
     if lazy and len(ordered) < len(entries):
-        return Fused(Ordering(entries, ordered), len(entries), weak, counts)
+        return Fused(Ordering(entries, ordered, deferred, dedup), len(entries), weak, counts)
     return Fused(ordered, len(entries), weak, counts)
 
 
-_Entry = tuple[float, str, str, FileMatch, bool, Copies, str]
+_Entry = Entry
 
 
-def _grouped(entries: list[_Entry], claims: dict[str, list[int]], checks: dict[int, Identities]) -> list[_Entry]:
-    """``entries`` with the copies of one content as one entry: the best-ranked copy's, listing the others."""
+def _select(entries: list[_Entry], limit: int | None) -> list[_Entry]:
+    """The first ``limit`` entries in order ((namespace, path) is unique: files are never compared)."""
+    return heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
 
-    def exact(i: int) -> str:
-        entry = entries[i]
-        check = checks.get(i)
-        return check.exact(entry[2]) if check is not None else entry[6]
 
-    found = groups(claims.values(), exact, entries.__getitem__)  # by (-score, namespace, path)
-    if not found:
-        return entries
-    gone: set[int] = set()
-    for members in found:
-        best = entries[members[0]]
-        copies = tuple((entries[i][1], entries[i][2]) for i in members[1:])
-        entries[members[0]] = (*best[:5], copies, best[6])
-        gone.update(members[1:])
-    return [entry for i, entry in enumerate(entries) if i not in gone]
+def _ranked_all(ordered: Sequence[_Entry], exact: Deferred | None) -> list[RankedFile]:
+    """Entries as RankedFiles; with ``exact``, each with its file's exact identity (a local one looked at now)."""
+    if exact is None:
+        return [
+            _ranked((ns, file, -neg, matched, copies, ident)) for neg, ns, _, file, matched, copies, ident in ordered
+        ]
+    return [_ranked((e[1], e[3], -e[0], e[4], e[5], exact.identity(e))) for e in ordered]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -321,11 +320,15 @@ class Ordering(Sequence[RankedFile]):
     nothing more, and the first later page pays for the sort.
     """
 
-    __slots__ = ("_entries", "_known")
+    __slots__ = ("_dedup", "_deferred", "_entries", "_known")
 
-    def __init__(self, entries: list[_Entry], known: list[RankedFile]) -> None:
+    def __init__(
+        self, entries: list[_Entry], known: list[RankedFile], deferred: Deferred | None = None, dedup: bool = True
+    ) -> None:
         self._entries: list[_Entry] | None = entries
         self._known = known
+        self._deferred = deferred  # what fusion left to look at once files are shown (gateway.dedup.group)
+        self._dedup = dedup
 
     def __len__(self) -> int:
         return len(self._known) if self._entries is None else len(self._entries)
@@ -344,11 +347,11 @@ class Ordering(Sequence[RankedFile]):
             else:
                 beyond = index < 0 or index >= len(self._known)
             if beyond:
+                deferred = self._deferred
+                if deferred is not None and self._dedup:
+                    deferred.settle_all(self._entries)
                 ordered = sorted(self._entries)
-                self._known = [
-                    _ranked((ns, file, -neg, matched, copies, ident))
-                    for neg, ns, _, file, matched, copies, ident in ordered
-                ]
+                self._known = _ranked_all(ordered, deferred if not self._dedup else None)
                 self._entries = None
         return self._known[index]
 

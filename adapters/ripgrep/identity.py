@@ -63,6 +63,7 @@ class GitIdentities:
     def __init__(self, root: str) -> None:
         self.root = root
         self._entries: Entries | None = None
+        self._claims: dict[str, str] | None = None  # path -> what it was when last looked at (git:<id>)
         self._hashed: dict[str, tuple[int, int, str]] = {}  # path -> (mtime ns, size, identity)
         self._lock = threading.Lock()
         #: What loading cost: seconds in git, and files listed (bench/dedup.py reports them).
@@ -75,7 +76,9 @@ class GitIdentities:
         with self._lock:
             if self._entries is None:
                 started = time.perf_counter()
-                self._entries = self._ls_files()
+                entries = self._ls_files()
+                self._claims = {path: GIT + entry[0] for path, entry in entries.items()}
+                self._entries = entries
                 self.load_s = time.perf_counter() - started
             return self._entries
 
@@ -97,12 +100,11 @@ class GitIdentities:
 
     def claimed(self, path: str) -> str:
         """What the file was when last looked at: its blob id in git's index, or its hash when it had changed."""
-        entry = self._load().get(path)
-        if entry is not None:
-            hashed = self._hashed.get(path)
-            return hashed[2] if hashed is not None else GIT + entry[0]
-        hashed = self._hashed.get(path)
-        return hashed[2] if hashed is not None else ""
+        claims = self._claims
+        if claims is None:
+            self._load()
+            claims = self._claims or {}
+        return claims.get(path, "")
 
     def exact(self, path: str) -> str:
         """The file's identity now: its blob id where git's record of it still holds, else its bytes hashed."""
@@ -135,6 +137,8 @@ class GitIdentities:
         identity = GIT + blob_id(data)
         if mtime < time.time_ns() - SETTLE_NS:
             self._hashed[path] = (mtime, size, identity)
+            if self._claims is not None:
+                self._claims[path] = identity
         return identity
 
     def warm(self) -> int:

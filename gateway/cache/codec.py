@@ -96,9 +96,14 @@ def _file(item: RankedFile) -> tuple[Any, ...]:
 def encode_snapshot(whole: Whole) -> dict[str, bytes]:
     """The record of a snapshot: its header and every ranked file, in chunks."""
     failed = [(o.namespace, o.backend, o.status, o.took_ms, o.error, o.weight, o.retry_after) for o in whole.failed]
+    ordered = whole.ordered[:]  # in order: copies a group held that changed are split off now
+    chunks = [
+        _pack([_file(item) for item in ordered[start : start + CHUNK]]) for start in range(0, len(ordered), CHUNK)
+    ]
+    grown = max(0, len(ordered) - whole.total)
     header = (
-        whole.total,
-        whole.file_count,
+        whole.total + grown,
+        whole.file_count + grown,
         whole.weak,
         whole.statuses,
         whole.widen,
@@ -107,9 +112,8 @@ def encode_snapshot(whole: Whole) -> dict[str, bytes]:
         whole.since_ns,
     )
     record = {HEADER: _pack(header)}
-    ordered = whole.ordered
-    for n, start in enumerate(range(0, len(ordered), CHUNK)):
-        record[str(n)] = _pack([_file(item) for item in ordered[start : start + CHUNK]])
+    for n, chunk in enumerate(chunks):
+        record[str(n)] = chunk
     return record
 
 

@@ -198,10 +198,11 @@ class HeldSnapshots(Snapshots):
             )
             for item in whole.ordered[offset : offset + files]
         ]
+        grown = max(0, len(whole.ordered) - whole.total)  # copies split off once their group was read
         return Whole(
             ordered=window,
-            total=whole.total,
-            file_count=whole.file_count,
+            total=whole.total + grown,
+            file_count=whole.file_count + grown,
             weak=whole.weak,
             statuses=whole.statuses,
             widen=whole.widen,
