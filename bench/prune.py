@@ -91,6 +91,7 @@ def _reader(folder: str, checkouts: list[str], stop: Any, marks: Any, out: Any) 
             store.lookup(root, some)
             store.defining_paths("get", True)
             (during if marks.is_set() else before).append(time.monotonic() - started)
+            time.sleep(0.01)  # searches come and go; a reader in a tight loop would take a core of two
     store.close()
     out.put((before[len(before) // 2 :], during))  # the first half of those before warmed the cache
 
@@ -126,10 +127,12 @@ def serve_again(folder: Path, checkouts: list[Path]) -> dict[str, Any]:
             break
     stop.set()
     proc.stdin.close()
-    proc.wait(30)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
     before, during = results.get()
     reader.join()
     events["reads"] = (before, during)
+    events["cpu_s"] = usage.ru_utime + usage.ru_stime
     return events
 
 
@@ -151,11 +154,33 @@ def per_file(sizes: list[int], where: Path) -> str:
     return f"file per root instead: unlinking {len(files)} files of {_mb(sum(sizes))} took {took * 1000:.1f} ms"
 
 
+def _first_two(folder: Path, kept: Path, checkouts: list[Path], more: list[Path]) -> tuple[int, int]:
+    """Steps 1 and 2 (the folder after them kept in ``kept`` for ``--reuse``); the 8's folder and database bytes."""
+    seconds = build(folder, checkouts)
+    alone, db_alone = folder_bytes(str(folder)), _db_bytes(folder)
+    print(
+        f"1. the {len(checkouts)} checkouts: built in {seconds:.1f} s; folder {_mb(alone)} "
+        f"(declarations {_mb(db_alone)})"
+    )
+    seconds = build(folder, more)
+    print(
+        f"2. a bigger config once ({len(more)} checkouts more): built in {seconds:.1f} s; folder "
+        f"{_mb(folder_bytes(str(folder)))} (declarations {_mb(_db_bytes(folder))}): without pruning it stays so"
+    )
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.copytree(folder, kept)
+    (kept / "alone.json").write_text(json.dumps([alone, db_alone]))
+    return alone, db_alone
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpus", default="/work/corpus-real")
     parser.add_argument("--copies", type=int, default=36)
     parser.add_argument("--dir", help="where to work (its copies/ are kept for the next run)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="start step 3 from the folder the last run kept after step 2 (<dir>/grown)"
+    )
     args = parser.parse_args()
     configure(level="warning")
     corpus = Path(args.corpus)
@@ -164,21 +189,20 @@ def main() -> int:
         return 0
     checkouts = sorted(p for p in corpus.iterdir() if (p / ".git").exists())
     top = Path(args.dir or tempfile.mkdtemp(prefix="fedsearch-prune-"))
-    folder = top / "idx"
+    folder, grown_copy = top / "idx", top / "grown"
     shutil.rmtree(folder, ignore_errors=True)
-    seconds = build(folder, checkouts)
-    alone, db_alone = folder_bytes(str(folder)), _db_bytes(folder)
-    print(
-        f"1. the {len(checkouts)} checkouts: built in {seconds:.1f} s; folder {_mb(alone)} "
-        f"(declarations {_mb(db_alone)})"
-    )
     more = copies(top / "copies", checkouts, args.copies)
-    seconds = build(folder, more)
-    grown, db_grown = folder_bytes(str(folder)), _db_bytes(folder)
-    print(
-        f"2. a bigger config once ({len(more)} checkouts more): built in {seconds:.1f} s; folder {_mb(grown)} "
-        f"(declarations {_mb(db_grown)}): without pruning it stays so"
-    )
+    if args.reuse and grown_copy.is_dir():
+        shutil.copytree(grown_copy, folder)
+        alone, db_alone = json.loads((grown_copy / "alone.json").read_text())
+        print(f"1. the {len(checkouts)} checkouts (kept): folder {_mb(alone)} (declarations {_mb(db_alone)})")
+        print(
+            f"2. a bigger config once (kept, {len(more)} checkouts more): folder {_mb(folder_bytes(str(folder)))} "
+            f"(declarations {_mb(_db_bytes(folder))})"
+        )
+    else:
+        alone, db_alone = _first_two(folder, grown_copy, checkouts, more)
+    db_grown = _db_bytes(folder)
     then = time.time() - 20 * DAY_S
     for copy in more:
         os.utime(roots.marker_path(str(folder), str(copy)), (then, then))
@@ -188,7 +212,8 @@ def main() -> int:
     print(
         f"3. the {len(checkouts)} again, 20 days on: the builder's first pass pruned {pruned.get('roots', 0)} roots "
         f"({pruned.get('files', 0):,} files' rows) in {pruned.get('seconds', 0):.2f} s (VACUUM "
-        f"{pruned.get('vacuum_s', 0):.2f} s); the whole pass took {passed.get('seconds', 0):.2f} s; "
+        f"{pruned.get('vacuum_s', 0):.2f} s); the whole pass took {passed.get('seconds', 0):.2f} s, the builder "
+        f"process {events['cpu_s']:.1f} s of CPU in all (niced); "
         f"folder {_mb(after)} (declarations {_mb(db_after)}), the {len(checkouts)} alone {_mb(alone)}"
     )
     before, during = events["reads"]

@@ -715,11 +715,18 @@ class Store:
                 return dropped
 
     def vacuum(self) -> bool:
-        """Give the space of dropped rows back to the disk: VACUUM (readers go on reading their
+        """Give the space of dropped rows back to the disk: each FTS5 index merged (its deleted rows
+        are otherwise kept as delete markers in its segments), VACUUM (readers go on reading their
         snapshot meanwhile, in WAL mode), then the WAL truncated unless a reader still holds old
         pages (never waited for: from then on this connection's checkpoints truncate it to
         :data:`WAL_LIMIT`); whether the WAL was truncated now."""
         db = self._db
+        fts = db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
+        ).fetchall()
+        for (table,) in fts:
+            with self._write():
+                db.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'optimize\')')
         db.execute("VACUUM")
         db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
         return self.truncate_wal()
