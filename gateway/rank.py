@@ -275,14 +275,14 @@ def fuse(
         if own_files:
             files, nhits = counts.get(base, (0, 0))
             counts[base] = (files + own_files, nhits + own_hits)
-    pending: dict[tuple[str, str], list[Entry]] = {}
+    groups: dict[int, list[Entry]] = {}
     if shared:
-        entries, pending = by_claim(entries, shared.values(), local)
-    deferred = Deferred(local, pending) if pending or (local and not dedup) else None
+        entries, groups = by_claim(entries, shared.values())
+    deferred = Deferred(local, groups) if groups or (local and not dedup) else None
     top = _select(entries, limit)
     while deferred is not None and deferred.settle(entries, top):  # a shown group's copy changed: split
         top = _select(entries, limit)
-    ordered = _ranked_all(top, deferred if not dedup else None)
+    ordered = _ranked_all(top, deferred, dedup)
     if lazy and len(ordered) < len(entries):
         return Fused(Ordering(entries, ordered, deferred, dedup), len(entries), weak, counts)
     return Fused(ordered, len(entries), weak, counts)
@@ -296,13 +296,16 @@ def _select(entries: list[_Entry], limit: int | None) -> list[_Entry]:
     return heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
 
 
-def _ranked_all(ordered: Sequence[_Entry], exact: Deferred | None) -> list[RankedFile]:
-    """Entries as RankedFiles; with ``exact``, each with its file's exact identity (a local one looked at now)."""
-    if exact is None:
+def _ranked_all(ordered: Sequence[_Entry], deferred: Deferred | None, dedup: bool = True) -> list[RankedFile]:
+    """Entries as RankedFiles: with dedup, each with the other copies of its content; without, each with
+    its file's exact identity (a local one looked at now)."""
+    if deferred is None:
         return [
             _ranked((ns, file, -neg, matched, copies, ident)) for neg, ns, _, file, matched, copies, ident in ordered
         ]
-    return [_ranked((e[1], e[3], -e[0], e[4], e[5], exact.identity(e))) for e in ordered]
+    if dedup:
+        return [_ranked((e[1], e[3], -e[0], e[4], deferred.copies(e), e[6])) for e in ordered]
+    return [_ranked((e[1], e[3], -e[0], e[4], e[5], deferred.identity(e))) for e in ordered]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -351,7 +354,7 @@ class Ordering(Sequence[RankedFile]):
                 if deferred is not None and self._dedup:
                     deferred.settle_all(self._entries)
                 ordered = sorted(self._entries)
-                self._known = _ranked_all(ordered, deferred if not self._dedup else None)
+                self._known = _ranked_all(ordered, deferred, self._dedup)
                 self._entries = None
         return self._known[index]
 

@@ -10,13 +10,13 @@ whose bytes are no longer the same: only for the groups that reach a page, never
 thousands behind them (a later page settles the rest when it is read).
 
 An entry is fusion's tuple ``(-score, namespace, path, file, path_match, copies, identity)``:
-ordered by its first three fields (unique), ``copies`` the other copies' ``(namespace, path)``
-in rank order, ``identity`` its claim.
+ordered by its first three fields (unique), ``copies`` empty (a shown group's copies come from
+:meth:`Deferred.copies`), ``identity`` its claim.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # a type only: no import at run time
@@ -29,54 +29,41 @@ Entry = tuple[float, str, str, Any, bool, tuple[tuple[str, str], ...], str]
 _Key = tuple[str, str]
 
 
-def _copies(members: Sequence[Entry]) -> tuple[tuple[str, str], ...]:
-    return tuple([(m[1], m[2]) for m in members])
-
-
-def by_claim(
-    entries: list[Entry], claims: Iterable[list[int]], local: Mapping[str, Identities]
-) -> tuple[list[Entry], dict[_Key, list[Entry]]]:
-    """``entries`` with those sharing a claim (``claims``: the indices of each claim shared by two or
-    more) as one, the best-ranked's listing the others; and the merged groups with a member of a
-    namespace in ``local`` (whose claims are looked at again before the group is shown), by their
-    entry's (namespace, path), members best first."""
-    pending: dict[_Key, list[Entry]] = {}
+def by_claim(entries: list[Entry], claims: Iterable[list[int]]) -> tuple[list[Entry], dict[int, list[Entry]]]:
+    """``entries`` with only the best-ranked of each shared claim (``claims``: the indices of each claim
+    shared by two or more); and each kept one's group, members best first, by the kept entry's ``id``."""
+    groups: dict[int, list[Entry]] = {}
     gone: set[int] = set()
-    at = entries.__getitem__
     for indices in claims:
         if len(indices) == 2:  # the common case: two copies, in order by one comparison
             a, b = indices
-            first, second = (at(a), at(b)) if at(a) < at(b) else (at(b), at(a))
-            members = [first, second]
-            entries[a], best = (*first[:5], ((second[1], second[2]),), first[6]), first
+            first, second = entries[a], entries[b]
+            if second < first:
+                first, second, b = second, first, a
+            groups[id(first)] = [first, second]
             gone.add(b)
         else:
-            indices.sort(key=at)  # by (-score, namespace, path)
+            indices.sort(key=entries.__getitem__)  # by (-score, namespace, path)
             members = [entries[i] for i in indices]
-            best = members[0]
-            entries[indices[0]] = (*best[:5], _copies(members[1:]), best[6])
+            groups[id(members[0])] = members
             gone.update(indices[1:])
-        for member in members:
-            if member[1] in local:
-                pending[(best[1], best[2])] = members
-                break
-    if not gone:
-        return entries, pending
-    return [entry for i, entry in enumerate(entries) if i not in gone], pending
+    return [entry for i, entry in enumerate(entries) if i not in gone], groups
 
 
 class Deferred:
-    """Local identities, looked at again only for the entries that reach a page.
+    """The groups of copies and the local identities, looked at only for entries that are shown.
 
-    ``local`` maps a namespace to its checkout's identities; ``pending`` the groups merged by a
-    claim that a local member made (:func:`by_claim`).
+    ``local`` maps a namespace to its checkout's identities; ``groups`` the members of each kept
+    entry's group (:func:`by_claim`), by the entry's ``id`` (entries are held by the ranking, so
+    their ids are theirs while it lives).
     """
 
-    __slots__ = ("local", "pending")
+    __slots__ = ("_settled", "groups", "local")
 
-    def __init__(self, local: Mapping[str, Identities], pending: dict[_Key, list[Entry]]) -> None:
+    def __init__(self, local: Mapping[str, Identities], groups: dict[int, list[Entry]]) -> None:
         self.local = local
-        self.pending = pending
+        self.groups = groups
+        self._settled: set[int] = set()
 
     def identity(self, entry: Entry) -> str:
         """The entry's file's exact identity: a remote backend's own, else its checkout's look now."""
@@ -86,38 +73,52 @@ class Deferred:
         check = self.local.get(entry[1])
         return check.exact(entry[2]) if check is not None else ""
 
+    def copies(self, entry: Entry) -> tuple[tuple[str, str], ...]:
+        """The other copies of an entry's content, in rank order."""
+        members = self.groups.get(id(entry))
+        return tuple([(m[1], m[2]) for m in members[1:]]) if members else ()
+
     def settle(self, entries: list[Entry], shown: Iterable[Entry]) -> bool:
-        """Look again at the pending groups among ``shown``; where a copy's bytes differ now, split the
-        group in ``entries`` (each part in rank order). Whether ``entries`` changed (select again)."""
+        """Look again at the local members of the groups among ``shown``; where a copy's bytes differ
+        now, split the group in ``entries`` (each part in rank order). Whether ``entries`` changed."""
         changed = False
         for entry in shown:
-            members = self.pending.pop((entry[1], entry[2]), None)
-            if members is None:
+            key = id(entry)
+            members = self.groups.get(key)
+            if members is None or key in self._settled:
                 continue
+            self._settled.add(key)
+            if not any(m[1] in self.local for m in members):
+                continue  # every claim was a remote backend's own: exact already
             parts = self._parts(members)
             if len(parts) > 1:
-                entries[entries.index(entry)] = parts[0]
-                entries.extend(parts[1:])
+                del self.groups[key]
+                for part in parts:
+                    if len(part) > 1:
+                        self.groups[id(part[0])] = part
+                    self._settled.add(id(part[0]))
+                entries[entries.index(entry)] = parts[0][0]
+                entries.extend(part[0] for part in parts[1:])
                 changed = True
         return changed
 
     def settle_all(self, entries: list[Entry]) -> None:
-        """Settle every pending group (before the whole order is read)."""
-        if self.pending:
-            self.settle(entries, [e for e in entries if (e[1], e[2]) in self.pending])
+        """Settle every group (before the whole order is read)."""
+        groups = self.groups
+        if groups:
+            self.settle(entries, [e for e in entries if id(e) in groups])
 
-    def _parts(self, members: list[Entry]) -> list[Entry]:
-        """The members as entries by their exact identities: one per identity (best first, listing the
-        others), one for each member without any."""
+    def _parts(self, members: list[Entry]) -> list[list[Entry]]:
+        """The members by their exact identities, each part in rank order, the best part first; a
+        member without any is a part alone."""
         same: dict[str, list[Entry]] = {}
-        alone: list[Entry] = []
+        parts: list[list[Entry]] = []
         for member in members:
             identity = self.identity(member)
             if identity:
                 same.setdefault(identity, []).append(member)
             else:
-                alone.append(member)
-        parts = [(*group[0][:5], _copies(group[1:]), key) for key, group in same.items()]
-        parts.extend((*m[:5], (), "") for m in alone)
-        parts.sort()  # the best-ranked part first: it takes the group's place
+                parts.append([member])
+        parts.extend(same.values())
+        parts.sort()
         return parts
