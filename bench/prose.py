@@ -13,7 +13,7 @@ are read for mentions of declarations' names. A mention is a name written as cod
 (``secure_filename``, ``TestClient``); names shorter than :data:`MIN_NAME` and names
 declared more than :data:`MAX_SHARED` times are left out. Each sentence mentioning one
 becomes part of that declaration's prose, at most :data:`MAX_SENTENCES` of them (the
-first met). :func:`attach_prose` writes one checkout's into the table ``prose``.
+first met). :func:`attach_prose` writes one checkout's into the table ``declaration_prose``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def attach_prose(store: Store, root: str, *, bare: bool = False, docs: bool = Tr
     ``bare``: names not written as code count too; ``docs``: other declarations' docstrings are read;
     ``tests``: test names."""
     db = store._db
-    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS prose USING fts5(prose, tokenize = 'porter unicode61')")
+    db.execute("CREATE VIRTUAL TABLE IF NOT EXISTS declaration_prose USING fts5(prose, tokenize = 'porter unicode61')")
     rows = db.execute(
         "SELECT d.id, d.name FROM declarations d JOIN files f ON f.id = d.file_id "
         "WHERE f.root = ? AND d.kind != 'impl'",
@@ -127,7 +127,8 @@ def attach_prose(store: Store, root: str, *, bare: bool = False, docs: bool = Tr
                 if candidate in names:
                     add(candidate, " ".join(split_words(" ".join(parts[cut:]))))
                     break
-    db.executemany("INSERT INTO prose (rowid, prose) VALUES (?, ?)", [(r, " ".join(s)) for r, s in found.items()])
+    rows_out = [(rid, " ".join(sentences)) for rid, sentences in found.items()]
+    db.executemany("INSERT INTO declaration_prose (rowid, prose) VALUES (?, ?)", rows_out)
     return len(found)
 
 
@@ -137,8 +138,8 @@ def prose_scores(store: Store, root: str, query: str) -> dict[int, float]:
     if not match:
         return {}
     rows = store._db.execute(
-        "SELECT p.rowid, -bm25(prose) FROM prose p JOIN declarations d ON d.id = p.rowid "
-        "JOIN files f ON f.id = d.file_id WHERE prose MATCH ? AND f.root = ?",
+        "SELECT p.rowid, -bm25(declaration_prose) FROM declaration_prose p JOIN declarations d ON d.id = p.rowid "
+        "JOIN files f ON f.id = d.file_id WHERE declaration_prose MATCH ? AND f.root = ?",
         (match, root),
     )
     return dict(rows)
