@@ -738,26 +738,29 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
         window = resolve(list(whole.ordered[start : start + request.files]), 0, request.files, request.hit_budget)
         shown, lines = page(window, 0, *budgets)
     end = request.offset + len(shown)
+    # copies a group held that changed since looked at are split off once read (gateway.dedup.group)
+    grown = max(0, whole.first + len(whole.ordered) - whole.total)
+    total = whole.total + grown
     actions: list[dict[str, Any]] = []
-    more = end < whole.total and bool(shown) and end <= MAX_OFFSET
+    more = end < total and bool(shown) and end <= MAX_OFFSET
     if more:
         args = request.args(offset=end, cursor=cursor)
         span = f"from file {end + 1}"  # where it starts, when its files are not all at hand
         nxt = whole.ordered[end - whole.first : end - whole.first + request.files]
-        if resolve is None and len(nxt) >= min(request.files, whole.total - end) and _decoded(nxt):
+        if resolve is None and len(nxt) >= min(request.files, total - end) and _decoded(nxt):
             # the next page as it will be, its budgets included (with declarations, or files kept
             # undecoded, its files' hits are only known once it is shown)
             following = len(page(nxt, 0, *budgets)[0])
             span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
-        actions.append(_action(f"next page: {span} of {whole.total}", args))
+        actions.append(_action(f"next page: {span} of {total}", args))
     actions.extend(whole.widen)
     return Ranked(
         page=shown,
-        file_count=whole.file_count,
+        file_count=whole.file_count + grown,
         weak_filtered=whole.weak,
         truncated=bool(actions),
         next=actions,
-        note=_note(request, len(shown), whole.total, whole.weak, whole.asked, whole.failed),
+        note=_note(request, len(shown), total, whole.weak, whole.asked, whole.failed),
         statuses=whole.statuses,
         offset=request.offset,
         more=more,

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -265,6 +266,42 @@ def _pages(request: SearchRequest, outcomes: list[Outcome]) -> list[list[dict[st
         offset += len(ranked.page)
 
 
+class FakeIdentities:
+    """A local checkout's identities as a test states them: what each file was, and what it is now."""
+
+    def __init__(self, claimed: dict[str, str], exact: dict[str, str]) -> None:
+        self._claimed, self._exact = claimed, exact
+
+    def claimed(self, path: str) -> str:
+        return self._claimed.get(path, "")
+
+    def exact(self, path: str) -> str:
+        return self._exact.get(path, "")
+
+
+@st.composite
+def local_and_remote(draw: st.DrawFn) -> tuple[list[Outcome], dict[tuple[str, str], str]]:
+    """Outcomes of remote namespaces (exact identities) and local ones (claims, some gone stale: the
+    file changed since), and every file's identity as it is now."""
+    outcomes = draw(outcomes_with_identities())
+    now: dict[tuple[str, str], str] = {}
+    out = []
+    for outcome in outcomes:
+        assert outcome.result is not None
+        files = outcome.result.files
+        if draw(st.booleans()):  # local: the identities claimed, looked at again when shown
+            claimed = {f.path: f.identity for f in files}
+            exact = {path: draw(st.sampled_from([claim, claim, *IDENTITIES])) for path, claim in claimed.items()}
+            local = tuple(FileMatch(path=f.path, hits=f.hits) for f in files)
+            result = BackendResult(files=local, status=outcome.result.status, identities=FakeIdentities(claimed, exact))
+            out.append(Outcome(**{**msgspec.structs.asdict(outcome), "result": result}))
+            now.update({(outcome.namespace, path): identity for path, identity in exact.items()})
+        else:
+            out.append(outcome)
+            now.update({(outcome.namespace, f.path): f.identity for f in files})
+    return out, now
+
+
 class TestGroupingProperty:
     @settings(max_examples=150, deadline=None)
     @given(outcomes_with_identities(), st.integers(1, 4))
@@ -281,3 +318,20 @@ class TestGroupingProperty:
         assert sorted(covered) == sorted(every)
         assert len(covered) == len(set(covered))
         assert all(not g["dups"] for page in off for g in page)
+
+    @settings(max_examples=150, deadline=None)
+    @given(local_and_remote(), st.integers(1, 4))
+    def test_a_changed_local_copy_is_never_a_duplicate(
+        self, answer: tuple[list[Outcome], dict[tuple[str, str], str]], files: int
+    ) -> None:
+        """With local claims gone stale (files changed since they were looked at), every group's copies
+        have its identity as it is now, and groups with their copies are every file once, page after
+        page. (A file changed to equal another's bytes may stay a group of its own until its checkout's
+        identities are looked at again: a miss, never a wrong merge.)"""
+        outcomes, now = answer
+        on = _pages(SearchRequest(query="foo", files=files, hit_budget=5000), outcomes)
+        shown = [g for page in on for g in page]
+        for group in shown:
+            assert all(now[d] == now[group["key"]] != "" for d in group["dups"])
+        covered = [g["key"] for g in shown] + [d for g in shown for d in g["dups"]]
+        assert sorted(covered) == sorted(now)
