@@ -53,7 +53,8 @@ def _bounds(prop: dict[str, Any]) -> str:
 def _request(doc: dict[str, Any]) -> list[str]:
     schema = doc["components"]["schemas"]["SearchRequest"]
     params = {}
-    for param in doc["paths"]["/v1/search"]["get"]["parameters"]:
+    for ref in doc["paths"]["/v1/search"]["get"]["parameters"]:
+        param = doc["components"]["parameters"][ref["$ref"].rsplit("/", 1)[-1]] if "$ref" in ref else ref
         field = re.split(r"[ :]", param["description"], maxsplit=1)[0]
         repeat = " (repeatable)" if param["schema"].get("type") == "array" else ""
         params[field] = f"`{param['name']}`{repeat}"

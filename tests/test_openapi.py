@@ -38,7 +38,7 @@ MakeClient = Callable[..., Awaitable[Client]]
 DOC = openapi()
 SCHEMAS = DOC["components"]["schemas"]
 REQUEST = SCHEMAS["SearchRequest"]["properties"]
-GET_PARAMS = {p["name"]: p for p in DOC["paths"]["/v1/search"]["get"]["parameters"]}
+GET_PARAMS = {p["name"]: p for p in DOC["components"]["parameters"].values()}
 
 
 def _validator(component: str) -> Draft202012Validator:
@@ -109,8 +109,11 @@ class TestSchemaIsTheValidators:
 
 class TestParametersAreTheFields:
     def test_every_parameter_has_its_fields_bounds(self) -> None:
-        """Each GET parameter's schema carries its field's bounds, patterns and enum."""
+        """Each GET parameter's schema carries its field's bounds, patterns and enum; every GET takes them all."""
         assert set(GET_PARAMS) == set(PARAMS)
+        for path in ("/v1/search", "/v1/search/stream", "/v1/query"):
+            refs = [p["$ref"].rsplit("/", 1)[-1] for p in DOC["paths"][path]["get"]["parameters"]]
+            assert sorted(refs) == sorted(PARAMS), path
         for param, field in PARAMS.items():
             body, query = REQUEST[field], GET_PARAMS[param]["schema"]
             for key in ("minimum", "maximum", "minLength", "maxLength", "pattern", "maxItems", "items", "enum"):

@@ -154,13 +154,27 @@ def _components() -> dict[str, Any]:
         ],
         ref_template="#/components/schemas/{model}",
     )
-    return dict(defs.get("$defs", {}))
+    return {name: _untitled(schema) for name, schema in defs.get("$defs", {}).items()}
+
+
+def _untitled(schema: Any) -> Any:
+    """A schema without pydantic's ``title`` on each property (the name says it; a quarter of the bytes)."""
+    if isinstance(schema, dict):
+        return {
+            key: ({name: _untitled(value) for name, value in item.items()} if key == "properties" else _untitled(item))
+            for key, item in schema.items()
+            if not (key == "title" and isinstance(item, str) and "properties" not in schema)
+        }
+    if isinstance(schema, list):
+        return [_untitled(item) for item in schema]
+    return schema
 
 
 def openapi(server_url: str | None = None) -> dict[str, Any]:
     """The API description of this gateway."""
     schemas = _components()
-    query = _query_parameters(schemas["SearchRequest"])
+    parameters = {param["name"]: param for param in _query_parameters(schemas["SearchRequest"])}
+    query = [{"$ref": f"#/components/parameters/{name}"} for name in parameters]
     unauthorized = _problem("A valid bearer token is required (when the gateway has tokens)")
     invalid = _problem("Invalid request: `field` names the field, parameter or header")
     overloaded = {
@@ -339,6 +353,7 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
         },
         "components": {
             "schemas": schemas,
+            "parameters": parameters,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}, {}],  # a token when the gateway has [[tokens]], else none

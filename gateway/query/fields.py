@@ -49,7 +49,7 @@ Query = Annotated[
     Field(
         min_length=1,
         max_length=MAX_QUERY,
-        json_schema_extra={"pattern": _QUERY},
+        json_schema_extra={"pattern": _QUERY, "examples": ["import", "lang:python def main"]},
         description="What to look for: a literal string (exact), an RE2 regex, or a phrase (semantic); not blank, "
         "no NUL. It may carry the filters repo:, file:, lang:, case:, dedup:, sym: and /RE/ (docs/api.md); each "
         "must be valid (a repo: pattern matching a visible namespace, a known lang:, a glob that closes), "
