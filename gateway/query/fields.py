@@ -9,7 +9,10 @@ ECMA-262 as JSON Schema wants them, written only with what Python's ``re``, Rust
 
 What no schema can say (a namespace pattern must match a namespace the caller sees, a
 glob's brackets must close, a regex must compile with RE2, the query's filters must
-be valid) the fields' descriptions say in words.
+be valid) the fields' descriptions say in words. A request that breaks one of those is
+schema-valid and refused (400 naming the field): the check that fails on it is
+schemathesis' ``positive_data_acceptance`` (ST202), and tests/openapi_hooks.py drops
+exactly those, rule by rule.
 """
 
 from __future__ import annotations
