@@ -212,7 +212,7 @@ def fuse(
         identities = result.identities
         if identities is not None:
             local[base] = identities
-        claim_of = identities.claimed if dedup and identities is not None else None
+        claim_of = identities.claims().get if dedup and identities is not None else None
         for file in result.files:
             hits = file.hits
             best = 1.0
@@ -260,7 +260,7 @@ def fuse(
             identity = file.identity
             if dedup:
                 if not identity and claim_of is not None:
-                    identity = claim_of(path)
+                    identity = claim_of(path, "")
                 if identity:
                     earliest = claims.setdefault(identity, here)
                     if earliest != here:

@@ -272,8 +272,8 @@ class FakeIdentities:
     def __init__(self, claimed: dict[str, str], exact: dict[str, str]) -> None:
         self._claimed, self._exact = claimed, exact
 
-    def claimed(self, path: str) -> str:
-        return self._claimed.get(path, "")
+    def claims(self) -> dict[str, str]:
+        return self._claimed
 
     def exact(self, path: str) -> str:
         return self._exact.get(path, "")

@@ -98,13 +98,18 @@ class GitIdentities:
     def __len__(self) -> int:
         return len(self._load())
 
-    def claimed(self, path: str) -> str:
-        """What the file was when last looked at: its blob id in git's index, or its hash when it had changed."""
+    def claims(self) -> dict[str, str]:
+        """What each file was when last looked at, by path: its blob id in git's index, or its hash
+        where it had changed (loaded on first use)."""
         claims = self._claims
         if claims is None:
             self._load()
             claims = self._claims or {}
-        return claims.get(path, "")
+        return claims
+
+    def claimed(self, path: str) -> str:
+        """What one file was when last looked at (:meth:`claims`)."""
+        return self.claims().get(path, "")
 
     def exact(self, path: str) -> str:
         """The file's identity now: its blob id where git's record of it still holds, else its bytes hashed."""

@@ -16,6 +16,7 @@ under it) hands ranking an :class:`Identities` with its answer instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # typeshed has no stub for _sha1: it is hashlib's sha1
@@ -36,13 +37,13 @@ _HEX = frozenset("0123456789abcdef")
 class Identities(Protocol):
     """The identities of one answer's files, by path: a cheap claim, and the exact word.
 
-    ``claimed`` is what the file was when last looked at (a lookup, no I/O): files whose
-    claims differ are never the same. ``exact`` looks again (a stat, or reading the file
-    where it changed) and is asked only of files whose claim another file shares.
-    Both give ``""`` where there is no identity.
+    ``claims`` maps each file to what it was when last looked at (no I/O once loaded: fusion
+    reads it with the dict's own ``get``): files whose claims differ are never the same.
+    ``exact`` looks again (a stat, or reading the file where it changed) and is asked only
+    of files whose claim another file shares. Both give ``""`` where there is no identity.
     """
 
-    def claimed(self, path: str) -> str: ...
+    def claims(self) -> Mapping[str, str]: ...
 
     def exact(self, path: str) -> str: ...
 
