@@ -16,7 +16,7 @@ of its time), so it never runs inside a serving process. It rescans every
 each start one; an exclusive lock on ``<dir>/index.lock`` lets exactly one work, the
 others wait for it. A builder ends when its parent closes its stdin, or dies.
 
-Each pass starts by keeping the folder within its bounds (:mod:`gateway.index.prune`: the
+Each pass ends by keeping the folder within its bounds (:mod:`gateway.index.prune`: the
 roots unused for ``keep_days`` or gone, then the least recently used past ``max_bytes``),
 a survey every PRUNE_S; a builder claims its roots for its whole life, waiting for the lock
 or not (:class:`~gateway.index.roots.Live`), so no other builder prunes them.
@@ -116,7 +116,7 @@ class Builder:
         self.rg = rg if rg is not None else find_rg()
         #: Asked between files: whether to stop now (the parent went away).
         self.should_stop: Callable[[], bool] = lambda: False
-        #: Keeps the folder within its bounds, first thing in a pass (None: nothing pruned).
+        #: Keeps the folder within its bounds, last thing in a pass (None: nothing pruned).
         self.pruner: Pruner | None = None
 
     def refresh(self, poll: Poll | None = None, sources: Sequence[Source] | None = None) -> BuildStats:
@@ -124,8 +124,6 @@ class Builder:
         searches fast), then their declarations; ``poll`` is asked for search requests between files."""
         stats = BuildStats()
         started = time.monotonic()
-        if self.pruner is not None:
-            self.prune(stats)
         todo = list(self.sources.values()) if sources is None else list(sources)
         listings: dict[str, list[str]] = {}
         if self.content is not None and todo:
@@ -138,6 +136,8 @@ class Builder:
             if self.should_stop():
                 break
             self.refresh_one(source, stats, poll, listings.get(source.namespace))
+        if self.pruner is not None and not self.should_stop():  # its own indexes first; then the others'
+            self.prune(stats)
         stats.seconds = time.monotonic() - started
         if stats.parsed or stats.forgotten or stats.embedded or stats.content_read or stats.pruned:
             log.info(
