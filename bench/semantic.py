@@ -170,6 +170,7 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
         service = service_for(repos, index_dir)
         ours: dict[str, list[int | None]] = {}
         theirs: dict[str, list[int | None]] = {}
+        halves: dict[int, tuple[list[int | None], list[int | None]]] = {}
         lost: list[str] = []
         hidden = 0
         took: list[int] = []
@@ -192,6 +193,7 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
                 order = flatten_semantic(answer)
                 rank = rank_in(order, q["expect"])
                 ours.setdefault(lang, []).append(rank)
+                halves.setdefault(q.get("half", 1), ([], []))[0].append(rank)
                 if rank is not None:
                     scores = [
                         h["score"] for g in answer["files"] for h in g["hits"] if h["qualified_name"] in q["expect"]
@@ -200,6 +202,7 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
                 lexical = await service.search(parse_request(lexical_request(q["query"], q["repo"])))
                 base = rank_in(flatten_lexical(lexical, query_terms(q["query"])), q["expect"])
                 theirs.setdefault(lang, []).append(base)
+                halves[q.get("half", 1)][1].append(base)
                 if rank is None or base is None:
                     lost.append(
                         f"  {q['repo']}: {q['query']!r} -> {q['expect'][0]}: semantic {rank or 'miss'}, "
@@ -216,6 +219,13 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
         (ra, ma), (rb, mb) = summary(a), summary(b)
         print(
             f"  {lang:<11} n={len(a):<3} semantic recall {ra:.3f} MRR {ma:.3f}   lexical recall {rb:.3f} MRR {mb:.3f}"
+        )
+    for half, (a, b) in sorted(halves.items()):
+        (ra, ma), (rb, mb) = summary(a), summary(b)
+        label = "names" if half == 1 else "paraphrased"
+        print(
+            f"  half {half} ({label}) n={len(a):<3} semantic recall {ra:.3f} MRR {ma:.3f}   "
+            f"lexical recall {rb:.3f} MRR {mb:.3f}"
         )
     print(f"  expected answers found but under the default threshold 0.5: {hidden}")
     print(f"  whole answer took_ms (warm after the first): median {statistics.median(took)} ms, max {max(took)} ms")
