@@ -241,9 +241,6 @@ def methods(corpus: Corpus, weights: Sequence[float], minilm: Any | None) -> dic
         "bm25+prose": lambda r, q, _: demoted(r, with_prose(corpus.store, r, q, weights)),
         "bm25+wordllama": lambda r, q, _: demoted(r, rrf(base(r, q)["bm25"], base(r, q)["wordllama"])),
         "bm25+wl/2": lambda r, q, _: demoted(r, rrf(base(r, q)["bm25"], base(r, q)["wordllama"], weights=(1.0, 0.5))),
-        "bm25,then wl": lambda r, q, _: demoted(
-            r, rrf(base(r, q)["bm25"], base(r, q)["wordllama"], weights=(1.0, 0.01))
-        ),
     }
     if minilm is not None:
         found["minilm"] = lambda r, q, _: base(r, q)["minilm"]
