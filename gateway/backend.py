@@ -66,6 +66,7 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from gateway.dedup.identity import Identities
 from gateway.errors import Unsupported
 from gateway.models import (
     DEFAULT_MAX_HITS,
@@ -196,6 +197,11 @@ class AsyncBackend(abc.ABC, Generic[S]):
     def use_index(self, narrower: Narrower) -> None:
         """A local backend may scan only the files the content index names (:mod:`gateway.narrowing`);
         others ignore it."""
+
+    def identities(self) -> Identities | None:
+        """A local backend's content identities by path (:mod:`gateway.dedup.identity`), for an answer
+        made elsewhere over its files (the intent index's); None: it has none, or sets them itself."""
+        return None
 
     async def aclose(self) -> None:
         """Release what the backend holds (sessions, processes)."""

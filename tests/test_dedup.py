@@ -24,11 +24,14 @@ from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings, find_rg
 from adapters.ripgrep.identity import GitIdentities, parse_ls_files
 from gateway.dedup.identity import blob_id, git_identity, zoekt_identity
 from gateway.errors import InvalidRequest
+from gateway.index.store import Store
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
 from gateway.query.request import SearchRequest
 from gateway.rank import page_of, settle
 from gateway.service import SearchService
 from tests.strategies import NAMESPACES, PATHS, TEXTS
+from tests.test_semantic import RETRY, _built
+from tests.test_semantic import _config as semantic_config
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
 
@@ -165,6 +168,33 @@ class TestLocalCopies:
         assert len(seen) == len(set(seen)) == 5
         every = await service.search_json({"query": "register_widget", "dedup": False, "files": 20})
         assert sorted(seen + copies_seen) == sorted(groups(every))
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> Path:
+    """``main`` and ``copy`` (its clone) under ``src``, their intent index built in ``idx``."""
+    root = tmp_path / "src"
+    checkout(root / "main", {"src/retry.py": RETRY})
+    subprocess.run(["git", "clone", "-q", str(root / "main"), str(root / "copy")], check=True)
+    store = Store.open(str(tmp_path / "idx"))
+    _built(store, root, "main", "copy")
+    store.close()
+    return root
+
+
+class TestByMeaning:
+    async def test_copies_are_one_group_by_meaning_too(self, indexed: Path, tmp_path: Path) -> None:
+        """A semantic search answers from the intent index: its copies merge by the checkout's blob ids too."""
+        root = indexed
+        service = SearchService(semantic_config(root, tmp_path / "idx"))
+        try:
+            request = {"query": "retry with backoff", "mode": "semantic", "threshold": 0.0}
+            on = await service.search_json(request)
+            off = await service.search_json({**request, "dedup": False})
+        finally:
+            await service.aclose()
+        assert groups(on) == {("copy", "src/retry.py"): [("main", "src/retry.py")]}
+        assert sorted(groups(off)) == [("copy", "src/retry.py"), ("main", "src/retry.py")]
 
 
 class TestGitIdentities:

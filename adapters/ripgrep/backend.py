@@ -27,7 +27,7 @@ from pydantic import Field, field_validator
 
 from adapters._coalesce import Call, share
 from adapters.ripgrep.batch import Part, RgCall
-from adapters.ripgrep.identity import identities_for, warm_later
+from adapters.ripgrep.identity import GitIdentities, identities_for, warm_later
 from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import (
     DEFAULT_MAX_FILES,
@@ -103,7 +103,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         self._warm: WarmPool | None = None  # a server's waiting rg, shared by its ripgrep namespaces
         self.narrower: Narrower | None = None  # the content index, when the service has one
         #: Its files' content identities (git blob ids), shared with every namespace over the same root.
-        self.identities = identities_for(self._root)
+        self._identities = identities_for(self._root)
 
     def tree(self) -> LocalTree:
         return self._tree
@@ -115,7 +115,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         if not isinstance(pool, WarmPool):
             pool = shared[WarmPool] = WarmPool()
         self._warm = pool
-        warm_later(self.identities)
+        warm_later(self._identities)
 
     def use_index(self, narrower: Narrower) -> None:
         """Scan only the files the content index names (:mod:`gateway.narrowing`)."""
@@ -136,4 +136,7 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
         call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)
         result = await share(call, Part(self._root, collector, self.name))
-        return replace(result, identities=self.identities) if result.files else result
+        return replace(result, identities=self._identities) if result.files else result
+
+    def identities(self) -> GitIdentities:
+        return self._identities

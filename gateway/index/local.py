@@ -25,7 +25,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
 from gateway.backend import AsyncBackend, FileTree, Health
+from gateway.dedup.identity import Identities
 from gateway.errors import BackendError, BackendUnavailable
 from gateway.index.builder import Builder, BuildStats, lock_held, start_once
 from gateway.index.intents import intents_id
@@ -211,7 +214,9 @@ class SemanticBackend(AsyncBackend[Any]):
         if query.mode != "semantic":
             return await self.inner.search(query)
         await self.intents.catch_up(self.name, query.deadline)
-        return await asyncio.to_thread(self.intents.answer, self.name, query)
+        result = await asyncio.to_thread(self.intents.answer, self.name, query)
+        identities = self.inner.identities()  # the same files as the checkout's: copies merge by meaning too
+        return replace(result, identities=identities) if identities is not None and result.files else result
 
     def replicas(self) -> int:
         return self.inner.replicas()
@@ -223,6 +228,9 @@ class SemanticBackend(AsyncBackend[Any]):
 
     def tree(self) -> FileTree | None:
         return self.inner.tree()
+
+    def identities(self) -> Identities | None:
+        return self.inner.identities()
 
     def health(self) -> Health:
         return self.inner.health()

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from msgspec.structs import replace
 
 from gateway.backend import AsyncBackend, FileTree, Health
+from gateway.dedup.identity import Identities
 from gateway.errors import BackendError, InvalidRequest, NotFound, RateLimited
 from gateway.log import get_logger
 from gateway.models import BackendResult, ChildNamespace, RemoteFile, SearchQuery
@@ -136,6 +137,9 @@ class ResilientBackend(AsyncBackend[Any]):
 
     def tree(self) -> FileTree | None:
         return self.inner.tree()
+
+    def identities(self) -> Identities | None:
+        return self.inner.identities()
 
     def declared_modes(self) -> frozenset[str]:
         return self.inner.declared_modes()
