@@ -48,9 +48,11 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
-# The long fuzz run: ten times the in-suite budget (about 10,000 cases); prints the count.
+# The long fuzz run: ten times the in-suite budgets (about 10,000 cases of tests/test_fuzz.py, 250
+# schemathesis examples per operation under a random seed, 2,000 raw request heads); prints the counts and the seed.
 fuzz: $(STAMP)
-	FEDSEARCH_FUZZ_SCALE=10 $(BIN)/pytest tests/test_fuzz.py -p no:cacheprovider --timeout=3600
+	FEDSEARCH_FUZZ_SCALE=10 FEDSEARCH_FUZZ_SEED=random $(BIN)/pytest tests/test_fuzz.py tests/test_openapi_fuzz.py \
+		tests/test_http_edges.py -p no:cacheprovider --timeout=3600
 
 bench: $(STAMP)
 	$(BIN)/python bench/merge.py
@@ -64,13 +66,17 @@ bench: $(STAMP)
 	$(BIN)/python bench/namespaces.py
 	$(BIN)/python bench/scale.py --short
 	$(BIN)/python bench/answer_size.py
+	$(BIN)/python bench/dedup.py
+	$(BIN)/python bench/openapi_checks.py --max-examples 20
 	$(BIN)/python bench/content_engines.py
 	$(BIN)/python bench/resilience.py
 	$(BIN)/python bench/cache.py
 	$(BIN)/python bench/index.py
+	$(BIN)/python bench/prune.py --corpus $(CORPUS_REAL)
 	$(BIN)/python bench/ranking.py
 	$(BIN)/python bench/semantic.py
 	$(BIN)/python bench/stream.py
+	$(BIN)/python bench/page.py --against HEAD~1 --rounds 5
 	$(BIN)/python bench/cli.py
 	$(BIN)/python bench/remote_read.py
 	$(BIN)/python bench/load.py

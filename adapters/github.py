@@ -66,6 +66,7 @@ from adapters._text import (
     seconds_left,
     split_lines,
 )
+from gateway.dedup.identity import git_identity
 from gateway.errors import BackendError, NotFound, RateLimited, Rejected
 from gateway.files import clean_path
 from gateway.models import BackendResult, FileMatch, Hit, Mode, RemoteFile, SearchQuery, cut_text
@@ -131,6 +132,7 @@ class _Item:
     path: str
     ref: str
     fragments: tuple[str, ...]
+    identity: str = ""  # the blob's sha, as git:<sha>
 
     @property
     def display(self) -> str:
@@ -151,7 +153,7 @@ def _parse_item(raw: Any) -> _Item:
         for m in raw.get("text_matches") or ()
         if isinstance(m, dict) and m.get("property", "content") == "content" and isinstance(m.get("fragment"), str)
     )
-    return _Item(repo=name, path=path.lstrip("/"), ref=ref, fragments=fragments)
+    return _Item(repo=name, path=path.lstrip("/"), ref=ref, fragments=fragments, identity=git_identity(raw.get("sha")))
 
 
 def _fallback_hit(item: _Item, find: Matcher, case_sensitive: bool) -> Hit | None:
@@ -326,7 +328,9 @@ class GitHubBackend(HttpBackend[GitHubSettings]):
                 if not hits and find(item.path) is not None:
                     hits = [Hit(line=1, kind="file", text=cut_text(item.display))]
             if hits:
-                files.append(FileMatch(path=item.display, hits=tuple(hits), repository=item.repo))
+                files.append(
+                    FileMatch(path=item.display, hits=tuple(hits), repository=item.repo, identity=item.identity)
+                )
         return files
 
     async def _fetch_all(self, items: list[_Item], deadline: float) -> list[str | None]:

@@ -55,6 +55,7 @@ from adapters._text import (
     quote_term,
     split_lines,
 )
+from gateway.dedup.identity import git_identity
 from gateway.errors import BackendError, NotFound, Unsupported
 from gateway.files import clean_path
 from gateway.models import BackendResult, FileMatch, Hit, Mode, RemoteFile, SearchQuery, cut_text
@@ -164,8 +165,8 @@ def build_search(query: SearchQuery, search_type: SearchType | None = None) -> s
     return " ".join(parts)
 
 
-def _blob(raw: Any) -> tuple[str, str, int, int | None]:
-    """(path, data, startline, project_id) of one blob, or BackendError."""
+def _blob(raw: Any) -> tuple[str, str, int, int | None, str]:
+    """(path, data, startline, project_id, identity: its blob ``id`` as ``git:<id>``) of one blob, or BackendError."""
     if not isinstance(raw, dict):
         raise BackendError("unexpected response shape: blob is not an object")
     path = raw.get("path") or raw.get("filename")
@@ -174,7 +175,8 @@ def _blob(raw: Any) -> tuple[str, str, int, int | None]:
         raise BackendError("unexpected response shape: blob without path or data")
     if not isinstance(start, int) or start < 1:
         raise BackendError("unexpected response shape: blob without startline")
-    return path.lstrip("/"), data, start, project if isinstance(project, int) else None
+    project = project if isinstance(project, int) else None
+    return path.lstrip("/"), data, start, project, git_identity(raw.get("id"))
 
 
 @dataclass(slots=True)
@@ -184,12 +186,15 @@ class _Collected(Paging):
     hits: dict[str, dict[int, Hit]] = field(default_factory=dict)  # display path -> line -> hit
     path_match: dict[str, bool] = field(default_factory=dict)
     repository: dict[str, str] = field(default_factory=dict)  # display path -> its project
+    identity: dict[str, str] = field(default_factory=dict)  # display path -> its blob's identity
     last: str = ""  # the file of the last blob read: it may go on on the next page
     pages: str = ""
     more: bool = True
 
-    def add(self, display: str, repository: str, path_matches: bool, hits: list[Hit]) -> None:
+    def add(self, display: str, repository: str, path_matches: bool, hits: list[Hit], identity: str = "") -> None:
         lines = self.hits.setdefault(display, {})
+        if identity:
+            self.identity.setdefault(display, identity)
         self.path_match.setdefault(display, path_matches)
         self.repository.setdefault(display, repository)
         for hit in hits:
@@ -205,6 +210,7 @@ class _Collected(Paging):
                 path=p,
                 hits=tuple(h[n] for n in sorted(h)) or (Hit(line=1, kind="file", text=cut_text(p)),),
                 repository=self.repository[p],
+                identity=self.identity.get(p, ""),
             )
             for p, h in self.hits.items()
             if h or self.path_match[p]
@@ -306,11 +312,11 @@ class GitLabBackend(HttpBackend[GitLabSettings]):
             if not headers.get("x-total", "").strip():
                 got.reasons.append("GitLab gave no x-total (over 10,000 results)")
             for raw in blobs:
-                path, data, start, project = _blob(raw)
+                path, data, start, project, identity = _blob(raw)
                 prefix = self._prefix(project)
                 if keep(path):
                     hits = line_hits(split_lines(data), find, start, query.context_lines)
-                    got.add(f"{prefix}/{path}", prefix, find(path) is not None, hits)
+                    got.add(f"{prefix}/{path}", prefix, find(path) is not None, hits, identity)
             got.more = bool(headers.get("x-next-page", "").strip()) and bool(blobs)
             got.pages = headers.get("x-total-pages", "").strip() or "more"
             if len([p for p in got.matched() if p != got.last]) >= query.max_files:

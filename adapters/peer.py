@@ -7,15 +7,18 @@ remote globs). The peer's next-page action (the one whose ``offset`` moves on) i
 followed, offset by offset, until ``query.max_files`` files are in or the deadline
 is near; a peer that still had pages left makes the result ``capped``.
 
-Reading: each FileGroup becomes a ``FileMatch`` whose ``namespace`` suffix is the
-remote namespace, so ``rank`` shows it as ``<name>/<remote>``; files keep the
-peer's rank order. Each remote ``NamespaceStatus`` becomes a ``ChildStatus`` (a
-later page's failure wins over an earlier ``ok``), and ``rank`` turns failed
-children into our own next actions. A 400 problem from the peer (a remote glob
-matching nothing, say) is a BackendError carrying the peer's detail. The query's path
-filters are held locally too: a sub-namespace of a kind that serves many repositories
-(its status names the kind) names files ``<repository>/<path>``, so there a path passes
-if it passes inside some repository it may name.
+Reading: each FileGroup becomes a ``FileMatch`` whose ``namespace`` suffix is the remote
+namespace, so ``rank`` shows it as ``<name>/<remote>``; files keep the peer's rank
+order. The peer is asked with ``dedup`` false: it sends every copy with its content
+``identity``, which passes through, so copies merge here with every other namespace's
+(SPEC §3, Duplicates) and each child counts its own files. Each remote
+``NamespaceStatus`` becomes a ``ChildStatus`` (a later page's failure wins over an
+earlier ``ok``), and ``rank`` turns failed children into our own next actions. A 400
+problem from the peer (a remote glob matching nothing, say) is a BackendError carrying
+the peer's detail. The query's path filters are held locally too: a sub-namespace of a
+kind that serves many repositories (its status names the kind) names files
+``<repository>/<path>``, so there a path passes if it passes inside some repository it
+may name.
 
 Children: ``GET <url>/v1/namespaces`` lists the peer's namespaces, each with the
 health and capabilities the peer declares (within the configured globs); they are
@@ -57,8 +60,10 @@ __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse
 #: The peer's own bounds (SPEC §2).
 MAX_PAGE_FILES = 200
 MAX_HIT_BUDGET = 5000
-#: The request's sizing fields, which a peer from before them refuses as unknown.
-SIZING = ("char_budget", "hit_lines")
+#: The request's sizing fields and ``dedup``, which a peer from before them refuses as unknown.
+SIZING = ("char_budget", "hit_lines", "dedup")
+#: The longest content identity taken from a peer.
+MAX_IDENTITY = 160
 MIN_TIMEOUT_MS = 100
 MAX_TIMEOUT_MS = 60_000
 MAX_OFFSET = 100_000
@@ -110,6 +115,7 @@ def build_request(query: SearchQuery, offset: int = 0, namespaces: Sequence[str]
         "hit_lines": None,  # every matched line: the page here cuts its own
         "timeout_ms": peer_timeout_ms(query.remaining()),
         "threshold": query.threshold,
+        "dedup": False,  # every copy, each with its identity: copies are merged here, with ours
     }
     if namespaces:
         body["namespaces"] = list(namespaces)
@@ -217,7 +223,9 @@ def parse_page(answer: Any, mode: Mode) -> tuple[list[FileMatch], list[ChildStat
             raise ValueError("file group without a namespace")
         hits = tuple(_hit(item, mode) for item in group["hits"])
         if hits:
-            files.append(FileMatch(path=str(group["file_path"]), hits=hits, namespace=namespace))
+            identity = group.get("identity")
+            identity = identity if isinstance(identity, str) and len(identity) <= MAX_IDENTITY else ""
+            files.append(FileMatch(path=str(group["file_path"]), hits=hits, namespace=namespace, identity=identity))
     children = [_child(s) for s in answer.get("namespaces") or ()]
     return files, children
 

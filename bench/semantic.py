@@ -1,6 +1,7 @@
 """semantic: natural-language questions over public repositories, the intent index beside a lexical baseline.
 
     .venv/bin/python bench/semantic.py [--corpus DIR] [--misses] [--scale N] [--compare]
+                                       [--no-methods] [--minilm] [--tune]
 
 The questions are in ``bench/data/semantic_queries.json``: written from what a
 declaration does (not copied from its docstring), each with the declarations that
@@ -24,6 +25,11 @@ namespace through the service, twice:
 The answer's declarations are read in order (files in rank order, within a file by
 score, or by words matched); printed: recall@10 (an expected declaration among the
 first ten) and MRR@10, per language and in all, and every question either misses.
+
+Then each method alone and fused (:mod:`bench.retrieval`: the fielded BM25 index, the
+model, reciprocal rank fusion), on both halves of the questions and per language:
+recall@1, recall@10, MRR@10 and file recall@10; ``--tune`` tunes the field weights on
+the first half first, ``--minilm`` adds all-MiniLM-L6-v2.
 
 ``--scale N`` copies the corpus into one namespace until it holds N declarations
 (default 100,000), builds its index and times the questions against it: the semantic
@@ -108,7 +114,7 @@ def flatten_lexical(answer: dict[str, Any], terms: Sequence[str]) -> list[str]:
     stems = {stem(t) for t in terms}
 
     def words_in(hit: dict[str, Any]) -> int:
-        lines = [line["text"] for line in hit.get("lines") or ()] or [hit["text"]]
+        lines = [line["text"] for line in hit.get("lines") or ()] or [hit.get("text", "")]
         return len(stems & {stem(w) for line in lines for w in split_words(line)})
 
     out: list[str] = []
@@ -313,6 +319,9 @@ async def main() -> int:
     parser.add_argument("--misses", action="store_true", help="list every question, not only the missed ones")
     parser.add_argument("--scale", type=int, nargs="?", const=100_000, help="time searches over N declarations")
     parser.add_argument("--compare", action="store_true", help="rank by other embeddings too (bench/models.py)")
+    parser.add_argument("--no-methods", action="store_true", help="skip the methods (bench/retrieval.py)")
+    parser.add_argument("--minilm", action="store_true", help="with the methods: all-MiniLM-L6-v2 too (slow)")
+    parser.add_argument("--tune", action="store_true", help="tune the field weights on the first half")
     args = parser.parse_args()
     configure(level="warning")
     corpus = Path(args.corpus)
@@ -327,6 +336,10 @@ async def main() -> int:
     print(f"uptime: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
     model_memory()
     await evaluate(corpus, data, args.misses)
+    if not args.no_methods:
+        from bench.retrieval import evaluate_methods
+
+        evaluate_methods(corpus, data, minilm=args.minilm, tune_weights=args.tune)
     if args.compare:
         from bench.models import compare
 

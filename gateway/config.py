@@ -135,7 +135,8 @@ class IndexConfig(BaseModel):
     content: bool = True
     #: A checkout no search or build used for this long is pruned (days).
     keep_days: float = Field(default=14.0, gt=0, le=36_500)
-    #: Every index file together (bytes): a checkout whose content index would go past it is scanned.
+    #: Every index file together (bytes): past it the least recently used checkouts no process serves are
+    #: pruned, and a checkout of this config that still would not fit is scanned (gateway.index.prune).
     max_bytes: int = Field(default=10 * 1024**3, ge=0)
 
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import msgspec
 
+from gateway.dedup.identity import Identities
+
 __all__ = [
     "DEFAULT_MAX_HITS",
     "REPOSITORY_KINDS",
@@ -202,6 +204,7 @@ class FileMatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     is ``<repository>/<path inside it>``, and path filters match the part inside.
     ``definition`` is the backend's own word on whether the file defines what was
     searched for (Zoekt's symbol matches); None lets ranking look at the hits.
+    ``identity`` says which files hold the same bytes (SPEC §3, Duplicates).
     """
 
     path: str
@@ -209,6 +212,9 @@ class FileMatch(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     namespace: str = ""
     definition: bool | None = None
     repository: str = ""
+    #: The file's content identity where the backend knows it exactly (``git:<blob id>``,
+    #: ``zoekt:<checksum>``: :mod:`gateway.dedup.identity`); empty: none, or its result's ``identities``.
+    identity: str = ""
 
     @property
     def inner_path(self) -> str:
@@ -249,7 +255,9 @@ class BackendResult(msgspec.Struct, frozen=True, kw_only=True):
 
     ``status`` is ``ok``, or ``capped``/``timeout`` when what is here is partial;
     ``reason`` says why. ``file_count`` is what the backend knows matched, when it
-    knows more than it sent.
+    knows more than it sent. ``identities`` gives its files' content identities by path,
+    where the backend can claim them cheaply but must look again before one is relied on
+    (a local checkout: :class:`gateway.dedup.identity.Identities`).
     """
 
     files: tuple[FileMatch, ...] | list[FileMatch] = ()
@@ -257,6 +265,7 @@ class BackendResult(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
     file_count: int | None = None
     children: tuple[ChildStatus, ...] = ()
+    identities: Identities | None = None
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, overload
 import msgspec
 from msgspec.structs import replace
 
+from gateway.dedup.group import Deferred, Entry, by_claim
+from gateway.dedup.identity import Identities
 from gateway.models import FileMatch, Hit, LazyHits, Outcome
 from gateway.query.syntax import escape, with_pattern
 from gateway.signals import (
@@ -37,7 +39,7 @@ from gateway.signals import (
     query_name,
     secondary,
 )
-from gateway.sizing import MAX_CHAR_BUDGET, file_chars, fit_lines
+from gateway.sizing import MAX_CHAR_BUDGET, copies_chars, file_chars, fit_lines
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
     from gateway.query.request import SearchRequest
@@ -96,13 +98,21 @@ Definitions = Mapping[str, Known]
 _BOOSTS = (1.0, OTHER_CASE_BOOST, DEFINITION_BOOST)
 
 
+#: The other copies of a file group's content, in rank order: (namespace, path) each.
+Copies = tuple[tuple[str, str], ...]
+
+
 class RankedFile(NamedTuple):
-    """A file of one namespace with its fused score and what it matched (a tuple: one per file)."""
+    """A file of one namespace with its fused score and what it matched (a tuple: one per file);
+    ``duplicates`` the other copies of its content (SPEC §3, Duplicates), ``identity`` its content
+    identity where it is known exactly (with dedup off: what a peer reading the answer merges by)."""
 
     namespace: str
     file: FileMatch
     score: float
     path_match: bool = False
+    duplicates: Copies = ()
+    identity: str = ""
 
 
 class Ranked(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,8 +133,10 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
 
 # --- fusion -------------------------------------------------------------------------
 
-#: A RankedFile from its four fields without a Python-level ``__new__`` (one per file).
-_ranked: Callable[[tuple[str, FileMatch, float, bool]], RankedFile] = functools.partial(tuple.__new__, RankedFile)
+#: A RankedFile from its six fields without a Python-level ``__new__`` (one per file).
+_ranked: Callable[[tuple[str, FileMatch, float, bool, Copies, str]], RankedFile] = functools.partial(
+    tuple.__new__, RankedFile
+)
 
 
 class Fused(NamedTuple):
@@ -160,6 +172,14 @@ def fuse(
     in order (a heap selection: a page needs its first files, not all 20,000 sorted)
     and made :class:`RankedFile`; with ``lazy`` the rest stay behind them, put in order
     when read (an :class:`Ordering`).
+
+    With ``dedup`` (the request's, SPEC §3), the files of one content identity are one entry,
+    the best-ranked copy's, listing the others as its ``duplicates``: claims are gathered in
+    the pass (a dict keyed on identity) and merged (:func:`gateway.dedup.group.by_claim`); a
+    group a local checkout's claim made is looked at again only when it reaches the selected
+    files (:class:`gateway.dedup.group.Deferred`), and split where a copy changed. Each
+    namespace's counts keep its own files. Without ``dedup``, the selected files of a local
+    checkout get their exact identity (said on the wire for a caller merging copies itself).
     """
     matcher = QueryMatcher(request)
     literal, sensitive = matcher.literal, matcher.sensitive
@@ -170,10 +190,15 @@ def fuse(
     semantic = criteria.mode == "semantic"
     minor_demoted = wanted is not None or semantic  # tests, examples and docs demoted too
     threshold = request.threshold
+    dedup = criteria.dedup
     weak = 0
     counts: dict[str, tuple[int, int]] = {}
-    #: (-score, namespace, path, file, path_match): ordered as they are, (namespace, path) being unique.
-    entries: list[tuple[float, str, str, FileMatch, bool]] = []
+    #: (-score, namespace, path, file, path_match, copies, identity): ordered as they are, (namespace,
+    #: path) being unique.
+    entries: list[_Entry] = []
+    claims: dict[str, int] = {}  # with dedup: claimed identity -> the first entry claiming it
+    shared: dict[str, list[int]] = {}  # claimed identity -> the entries claiming it, where two or more do
+    local: dict[str, Identities] = {}  # namespaces whose identities are only claimed: looked at again when shown
     at: dict[tuple[str, str], int] = {}  # where each (namespace, path) is in entries
     for outcome in outcomes:
         result = outcome.result
@@ -184,6 +209,10 @@ def fuse(
         base = outcome.namespace
         known = definitions.get(base) if definitions else None
         declaring, parsed = (known.defining.get, known.parsed) if known is not None else (None, ())
+        identities = result.identities
+        if identities is not None:
+            local[base] = identities
+        claim_of = identities.claims().get if dedup and identities is not None else None
         for file in result.files:
             hits = file.hits
             best = 1.0
@@ -206,13 +235,13 @@ def fuse(
                     own_files = own_hits = 0
                 first = entries[seen]
                 both = _merge(first[3], hits)
-                entries[seen] = (*first[:3], both, first[4])
+                entries[seen] = (*first[:3], both, *first[4:])
                 files, nhits = counts[namespace]
                 counts[namespace] = (files, nhits + len(both.hits) - len(first[3].hits))
                 continue
             place += 1
             if hits is not file.hits:
-                file = FileMatch(path=path, hits=hits, namespace=file.namespace, definition=file.definition)
+                file = replace(file, hits=hits)
             path_match = literal in (path if sensitive else path.lower()) if literal is not None else matcher(path)
             score = weight * best / (K + place)
             stem, demote, minor = path_signals(path)
@@ -227,8 +256,16 @@ def fuse(
             score *= _BOOSTS[defined]
             if demote or (minor and minor_demoted):
                 score *= DEMOTION
-            at[key] = len(entries)
-            entries.append((-score, namespace, path, file, path_match))
+            at[key] = here = len(entries)
+            identity = file.identity
+            if dedup:
+                if not identity and claim_of is not None:
+                    identity = claim_of(path, "")
+                if identity:
+                    earliest = claims.setdefault(identity, here)
+                    if earliest != here:
+                        shared.setdefault(identity, [earliest]).append(here)
+            entries.append((-score, namespace, path, file, path_match, (), identity))
             if namespace is base:
                 own_files += 1
                 own_hits += count
@@ -238,15 +275,37 @@ def fuse(
         if own_files:
             files, nhits = counts.get(base, (0, 0))
             counts[base] = (files + own_files, nhits + own_hits)
-    # (namespace, path) is unique: files themselves are never compared
-    top = heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
-    ordered = [_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in top]
+    groups: dict[int, list[Entry]] = {}
+    if shared:
+        entries, groups = by_claim(entries, shared.values())
+    deferred = Deferred(local, groups) if groups or (local and not dedup) else None
+    top = _select(entries, limit)
+    while deferred is not None and deferred.settle(entries, top):  # a shown group's copy changed: split
+        top = _select(entries, limit)
+    ordered = _ranked_all(top, deferred, dedup)
     if lazy and len(ordered) < len(entries):
-        return Fused(Ordering(entries, ordered), len(entries), weak, counts)
+        return Fused(Ordering(entries, ordered, deferred, dedup), len(entries), weak, counts)
     return Fused(ordered, len(entries), weak, counts)
 
 
-_Entry = tuple[float, str, str, FileMatch, bool]
+_Entry = Entry
+
+
+def _select(entries: list[_Entry], limit: int | None) -> list[_Entry]:
+    """The first ``limit`` entries in order ((namespace, path) is unique: files are never compared)."""
+    return heapq.nsmallest(limit, entries) if limit is not None and limit < len(entries) else sorted(entries)
+
+
+def _ranked_all(ordered: Sequence[_Entry], deferred: Deferred | None, dedup: bool = True) -> list[RankedFile]:
+    """Entries as RankedFiles: with dedup, each with the other copies of its content; without, each with
+    its file's exact identity (a local one looked at now)."""
+    if deferred is None:
+        return [
+            _ranked((ns, file, -neg, matched, copies, ident)) for neg, ns, _, file, matched, copies, ident in ordered
+        ]
+    if dedup:
+        return [_ranked((e[1], e[3], -e[0], e[4], deferred.copies(e), e[6])) for e in ordered]
+    return [_ranked((e[1], e[3], -e[0], e[4], e[5], deferred.identity(e))) for e in ordered]
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -264,11 +323,15 @@ class Ordering(Sequence[RankedFile]):
     nothing more, and the first later page pays for the sort.
     """
 
-    __slots__ = ("_entries", "_known")
+    __slots__ = ("_dedup", "_deferred", "_entries", "_known")
 
-    def __init__(self, entries: list[_Entry], known: list[RankedFile]) -> None:
+    def __init__(
+        self, entries: list[_Entry], known: list[RankedFile], deferred: Deferred | None = None, dedup: bool = True
+    ) -> None:
         self._entries: list[_Entry] | None = entries
         self._known = known
+        self._deferred = deferred  # what fusion left to look at once files are shown (gateway.dedup.group)
+        self._dedup = dedup
 
     def __len__(self) -> int:
         return len(self._known) if self._entries is None else len(self._entries)
@@ -287,8 +350,11 @@ class Ordering(Sequence[RankedFile]):
             else:
                 beyond = index < 0 or index >= len(self._known)
             if beyond:
+                deferred = self._deferred
+                if deferred is not None and self._dedup:
+                    deferred.settle_all(self._entries)
                 ordered = sorted(self._entries)
-                self._known = [_ranked((ns, file, -neg, matched)) for neg, ns, _, file, matched in ordered]
+                self._known = _ranked_all(ordered, deferred, self._dedup)
                 self._entries = None
         return self._known[index]
 
@@ -302,12 +368,18 @@ class Ordering(Sequence[RankedFile]):
             return [item.file for item in self._known]
         return [entry[3] for entry in self._entries]
 
+    def sources(self) -> list[tuple[str, str]]:
+        """Every file's (namespace, path), in no particular order (without putting them in order)."""
+        if self._entries is None:
+            return [(item.namespace, item.file.path) for item in self._known]
+        return [(entry[1], entry[3].path) for entry in self._entries]
+
 
 def _merge(file: FileMatch, more: Sequence[Hit]) -> FileMatch:
     seen = {(h.line, h.last_line) for h in file.hits}
     extra = tuple(h for h in more if (h.line, h.last_line) not in seen)
     hits = tuple(sorted((*file.hits, *extra), key=lambda h: (h.line, h.last_line)))
-    return FileMatch(path=file.path, hits=hits, namespace=file.namespace)
+    return FileMatch(path=file.path, hits=hits, namespace=file.namespace, identity=file.identity)
 
 
 def page(
@@ -336,7 +408,7 @@ def page(
                 break
         out.append(item)
         used += n
-        chars += size
+        chars += size + copies_chars(item.duplicates)
     return out, listed
 
 
@@ -666,26 +738,29 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
         window = resolve(list(whole.ordered[start : start + request.files]), 0, request.files, request.hit_budget)
         shown, lines = page(window, 0, *budgets)
     end = request.offset + len(shown)
+    # copies a group held that changed since looked at are split off once read (gateway.dedup.group)
+    grown = max(0, whole.first + len(whole.ordered) - whole.total)
+    total = whole.total + grown
     actions: list[dict[str, Any]] = []
-    more = end < whole.total and bool(shown) and end <= MAX_OFFSET
+    more = end < total and bool(shown) and end <= MAX_OFFSET
     if more:
         args = request.args(offset=end, cursor=cursor)
         span = f"from file {end + 1}"  # where it starts, when its files are not all at hand
         nxt = whole.ordered[end - whole.first : end - whole.first + request.files]
-        if resolve is None and len(nxt) >= min(request.files, whole.total - end) and _decoded(nxt):
+        if resolve is None and len(nxt) >= min(request.files, total - end) and _decoded(nxt):
             # the next page as it will be, its budgets included (with declarations, or files kept
             # undecoded, its files' hits are only known once it is shown)
             following = len(page(nxt, 0, *budgets)[0])
             span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
-        actions.append(_action(f"next page: {span} of {whole.total}", args))
+        actions.append(_action(f"next page: {span} of {total}", args))
     actions.extend(whole.widen)
     return Ranked(
         page=shown,
-        file_count=whole.file_count,
+        file_count=whole.file_count + grown,
         weak_filtered=whole.weak,
         truncated=bool(actions),
         next=actions,
-        note=_note(request, len(shown), whole.total, whole.weak, whole.asked, whole.failed),
+        note=_note(request, len(shown), total, whole.weak, whole.asked, whole.failed),
         statuses=whole.statuses,
         offset=request.offset,
         more=more,

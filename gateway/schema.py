@@ -15,6 +15,7 @@ from gateway.models import Status
 
 __all__ = [
     "Context",
+    "Copy",
     "FileGroup",
     "Limits",
     "LineItem",
@@ -73,14 +74,32 @@ class ResultItem(BaseModel):
     lines: list[LineItem] | None = None
 
 
+class Copy(BaseModel):
+    """Another copy of a file group's content: the same bytes in another place."""
+
+    model_config = _STRICT
+    namespace: str
+    file_path: str
+
+
 class FileGroup(BaseModel):
-    """One file of one namespace with all of its hits."""
+    """One file of one namespace with all of its hits; with dedup, the other copies of its content too."""
 
     model_config = _STRICT
     file_path: str
     namespace: str
     hit_count: int
     hits: list[ResultItem]
+    duplicates: list[Copy] | None = Field(
+        default=None,
+        description="The other copies of this content (same bytes) that matched, in rank order; absent "
+        "with dedup false or when there is none.",
+    )
+    identity: str | None = Field(
+        default=None,
+        description="With dedup false: the file's content identity where known (git:<blob id>, "
+        "zoekt:<checksum>), for a caller that merges copies itself.",
+    )
 
 
 class Limits(BaseModel):

@@ -40,6 +40,7 @@ from gateway.resilience.admission import Estimate, ScanQueue
 from gateway.resilience.wrapper import wrap
 from gateway.serving import IDLE
 from gateway.streaming import Plan, SearchStream
+from gateway.view.facets import Facets
 from gateway.wire import build_response
 
 __all__ = ["Access", "Plan", "SearchService", "SearchStream", "open_backend"]
@@ -385,6 +386,12 @@ class SearchService:
             remaining = plan.started + request.timeout_ms / 1000 - time.monotonic()
             self.scans.check(plan.routes, request.criteria.mode, remaining)
         return plan
+
+    async def facets(self, request: SearchRequest, access: Access = None) -> Facets | None:
+        """The facets of the snapshot ``request``'s cursor names, counted over every file it ranked;
+        None when there is none (expired, another request's or caller's, or no cache)."""
+        plan = self.plan(request, access)  # the request as its search read it ([defaults] applied)
+        return await self.cache.facets(plan.request, plan.access_key)
 
     async def search_json(self, data: Any, access: Access = None) -> dict[str, Any]:
         """Validate raw request data (raises InvalidRequest naming the field), then answer it."""

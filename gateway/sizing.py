@@ -33,6 +33,7 @@ __all__ = [
     "MAX_HIT_LINES",
     "MIN_CHAR_BUDGET",
     "PERSON",
+    "copies_chars",
     "file_chars",
     "fit_lines",
 ]
@@ -58,6 +59,9 @@ LINE_CHARS = 34
 CONTEXT_CHARS = 30
 COUNT_CHARS = 16
 LINES_CHARS = 10
+#: A group's ``"duplicates":[]`` key, and each copy's ``{"namespace":"","file_path":""}``.
+COPIES_CHARS = 16
+COPY_CHARS = 32
 
 
 def _context(hit: Hit) -> int:
@@ -82,6 +86,13 @@ def file_chars(file: FileMatch, namespace: str, lines: int | None) -> int:
         if hit.lines:  # its "line_count", and its "lines" key where any is listed
             total += COUNT_CHARS + (LINES_CHARS if shown else 0)
     return total
+
+
+def copies_chars(copies: tuple[tuple[str, str], ...]) -> int:
+    """The characters a group's ``duplicates`` adds (none without copies)."""
+    if not copies:
+        return 0
+    return COPIES_CHARS + sum(COPY_CHARS + len(namespace) + len(path) for namespace, path in copies)
 
 
 def fit_lines(file: FileMatch, namespace: str, lines: int | None, budget: int) -> tuple[int | None, int]:

@@ -189,7 +189,12 @@ def _group(
         else _declaration(of, hit, matches, item.path_match, with_context, semantic, listed)
         for hit in item.file.hits
     ]
-    return {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
+    group: dict[str, Any] = {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
+    if item.duplicates:
+        group["duplicates"] = [{"namespace": ns, "file_path": copy} for ns, copy in item.duplicates]
+    elif item.identity and not request.criteria.dedup:  # what a caller merging copies itself (a peer) merges by
+        group["identity"] = item.identity
+    return group
 
 
 def _flat(item: RankedFile) -> bool:

@@ -53,7 +53,8 @@ def _bounds(prop: dict[str, Any]) -> str:
 def _request(doc: dict[str, Any]) -> list[str]:
     schema = doc["components"]["schemas"]["SearchRequest"]
     params = {}
-    for param in doc["paths"]["/v1/search"]["get"]["parameters"]:
+    for ref in doc["paths"]["/v1/search"]["get"]["parameters"]:
+        param = doc["components"]["parameters"][ref["$ref"].rsplit("/", 1)[-1]] if "$ref" in ref else ref
         field = re.split(r"[ :]", param["description"], maxsplit=1)[0]
         repeat = " (repeatable)" if param["schema"].get("type") == "array" else ""
         params[field] = f"`{param['name']}`{repeat}"
@@ -62,7 +63,9 @@ def _request(doc: dict[str, Any]) -> list[str]:
         if name in schema.get("required", []):
             default = "required"
         elif "default" in prop:
-            default = "smart" if prop["default"] is None and name == "case_sensitive" else f"`{prop['default']}`"
+            value = prop["default"]
+            value = str(value).lower() if isinstance(value, bool) else value  # as JSON writes it
+            default = "smart" if value is None and name == "case_sensitive" else f"`{value}`"
         else:
             default = "all" if name == "namespaces" else "none"
         default = default.replace("`None`", "none")

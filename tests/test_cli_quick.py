@@ -70,6 +70,7 @@ LIKELY: dict[str, st.SearchStrategy[Any]] = {
     "case_sensitive": st.one_of(st.none(), st.booleans()),
     "threshold": st.one_of(st.floats(0, 1), st.sampled_from([0, 1])),
     "cursor": st.none(),
+    "dedup": st.booleans(),
     **{name: st.integers(low - 1, high + 1) for name, (low, high) in BOUNDS.items() if name != "threshold"},  # type: ignore[arg-type]
 }
 

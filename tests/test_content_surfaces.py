@@ -112,6 +112,9 @@ class TestServer:
         assert 'fedsearch_content_index_ready{namespace="alpha"} 1.0' in text
         assert any(line.startswith('fedsearch_content_index_bytes{namespace="alpha"}') for line in text.splitlines())
         assert "fedsearch_content_index_build_seconds" in text
+        folder = next(line for line in text.splitlines() if line.startswith("fedsearch_index_folder_bytes "))
+        assert float(folder.rsplit(" ", 1)[1]) > 0  # every index file under [index] dir
+        assert "fedsearch_index_folder_max_bytes 1.073741824e+10" in text
 
 
 class TestCli:

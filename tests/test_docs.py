@@ -107,6 +107,7 @@ EXPECTED = {
     "fedsearch check-config --config fedsearch.toml": "ok: 3 namespaces",
     "curl -s localhost:8080/v1/namespaces": '"name":"click"',
     "curl -s 'localhost:8080/v1/files/flask/src/flask/app.py?start_line=1&end_line=5'": "from .blueprints import",
+    "curl -si -X OPTIONS localhost:8080/v1/search | grep -i '^allow'": "GET, HEAD, OPTIONS, POST",
 }
 
 

@@ -14,11 +14,9 @@ cases run when it ends.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -36,9 +34,10 @@ from gateway.errors import GatewayError
 from gateway.http.app import create_app, get_params
 from gateway.http.auth import bearer_token
 from gateway.http.openapi import openapi
-from gateway.http.server import ClientLimits, guard
+from gateway.http.server import ClientLimits
 from gateway.query.request import parse_request
 from tests.secure_corpus import FORBIDDEN_WORDS, TOKENS, bearer, make_config, make_mock, make_root, service_factory
+from tests.threaded import serve_in_thread
 
 SCALE = float(os.environ.get("FEDSEARCH_FUZZ_SCALE", "1"))
 #: The cases each test ran (reported at the end of the module).
@@ -80,30 +79,10 @@ def report(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The gateway, as ``fedsearch serve`` runs it, on 127.0.0.1 in a thread with its own loop."""
-    from aiohttp import web
-
     root = make_root(tmp_path_factory.mktemp("fuzz"))
-    app = guard(create_app(make_config(root, max_body_bytes=65536), service_factory(make_mock())), LIMITS)
-    loop = asyncio.new_event_loop()
-    runner = web.AppRunner(app, access_log=None, **LIMITS.runner_options())
-    started = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        loop.run_until_complete(runner.setup())
-        loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
-        started.set()
-        loop.run_forever()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
-
-    thread = threading.Thread(target=run, name="fuzz-gateway", daemon=True)
-    thread.start()
-    assert started.wait(30)
-    host, port = runner.addresses[0][:2]
-    yield f"http://{host}:{port}"
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(30)
+    app = create_app(make_config(root, max_body_bytes=65536), service_factory(make_mock()))
+    with serve_in_thread(app, LIMITS, "fuzz-gateway") as (host, port):
+        yield f"http://{host}:{port}"
 
 
 @pytest.fixture(scope="module")

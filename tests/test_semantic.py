@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestClient
 from gateway.config import CacheConfig, Config, IndexConfig, config_from_env, parse_config
 from gateway.http.app import create_app
 from gateway.index.builder import Builder, BuildStats
+from gateway.index.fields import WEIGHTS, field_texts, match_expression
 from gateway.index.files import Source
 from gateway.index.intents import embed_pending, intents_id
 from gateway.index.semantic import Intents, score_of
@@ -260,16 +261,18 @@ class TestIntentIndex:
 
 class TestSearch:
     async def test_finds_by_meaning(self, service: SearchService) -> None:
-        """A question in words finds the declaration that does it, first, with score, reason and matched terms."""
+        """A question in words finds the declaration that does it, first, with score, reason and matched terms:
+        the reason names each field the words were found in, and the docstring's sentence."""
         answer = await _semantic(service, "sleep longer and longer between attempts after an error")
         SearchResponse.model_validate(answer)
         best = _hits(answer)[0]
         assert best["qualified_name"] == "retry_with_backoff" and best["namespace"] == "web"
-        assert 0.0 <= best["score"] <= 1.0 and best["kind"] == "function"
-        assert (
-            best["reason"] == best["intent"] == "Call again after a failure, sleeping exponentially longer each time."
+        assert 0.5 <= best["score"] <= 1.0 and best["kind"] == "function"
+        assert best["reason"] == (
+            'docstring: "Call again after a failure, sleeping exponentially longer each time." (sleep, longer, after)'
+            " · parameters: attempts · body: sleep, attempts, error"
         )
-        assert best["matched_terms"] == ["sleep", "longer", "after"]  # the query's words in the reason, by stem
+        assert best["matched_terms"] == ["sleep", "longer", "after", "attempts", "error"]  # by stem
         assert all("score" in h and h["kind"] != "line" for g in answer["files"] for h in g["hits"])
 
     async def test_exact_name_wins(self, service: SearchService) -> None:
@@ -410,3 +413,71 @@ class TestSurfaces:
         best = _hits(answer)[0]
         assert best["namespace"] == "peer/web" and best["qualified_name"] == "retry_with_backoff"
         assert best["reason"] and isinstance(best["matched_terms"], list) and 0.0 < best["score"] <= 1.0
+
+
+LONG_DOC = '''def shelve(record):
+    """Keep a record for later.
+
+    The record is written to disk under a temporary name first, then renamed, so that a reader
+    never sees half of it.
+    """
+    temporary = record.name + ".tmp"
+    return temporary
+'''
+
+
+class TestFields:
+    """The fielded BM25 index (issue 39): a declaration's words field by field, in step with its declaration."""
+
+    def test_fields_of_a_declaration(self) -> None:
+        """Names split into words, the whole docstring, and the body's identifiers without the docstring's."""
+        lines = LONG_DOC.splitlines()
+        name, qualified, params, doc, body, path, prose = field_texts(
+            "shelve", "shelve", "def shelve(record)", "Keep a record for later.", 1, 8, lines, "src/store_utils.py"
+        )
+        assert (name, qualified, params, path, prose) == ("shelve", "", "record", "src store utils", "")
+        assert "never sees half of it" in doc and "renamed" in doc
+        assert body.split() == ["temporary", "record", "name", "tmp"]
+
+    def test_comment_above_is_the_doc(self) -> None:
+        """Outside Python the comment block right above a declaration is its doc."""
+        lines = ["// Trim removes the spaces", "// at both ends.", "func Trim(s string) string {", "}"]
+        assert field_texts("Trim", "Trim", "func Trim(s string) string", "", 3, 4, lines, "a.go")[3] == (
+            "Trim removes the spaces\nat both ends."
+        )
+
+    def test_rows_follow_their_declarations(self, tmp_path: Path) -> None:
+        """Every declaration has a row once built; changing or removing a file drops its rows."""
+        root = make_corpus(tmp_path / "src", {"one": {"keep.py": LONG_DOC, "other.py": HEADERS}}) / "one"
+        store = Store.open(str(tmp_path / "idx"))
+        source = Source("one", str(root))
+        Builder(store, [source]).refresh_one(source, BuildStats())
+        count = store._db.execute("SELECT count(*) FROM declarations").fetchone()[0]
+        assert store._db.execute("SELECT count(*) FROM declaration_words").fetchone()[0] == count == 3
+        found = store.ranked_words(str(root), match_expression(query_terms("reader sees half")), WEIGHTS, None)
+        assert [store.words_of([h.declaration_id])[h.declaration_id][0] for h in found] == ["shelve"]
+        (root / "keep.py").unlink()
+        Builder(store, [source]).refresh_one(source, BuildStats())
+        assert store._db.execute("SELECT count(*) FROM declaration_words").fetchone()[0] == 2
+        assert store.ranked_words(str(root), '"reader"', WEIGHTS, None) == []
+        store.close()
+
+    async def test_found_by_a_later_sentence_of_its_docstring(self, tmp_path: Path) -> None:
+        """Words only in a docstring's later sentences find it; the reason quotes that sentence."""
+        corpus = make_corpus(tmp_path / "src", {"one": {"keep.py": LONG_DOC, "other.py": HEADERS}})
+        store = Store.open(str(tmp_path / "idx"))
+        _built(store, corpus, "one")
+        store.close()
+        service = SearchService(_config(corpus, tmp_path / "idx"))
+        try:
+            best = _hits(await _semantic(service, "so readers never see half a file"))[0]
+        finally:
+            await service.aclose()
+        assert best["qualified_name"] == "shelve"
+        assert best["reason"].startswith('docstring: "The record is written to disk under a temporary name first')
+        assert {"readers", "never", "see", "half"} <= set(best["matched_terms"])
+
+    async def test_model_answers_words_nowhere_indexed(self, service: SearchService) -> None:
+        """A question none of whose words any declaration holds is answered by the model's cosine alone."""
+        hits = _hits(await _semantic(service, "holdoff", threshold=0.0))
+        assert hits and all(h["matched_terms"] == [] for h in hits)

@@ -22,10 +22,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from msgspec.structs import replace
 from pydantic import Field, field_validator
 
 from adapters._coalesce import Call, share
 from adapters.ripgrep.batch import Part, RgCall
+from adapters.ripgrep.identity import identities_for, warm_later
 from adapters.ripgrep.localfs import LocalTree
 from adapters.ripgrep.output import (
     DEFAULT_MAX_FILES,
@@ -100,16 +102,20 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         self._root = os.path.abspath(settings.root)
         self._warm: WarmPool | None = None  # a server's waiting rg, shared by its ripgrep namespaces
         self.narrower: Narrower | None = None  # the content index, when the service has one
+        #: Its files' content identities (git blob ids), shared with every namespace over the same root.
+        self.identities = identities_for(self._root)
 
     def tree(self) -> LocalTree:
         return self._tree
 
     def start_serving(self, shared: dict[type, Any]) -> None:
-        """A server: each search's rg is started before it (:mod:`adapters.ripgrep.warm`)."""
+        """A server: each search's rg is started before it (:mod:`adapters.ripgrep.warm`), and the root's
+        content identities loaded and checked now, in a thread (:mod:`adapters.ripgrep.identity`)."""
         pool = shared.get(WarmPool)
         if not isinstance(pool, WarmPool):
             pool = shared[WarmPool] = WarmPool()
         self._warm = pool
+        warm_later(self.identities)
 
     def use_index(self, narrower: Narrower) -> None:
         """Scan only the files the content index names (:mod:`gateway.narrowing`)."""
@@ -129,4 +135,5 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         rg_call = RgCall(rg, query, self.settings.exclude, self._warm, self.narrower)
         key = (rg, query, tuple(self.settings.exclude))  # what rg would see alone: the same, so one rg
         call = Call(key, rg_call.send, query.deadline, rg_call.hand_back)
-        return await share(call, Part(self._root, collector, self.name))
+        result = await share(call, Part(self._root, collector, self.name))
+        return replace(result, identities=self.identities) if result.files else result

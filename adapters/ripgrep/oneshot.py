@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from adapters.ripgrep.identity import identities_for
 from adapters.ripgrep.output import (
     DEFAULT_MAX_FILES,
     TICK_S,
@@ -57,6 +58,7 @@ class Scan:
         self.query = query
         self.flags = tuple(flags)  # rg's own options choosing the files it reads (see spawn.argv_of)
         self.names = list(roots)  # in the order asked
+        self.roots = roots
         #: Each namespace's answer, once it has one; and when it got it (``time.monotonic()``).
         self.answers: dict[str, Answer] = {}
         self.answered_at: dict[str, float] = {}
@@ -123,7 +125,9 @@ class Scan:
 
     def _finish(self, name: str, status: Status, reason: str) -> None:
         if name not in self.answers:
-            self._answer(name, BackendResult(files=self.collectors[name].ranked(), status=status, reason=reason))
+            files = self.collectors[name].ranked()
+            identities = identities_for(self.roots[name]) if files else None
+            self._answer(name, BackendResult(files=files, status=status, reason=reason, identities=identities))
 
     def _settle_capped(self) -> bool:
         """Answer the namespaces that reached a cap; whether every namespace is answered."""

@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import re2
 
+from gateway.dedup.identity import zoekt_identity
 from gateway.models import BackendResult, FileMatch, Hit, LazyHits, SearchQuery, cut_text
 from gateway.signals import DEFINITION_SCAN, DefinitionTest, defines, definition_test
 
@@ -64,6 +65,7 @@ class File(msgspec.Struct, gc=False):
     FileName: str
     Repository: str = ""
     Score: float = 0.0
+    Checksum: str = ""  # zoekt's hash of the content: copies between Zoekt namespaces share it
     LineMatches: tuple[LineMatch, ...] | None = None
     ChunkMatches: tuple[ChunkMatch, ...] | None = None
 
@@ -275,6 +277,7 @@ def _lazy_file(raw: File, matches: Sequence[LineMatch], context: int, defined: b
         hits=_LineMatchHits(count, None, 0, path, _matches=matches, _context=context),
         definition=defined,
         repository=raw.Repository,
+        identity=zoekt_identity(raw.Checksum),
     )
 
 
@@ -298,7 +301,9 @@ def _file(raw: File, context: int, test: DefinitionTest | None) -> FileMatch | N
     path = f"{raw.Repository}/{raw.FileName}"
     if symbol is None:  # the hits are built: tested now, as a lazily kept file's lines are
         symbol = defines(FileMatch(path=path, hits=hits), test)
-    return FileMatch(path=path, hits=hits, definition=symbol, repository=raw.Repository)
+    return FileMatch(
+        path=path, hits=hits, definition=symbol, repository=raw.Repository, identity=zoekt_identity(raw.Checksum)
+    )
 
 
 def _counted(raw: File) -> int:

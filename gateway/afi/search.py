@@ -131,7 +131,9 @@ def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> 
 
     This is the only conversion from the wire answer to AFI matches. Path-only hits
     are left out (AFI search returns text matches), and so are semantic hits under
-    ``threshold``: ``score`` is present iff the search is semantic.
+    ``threshold``: ``score`` is present iff the search is semantic. A group's other copies
+    of its content (SPEC §3, Duplicates) are each of its matches' ``x-duplicates``: their
+    paths, in rank order (the copies' lines are the same, so they are not repeated).
     """
     out: list[list[dict[str, Any]]] = []
     for group in answer["files"]:
@@ -152,6 +154,11 @@ def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> 
             if item["end_line"] != item["start_line"]:
                 match["x-end-line"] = item["end_line"]
             matches.append(match)
+        copies = group.get("duplicates")
+        if copies:
+            paths = [f"/{c['namespace']}/{c['file_path'].lstrip('/')}" for c in copies]
+            for match in matches:
+                match["x-duplicates"] = paths
         out.append(matches)
     return out
 

@@ -48,6 +48,8 @@ class _File(msgspec.Struct, array_like=True, frozen=True):
     score: float
     path_match: bool
     hits: tuple[Hit, ...]
+    duplicates: tuple[tuple[str, str], ...] = ()
+    identity: str = ""
 
 
 class _Failed(msgspec.Struct, array_like=True, frozen=True):
@@ -83,17 +85,25 @@ def _pack(value: Any) -> bytes:
     return zlib.compress(_encode(value), LEVEL)
 
 
-def _file(item: RankedFile) -> tuple[str, str, float, bool, tuple[Hit, ...]]:
+def _file(item: RankedFile) -> tuple[Any, ...]:
     hits = item.file.hits
-    return (item.namespace, item.file.path, item.score, item.path_match, hits if type(hits) is tuple else tuple(hits))
+    fields = (item.namespace, item.file.path, item.score, item.path_match, hits if type(hits) is tuple else tuple(hits))
+    if item.duplicates or item.identity:  # a file with neither is stored as before
+        return (*fields, item.duplicates, item.identity)
+    return fields
 
 
 def encode_snapshot(whole: Whole) -> dict[str, bytes]:
     """The record of a snapshot: its header and every ranked file, in chunks."""
     failed = [(o.namespace, o.backend, o.status, o.took_ms, o.error, o.weight, o.retry_after) for o in whole.failed]
+    ordered = whole.ordered[:]  # in order: copies a group held that changed are split off now
+    chunks = [
+        _pack([_file(item) for item in ordered[start : start + CHUNK]]) for start in range(0, len(ordered), CHUNK)
+    ]
+    grown = max(0, len(ordered) - whole.total)
     header = (
-        whole.total,
-        whole.file_count,
+        whole.total + grown,
+        whole.file_count + grown,
         whole.weak,
         whole.statuses,
         whole.widen,
@@ -102,9 +112,8 @@ def encode_snapshot(whole: Whole) -> dict[str, bytes]:
         whole.since_ns,
     )
     record = {HEADER: _pack(header)}
-    ordered = whole.ordered
-    for n, start in enumerate(range(0, len(ordered), CHUNK)):
-        record[str(n)] = _pack([_file(item) for item in ordered[start : start + CHUNK]])
+    for n, chunk in enumerate(chunks):
+        record[str(n)] = chunk
     return record
 
 
@@ -126,7 +135,9 @@ def decode_page(values: Sequence[bytes | None], first: int) -> Whole:
             if chunk is None:
                 break
             ordered.extend(
-                RankedFile(f.namespace, FileMatch(path=f.path, hits=f.hits), f.score, f.path_match)
+                RankedFile(
+                    f.namespace, FileMatch(path=f.path, hits=f.hits), f.score, f.path_match, f.duplicates, f.identity
+                )
                 for f in _files(zlib.decompress(chunk))
             )
     except (msgspec.DecodeError, msgspec.ValidationError, zlib.error) as exc:

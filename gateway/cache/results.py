@@ -16,6 +16,9 @@ In order, for one request:
    stored unless a namespace failed in a way a retry may mend (error, timeout,
    unavailable): asking again should ask again.
 
+A live cursor also names its snapshot's facets (:meth:`ResultCache.facets`): counts over
+every file the answer ranked, for the page's facets.
+
 A request without a cursor is never answered from a snapshot: a new search sees data
 at most ``answer_ttl_s`` old, however long snapshots live. Every step counts an event
 (``observers``; ``/metrics`` shows them as ``fedsearch_cache_events_total``).
@@ -38,6 +41,7 @@ from gateway.errors import ConfigError
 from gateway.log import get_logger
 from gateway.query.request import SearchRequest
 from gateway.rank import Ranked, Resolve, Whole, page_of
+from gateway.view.facets import Facets
 from gateway.wire import build_response
 
 __all__ = ["CURSOR_EXPIRED", "CURSOR_UNREADABLE", "EVENTS", "Resolver", "ResultCache", "Run", "open_cache"]
@@ -144,6 +148,12 @@ class ResultCache:
             answer, shared = await self.flight.run(key, lambda: self._compute(request, access, key, run, resolver))
         self._event("answer_shared" if shared else "answer_miss")
         return self._finish(answer, started, note)
+
+    async def facets(self, request: SearchRequest, access: bytes) -> Facets | None:
+        """The facets of the snapshot ``request``'s cursor names (bound like a page), or None."""
+        if request.cursor is None or self.snapshots is None:
+            return None
+        return await self.snapshots.facets(snapshot_key(self.config.prefix, request.cursor, request, access))
 
     @staticmethod
     def _finish(answer: dict[str, Any], started: float, note: str | None = None) -> dict[str, Any]:

@@ -12,6 +12,10 @@ Two ways, one interface (:class:`Snapshots`):
   holds (bench/cache.py checks it against tracemalloc).
 * :class:`EncodedSnapshots` (Redis) encodes it (:mod:`gateway.cache.codec`): every
   file's hits decoded, msgpack, zlib, in chunks; a page reads only its chunks.
+
+Either answers :meth:`Snapshots.facets`, the snapshot's facets over every file
+(:mod:`gateway.view.facets`): counted from the held ranking's names when asked (no hit
+decoded, nothing sorted), or kept beside the encoded chunks when it is stored.
 """
 
 from __future__ import annotations
@@ -29,12 +33,15 @@ from gateway.cache.store import ENTRY_OVERHEAD, MemoryStore, Store
 from gateway.log import get_logger
 from gateway.models import FileMatch, Hit, LazyHits
 from gateway.rank import Ordering, RankedFile, Whole
+from gateway.view.facets import Facets, count_facets
 
-__all__ = ["EncodedSnapshots", "HeldSnapshots", "Snapshots", "held_size"]
+__all__ = ["EncodedSnapshots", "HeldSnapshots", "Snapshots", "held_size", "whole_facets"]
 
 log = get_logger("fedsearch.cache")
 
 _WHOLE = "w"
+#: The field of an encoded snapshot that holds its facets.
+_FACETS = "f"
 #: What a ranked file costs beyond its path and hits: its fusion entry, RankedFile, FileMatch, floats.
 FILE_OVERHEAD = 300
 #: What a decoded hit costs beyond its strings: the Hit struct and its tuple slot.
@@ -58,6 +65,18 @@ class Snapshots(ABC):
     @abstractmethod
     async def page(self, key: str, offset: int, files: int) -> Whole | None:
         """The snapshot's counts with (at least) its files ``offset`` .. ``offset + files``, or None."""
+
+    @abstractmethod
+    async def facets(self, key: str) -> Facets | None:
+        """The snapshot's facets over every file it ranked, or None without it."""
+
+
+def whole_facets(whole: Whole) -> Facets:
+    """The facets of every file ``whole`` ranked (in no order: a held ranking is not sorted for it)."""
+    ordered = whole.ordered
+    if isinstance(ordered, Ordering):
+        return count_facets(ordered.sources())
+    return count_facets((item.namespace, item.file.path) for item in ordered)
 
 
 def _deep(value: Any, depth: int) -> int:
@@ -174,13 +193,16 @@ class HeldSnapshots(Snapshots):
                 FileMatch(path=item.file.path, hits=_decoded(item.file.hits)),
                 item.score,
                 item.path_match,
+                item.duplicates,
+                item.identity,
             )
             for item in whole.ordered[offset : offset + files]
         ]
+        grown = max(0, len(whole.ordered) - whole.total)  # copies split off once their group was read
         return Whole(
             ordered=window,
-            total=whole.total,
-            file_count=whole.file_count,
+            total=whole.total + grown,
+            file_count=whole.file_count + grown,
             weak=whole.weak,
             statuses=whole.statuses,
             widen=whole.widen,
@@ -190,6 +212,10 @@ class HeldSnapshots(Snapshots):
             since_ns=whole.since_ns,
         )
 
+    async def facets(self, key: str) -> Facets | None:
+        got = await self.store.get(key, (_WHOLE,))
+        return whole_facets(got[0]) if got else None
+
 
 class EncodedSnapshots(Snapshots):
     """Snapshots encoded into a byte :class:`Store` (Redis), read back a few chunks at a time."""
@@ -198,7 +224,19 @@ class EncodedSnapshots(Snapshots):
         self.store = store
 
     async def put(self, key: str, whole: Whole, ttl_s: float) -> bool:
-        return await self.store.put(key, encode_snapshot(whole), ttl_s)
+        record = encode_snapshot(whole)
+        record[_FACETS] = msgspec.msgpack.encode(whole_facets(whole))
+        return await self.store.put(key, record, ttl_s)
+
+    async def facets(self, key: str) -> Facets | None:
+        got = await self.store.get(key, (_FACETS,))
+        if not got or got[0] is None:
+            return None
+        try:
+            return msgspec.msgpack.decode(got[0], type=Facets)
+        except msgspec.DecodeError as exc:
+            log.warning("cache_undecodable", kind="facets", error=str(exc))
+            return None
 
     async def page(self, key: str, offset: int, files: int) -> Whole | None:
         first, fields = chunk_fields(offset, files)

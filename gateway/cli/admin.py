@@ -64,7 +64,7 @@ def _strings(value: Any, key: str) -> Iterator[tuple[str, str]]:
 
 def index_warnings(config: Config) -> list[str]:
     """What stops the local namespaces' indexes: an ``[index] dir`` that cannot be written (they are
-    then scanned every time), or a disk with less room than ``[index] max_bytes``."""
+    then scanned every time), or a disk with less room than ``[index] max_bytes`` lets the folder grow."""
     if not config.index.enabled or not any(getattr(ns.settings, "root", None) for ns in config.namespaces):
         return []
     folder = os.path.expanduser(config.index.dir)
@@ -79,11 +79,15 @@ def index_warnings(config: Config) -> list[str]:
         return [f"index.dir: {folder} cannot be written ({why}): local namespaces are scanned, unindexed"]
     import shutil
 
+    from gateway.index.roots import folder_bytes
+
     free = shutil.disk_usage(folder).free
-    if config.index.content and free < config.index.max_bytes:
+    used = folder_bytes(folder)
+    if free < config.index.max_bytes - used:
         return [
-            f"index.dir: {folder} has {free / 1e9:.1f} GB free, less than [index] max_bytes "
-            f"({config.index.max_bytes / 1e9:.1f} GB): indexes may fill the disk before their bound"
+            f"index.dir: {folder} has {free / 1e9:.1f} GB free, less than [index] max_bytes lets its indexes "
+            f"grow ({config.index.max_bytes / 1e9:.1f} GB, {used / 1e9:.1f} GB used): they may fill the disk "
+            "before their bound"
         ]
     return []
 

@@ -35,6 +35,7 @@ _NEUTRAL = frozenset(
         "hit_lines",
         "offset",
         "timeout_ms",
+        "dedup",
     }
 )
 #: What a query needs to be read as written (no filters, quotes or /regex/ of the query syntax).

@@ -152,6 +152,7 @@ def request_data(args: argparse.Namespace) -> dict[str, Any]:
         ("hit_budget", "hit_budget"),
         ("timeout_ms", "timeout_ms"),
         ("threshold", "threshold"),
+        ("dedup", "dedup"),
     ):
         if getattr(args, flag) is not None:
             data[key] = getattr(args, flag)

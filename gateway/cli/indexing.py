@@ -75,6 +75,10 @@ def _line(name: str, stats: BuildStats, content: dict[str, object] | None, secon
 def run(args: argparse.Namespace) -> int:
     """Build every local index of the config now; 0 when done, 1 when another builder (a running server's)
     held the folder past ``--wait``, 2 when the folder cannot be written."""
+    if args.status or args.prune:
+        from gateway.cli import folder
+
+        return folder.status(args) if args.status else folder.prune(args)
     from gateway.index.builder import hold_lock
     from gateway.index.setup import index_for
 
@@ -107,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _build(index: DeclarationIndex, directory: str, *, content: bool) -> None:
     from gateway.index.builder import Builder, BuildStats
+    from gateway.index.roots import register
     from gateway.index.setup import content_for
     from gateway.index.store import Store
 
@@ -115,6 +120,10 @@ def _build(index: DeclarationIndex, directory: str, *, content: bool) -> None:
         from gateway.index.content.build import ContentBuilder
 
         content_builder = ContentBuilder(directory, workers=index.build_workers, max_bytes=index.max_bytes or 0)
+    names: dict[str, list[str]] = {}
+    for name, source in index.sources.items():
+        names.setdefault(source.root, []).append(name)
+    register(directory, names)  # their last use, and the names --status shows
     store = Store.open(directory, busy_s=10.0)
     builder = Builder(store, list(index.sources.values()), workers=index.build_workers, content=content_builder)
     reader = content_for(index)

@@ -176,9 +176,11 @@ class OneShot:
             from gateway.discovery import default_index_dir
             from gateway.index.files import Source
             from gateway.index.resolve import DeclarationIndex
+            from gateway.index.roots import touch
 
             sources = [Source(name, os.path.abspath(root)) for name, root in self.roots.items()]
             self._index = DeclarationIndex(default_index_dir(), sources)
+            touch(default_index_dir(), [s.root for s in sources])  # their last use: a search (pruning)
         return self._index
 
     def close(self) -> None:

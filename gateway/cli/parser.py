@@ -175,6 +175,13 @@ def _search(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hit-budget", type=int, metavar="N", help="hits per page (default 100)")
     p.add_argument("--timeout-ms", type=int, metavar="N", help="deadline in ms (default 5000)")
     p.add_argument("--threshold", type=float, metavar="F", help="semantic hits scoring under F are weak")
+    p.add_argument(
+        "--no-dedup",
+        dest="dedup",
+        action="store_false",
+        default=None,
+        help="show every copy of a file found in several namespaces (default: one group, 'also in: ...')",
+    )
     p.add_argument("--args-json", metavar="JSON", help="a whole request (a printed next action), verbatim")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colours (as rg)")
     _server_flag(p)
@@ -224,6 +231,18 @@ def _check_config(p: argparse.ArgumentParser) -> None:
 
 def _index(p: argparse.ArgumentParser) -> None:
     _config_flags(p)
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
+        "--status",
+        action="store_true",
+        help="list every root the index folder holds: namespaces, files, bytes, last used, state",
+    )
+    what.add_argument(
+        "--prune",
+        action="store_true",
+        help="prune now: roots unused for [index] keep_days, folders that no longer exist, past max_bytes",
+    )
+    p.add_argument("--json", action="store_true", help="with --status: print it as JSON")
     p.add_argument(
         "--wait",
         type=float,

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "timeout_ms": 5000,
     "threshold": 0.5,
     "cursor": None,
+    "dedup": True,
 }
 #: The bounds of SearchRequest's numbers (inclusive).
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -93,6 +94,7 @@ class QuickRequest:
     timeout_ms: int
     threshold: float
     cursor: str | None
+    dedup: bool
     criteria: Criteria
 
     def __init__(self, values: Mapping[str, Any]) -> None:
@@ -140,6 +142,8 @@ def _checked(data: Mapping[str, Any]) -> dict[str, Any] | None:
     if type(query) is not str or not 0 < len(query) <= MAX_QUERY or not query.strip() or "\x00" in query:
         return None
     if data.get("mode", "exact") not in _MODES or type(data.get("case_sensitive", False)) not in (bool, type(None)):
+        return None
+    if type(data.get("dedup", True)) is not bool:
         return None
     values = dict(data)
     for name, most in _LISTS.items():

@@ -140,6 +140,8 @@ def rows(group: dict[str, Any], style: Style) -> list[Row]:
             continue  # -m left none of its lines
         if lines or by_meaning:
             headers.append(_header(hit))
+        if by_meaning and hit["reason"]:  # under its header: the query's words and where they were found
+            headers.append(Row(hit["start_line"], f"  why: {hit['reason']}", False, header=True))
         if lines:
             contexts = [(ln["line"], ln["line"], ln.get("context")) for ln in lines]
         else:
@@ -208,9 +210,18 @@ def _blocks(found: list[Row], style: Style) -> list[tuple[list[Row], list[Row]]]
     return blocks
 
 
+def _copies(group: dict[str, Any], locate: Locate) -> list[str]:
+    """Where the other copies of a group's content are, each as its path is printed."""
+    return [locate(copy["namespace"], copy["file_path"]) for copy in group.get("duplicates", ())]
+
+
 def _file(group: dict[str, Any], style: Style, locate: Locate) -> list[str]:
     head = locate(group["namespace"], group["file_path"])
     out = [f"{PATH}{head}{RESET}" if style.color else head]
+    copies = _copies(group, locate)
+    if copies:
+        also = "also in: " + join_names(copies)
+        out.append(f"{DIM}{also}{RESET}" if style.color else also)
     for i, (headers, lines) in enumerate(_blocks(rows(group, style), style)):
         if i and (style.before or style.after):
             out.append(SEPARATOR)
@@ -282,8 +293,10 @@ def next_command(action: dict[str, Any], suffix: str = "") -> str:
 
 
 def files_with_matches(answer: dict[str, Any], locate: Locate) -> str:
-    """``-l``: each file's path."""
-    return "".join(locate(g["namespace"], g["file_path"]) + "\n" for g in answer["files"])
+    """``-l``: each file's path (a group's copies too: rg lists every file)."""
+    return "".join(
+        path + "\n" for g in answer["files"] for path in (locate(g["namespace"], g["file_path"]), *_copies(g, locate))
+    )
 
 
 def _matched_lines(group: dict[str, Any]) -> list[Row]:
@@ -291,10 +304,11 @@ def _matched_lines(group: dict[str, Any]) -> list[Row]:
 
 
 def counts(answer: dict[str, Any], locate: Locate) -> str:
-    """``-c``: ``path:count`` of matched lines, as rg counts them."""
+    """``-c``: ``path:count`` of matched lines, as rg counts them (a group's copies alike: the same bytes)."""
     return "".join(
-        f"{locate(g['namespace'], g['file_path'])}:{len(_matched_lines(g)) or g['hit_count']}\n"
+        f"{path}:{len(_matched_lines(g)) or g['hit_count']}\n"
         for g in answer["files"]
+        for path in (locate(g["namespace"], g["file_path"]), *_copies(g, locate))
     )
 
 
@@ -302,6 +316,7 @@ def vimgrep(answer: dict[str, Any], locate: Locate) -> str:
     """``--vimgrep``: ``path:line:column:text`` for each matched line."""
     out: list[str] = []
     for group in answer["files"]:
-        path = locate(group["namespace"], group["file_path"])
-        out += [f"{path}:{row.number}:{row.column or 1}:{row.text}\n" for row in _matched_lines(group)]
+        matched = _matched_lines(group)
+        for path in (locate(group["namespace"], group["file_path"]), *_copies(group, locate)):
+            out += [f"{path}:{row.number}:{row.column or 1}:{row.text}\n" for row in matched]
     return "".join(out)

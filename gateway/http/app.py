@@ -18,10 +18,17 @@ from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.http.auth import TokenTable, auth_middleware, nobody, tokens_of, visible_metrics
 from gateway.http.metrics import Metrics
-from gateway.http.middleware import ACCESS, SERVICE, error_middleware, json_response, request_id_middleware
-from gateway.http.openapi import openapi
+from gateway.http.middleware import (
+    ACCESS,
+    SERVICE,
+    error_middleware,
+    json_response,
+    methods_middleware,
+    request_id_middleware,
+)
+from gateway.http.openapi import document
 from gateway.http.page import add_page_routes
-from gateway.http.params import get_params, parameter_names, read_json_body, search_data
+from gateway.http.params import check_utf8_path, get_params, parameter_names, read_json_body, search_data
 from gateway.http.reload import ServiceHolder, service_middleware, service_of
 from gateway.http.stream import stream_search
 from gateway.log import get_logger
@@ -61,6 +68,7 @@ def _line_param(request: web.Request, name: str) -> int | None:
 
 
 async def get_file(request: web.Request) -> web.Response:
+    check_utf8_path(request.raw_path)
     service = service_of(request)
     access = _access(request)
     namespace, path = await service.file_of(request.match_info["rest"], access)
@@ -100,7 +108,7 @@ async def get_metrics(request: web.Request) -> web.Response:
 
 
 async def get_openapi(request: web.Request) -> web.Response:
-    return json_response(openapi())
+    return web.Response(body=document(), content_type="application/json")
 
 
 def create_app(
@@ -119,6 +127,7 @@ def create_app(
         middlewares=[
             request_id_middleware,
             metrics.middleware,
+            methods_middleware,  # before auth: a preflight carries no token
             auth_middleware(tokens),
             error_middleware,
             service_middleware,

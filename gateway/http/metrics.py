@@ -9,7 +9,8 @@ scans running, waiting and allowed at once, requests admitted, refused or shed,
 scans that waited until their deadline, how long scans waited and ran; the event loop's
 tasks (a leak shows there first). The content index: searches it narrowed and scans by the
 reason it could not, and each local namespace's index files, bytes, last build's seconds and
-whether searches use it, read from the index when scraped.
+whether searches use it, read from the index when scraped; the index folder's bytes (every
+file under ``[index] dir``) and its bound.
 """
 
 from __future__ import annotations
@@ -83,7 +84,18 @@ class ContentIndexCollector:
                 families["bytes"].add_metric([name], index["bytes"])
                 families["build_seconds"].add_metric([name], index["built_s"])
                 families["ready"].add_metric([name], 1.0 if index["state"] == "ready" else 0.0)
-        return [searches, *families.values()]
+        folder = GaugeMetricFamily(
+            "fedsearch_index_folder_bytes", "Bytes of every file under [index] dir (what max_bytes bounds)"
+        )
+        bound = GaugeMetricFamily("fedsearch_index_folder_max_bytes", "[index] max_bytes: the index folder's bound")
+        declarations = service.index if service is not None else None
+        if declarations is not None and declarations.directory is not None:
+            from gateway.index.roots import folder_bytes
+
+            folder.add_metric([], folder_bytes(declarations.directory))
+            if declarations.max_bytes is not None:
+                bound.add_metric([], declarations.max_bytes)
+        return [searches, *families.values(), folder, bound]
 
 
 class Metrics:

@@ -4,6 +4,9 @@
   is sane, else a fresh one) into structlog's contextvars and echoes it back.
 * ``error_middleware`` maps the gateway's errors to RFC 9457 problem+json through
   one table; nothing escapes as a bare 500.
+* ``methods_middleware`` answers ``OPTIONS`` with 204 and ``Allow``, and gives every
+  405 its ``Allow`` (RFC 9110 §15.5.6), on every route. It sends no CORS headers: the
+  gateway has no CORS setting, so a browser on another origin is refused, as it should be.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 import orjson
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
@@ -28,6 +31,7 @@ __all__ = [
     "SERVICE",
     "error_middleware",
     "json_response",
+    "methods_middleware",
     "problem_response",
     "request_id_middleware",
 ]
@@ -110,4 +114,27 @@ def _problem_of(exc: BaseException) -> web.Response:
     response = web.Response(body=orjson.dumps(body), status=body["status"], content_type=PROBLEM_TYPE)
     if "retry_after" in body:
         response.headers["Retry-After"] = str(body["retry_after"])
+    return response
+
+
+async def allowed_methods(request: web.Request) -> list[str]:
+    """The methods some route of ``request``'s path takes, OPTIONS among them once there is one (a
+    catch-all route, AFI's for its unknown operations, takes none)."""
+    methods: set[str] = set()
+    for resource in request.app.router.resources():
+        _, allowed = await resource.resolve(request)
+        if hdrs.METH_ANY not in allowed:
+            methods.update(allowed)
+    return sorted({*methods, hdrs.METH_OPTIONS}) if methods else []
+
+
+@web.middleware
+async def methods_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.method == hdrs.METH_OPTIONS:
+        allowed = await allowed_methods(request)
+        if allowed:
+            return web.Response(status=204, headers={hdrs.ALLOW: ", ".join(allowed)})
+    response = await handler(request)
+    if response.status == 405 and hdrs.ALLOW not in response.headers:
+        response.headers[hdrs.ALLOW] = ", ".join(await allowed_methods(request))
     return response

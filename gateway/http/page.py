@@ -1,5 +1,8 @@
 """The web page (SPEC §9) and what it asks besides searching: ``GET /``, its static files,
-and ``GET|POST /v1/query`` (a query taken apart by the one parser, for highlighting).
+``GET|POST /v1/query`` (a query taken apart by the one parser, for highlighting),
+``GET /v1/view/{namespace}/{path}`` and ``GET /v1/outline/{namespace}/{path}`` (a file's
+slice highlighted, its declarations: :mod:`gateway.http.view`) and ``POST /v1/facets`` (an
+answer's facets counted over every file of its snapshot: :mod:`gateway.http.facets`).
 
 The page is plain HTML, CSS and JavaScript shipped in the package (``static/``), read
 once, served with a strict Content-Security-Policy: nothing but this origin, no inline
@@ -19,8 +22,10 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from gateway.http.facets import post_facets
 from gateway.http.middleware import json_response
 from gateway.http.params import parameter_names, search_data
+from gateway.http.view import get_outline, get_view
 from gateway.query.languages import LANGUAGES
 from gateway.query.request import parse_request
 from gateway.query.syntax import parse_query
@@ -101,8 +106,11 @@ async def get_query(request: web.Request) -> web.Response:
 
 
 def add_page_routes(app: web.Application) -> None:
-    """``GET /``, the page's static files and ``/v1/query``."""
+    """``GET /``, the page's static files, ``/v1/query``, ``/v1/view``, ``/v1/outline`` and ``/v1/facets``."""
     for path, asset in _load().items():
         app.router.add_get(path, _serve(asset))
     app.router.add_get("/v1/query", get_query)
     app.router.add_post("/v1/query", get_query)
+    app.router.add_get("/v1/view/{rest:.+}", get_view)
+    app.router.add_get("/v1/outline/{rest:.+}", get_outline)
+    app.router.add_post("/v1/facets", post_facets)

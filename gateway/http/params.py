@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -17,10 +18,21 @@ from aiohttp import web
 from multidict import MultiMapping
 
 from gateway.errors import InvalidRequest
+from gateway.query.fields import json_kinds
 from gateway.query.request import SearchRequest
 from gateway.sizing import PERSON
 
-__all__ = ["PARAMS", "check_utf8", "get_params", "parameter_names", "read_json_body", "search_data"]
+__all__ = [
+    "ALL_WORDS",
+    "CASE_WORDS",
+    "PARAMS",
+    "check_utf8",
+    "check_utf8_path",
+    "get_params",
+    "parameter_names",
+    "read_json_body",
+    "search_data",
+]
 
 #: GET query parameters -> SearchRequest fields (lists are repeatable).
 _SCALARS = {
@@ -36,11 +48,19 @@ _SCALARS = {
     "timeout_ms": "timeout_ms",
     "threshold": "threshold",
     "cursor": "cursor",
+    "dedup": "dedup",
 }
 _LISTS = {"ns": "namespaces", "path": "paths", "lang": "languages"}
 PARAMS = {**_SCALARS, **_LISTS}
 _PARAM_OF = {field: param for param, field in PARAMS.items()}
 _CASE = {"true": True, "1": True, "false": False, "0": False, "smart": None, "": None}
+#: What ``case`` takes (any letter case), and what ``hit_lines`` takes besides a number (every line).
+CASE_WORDS = tuple(_CASE)
+ALL_WORDS = ("all", "")
+_BOOLEANS = {"true": True, "false": False}
+#: A number as JSON writes it (no blanks, no "nan", no "_"): what a numeric parameter's text must be.
+_NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_KINDS = json_kinds(SearchRequest.model_fields)
 
 
 def _utf8(part: str) -> str | None:
@@ -64,6 +84,13 @@ def check_utf8(raw_query: str) -> None:
             raise InvalidRequest(name, "is not valid UTF-8")
 
 
+def check_utf8_path(raw_path: str) -> None:
+    """InvalidRequest naming ``path`` when a raw URL path is not UTF-8 once percent-decoded (aiohttp
+    keeps ``%FF`` as those three characters: a file nobody asked for)."""
+    if _utf8(raw_path.partition("?")[0].replace("+", "%2B")) is None:
+        raise InvalidRequest("path", "is not valid UTF-8 once percent-decoded")
+
+
 def get_params(query: MultiMapping[str], raw: str | None = None) -> dict[str, Any]:
     """The SearchRequest data that GET /v1/search's query parameters describe (``raw``: the
     query string as sent, checked to be UTF-8)."""
@@ -85,9 +112,27 @@ def get_params(query: MultiMapping[str], raw: str | None = None) -> dict[str, An
         if value not in _CASE:
             raise InvalidRequest("case", "must be true, false or smart")
         data["case_sensitive"] = _CASE[value]
-    if data.get("hit_lines") in ("all", ""):
+    for field, value in data.items():
+        if isinstance(value, str) and field in _KINDS:
+            data[field] = _typed(_KINDS[field], value)
+    if data.get("hit_lines") in ALL_WORDS:
         data["hit_lines"] = None  # every line
     return data
+
+
+def _typed(kind: str, text: str) -> Any:
+    """A parameter's text as the number or boolean its field takes; the text itself when it is not
+    one (the request's validation then names the parameter)."""
+    if kind == "boolean":
+        return _BOOLEANS.get(text, text)
+    if not _NUMBER.fullmatch(text):
+        return text
+    if kind == "number":
+        return float(text)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    number = float(text)
+    return int(number) if number.is_integer() else text
 
 
 def _browser(request: web.Request) -> bool:

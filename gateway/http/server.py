@@ -15,7 +15,8 @@ Each worker has its own event loop, backends and connection pools.
 
 Slow and hostile clients (:class:`ClientLimits`, applied by :func:`guard` and
 :meth:`ClientLimits.runner_options`). What aiohttp bounds by itself: the request line
-and each header (``max_line_size``/``max_field_size``, 8190 bytes; over it: 400),
+and each header (``max_line_size``/``max_field_size``, 8190 bytes; over it: 414 or 431 in problem JSON,
+:mod:`gateway.http.protocol`),
 the number of headers (``max_headers``, 128; we use 64), the body size
 (``client_max_size`` = ``server.max_body_bytes``; over it: 413), and the idle time
 between requests (``keepalive_timeout``). In aiohttp 3.14 that keep-alive timer is
@@ -53,6 +54,7 @@ from gateway.config import Config
 from gateway.errors import InvalidRequest
 from gateway.http.app import create_app
 from gateway.http.auth import refusal, warn_if_open
+from gateway.http.protocol import GatewayRunner
 from gateway.http.reload import SERVICE, reload_config
 from gateway.log import get_logger
 from gateway.serving import settle_heap
@@ -283,7 +285,7 @@ async def _run(app: web.Application, sock: socket.socket, load: Load | None, gra
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
-    runner = web.AppRunner(
+    runner = GatewayRunner(
         app, handle_signals=False, shutdown_timeout=grace_s, access_log=None, **LIMITS.runner_options()
     )
     await runner.setup()  # opens the service (cleanup_ctx)

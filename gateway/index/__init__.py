@@ -5,6 +5,8 @@
 - :mod:`~gateway.index.store`: the SQLite database under ``[index] dir``;
 - :mod:`~gateway.index.files`: which files to index, and one file read and parsed;
 - :mod:`~gateway.index.builder`: the background builder process;
+- :mod:`~gateway.index.roots`: each indexed checkout's last use, and which a running builder holds;
+- :mod:`~gateway.index.prune`: the folder kept within ``keep_days`` and ``max_bytes``;
 - :mod:`~gateway.index.hits`: matched lines grouped into declaration hits;
 - :mod:`~gateway.index.resolve`: what a search asks of it (definitions, a page's hits);
 - :mod:`~gateway.index.setup`: the indexes of a config (:func:`~gateway.index.setup.index_for`);

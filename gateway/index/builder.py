@@ -16,6 +16,11 @@ of its time), so it never runs inside a serving process. It rescans every
 each start one; an exclusive lock on ``<dir>/index.lock`` lets exactly one work, the
 others wait for it. A builder ends when its parent closes its stdin, or dies.
 
+Each pass ends by keeping the folder within its bounds (:mod:`gateway.index.prune`: the
+roots unused for ``keep_days`` or gone, then the least recently used past ``max_bytes``),
+a survey every PRUNE_S; a builder claims its roots for its whole life, waiting for the lock
+or not (:class:`~gateway.index.roots.Live`), so no other builder prunes them.
+
 A *one-pass* builder (:func:`start_once`: what a process without a background builder,
 the CLI, starts to catch its namespaces up before a semantic search) takes the lock,
 forks into the background and makes one pass, whether or not its parent is still
@@ -29,6 +34,7 @@ import itertools
 import json
 import os
 import select
+import sqlite3
 import subprocess
 import sys
 import time
@@ -38,6 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.index.files import Source, changed, find_rg, index_file, list_all, list_files, stat_of
 from gateway.index.intents import embed_pending
+from gateway.index.prune import DEFAULT_KEEP_DAYS, DEFAULT_MAX_BYTES, Pruner
+from gateway.index.roots import Live, register
 from gateway.index.store import FileRecord, Store
 from gateway.log import get_logger
 
@@ -82,6 +90,8 @@ class BuildStats:
     content_read: int = 0  # files read into the content index
     content_bytes: int = 0
     content_s: float = 0.0  # of ``seconds``, building the content index
+    pruned: int = 0  # roots dropped from the folder
+    prune_s: float = 0.0  # of ``seconds``, surveying and pruning it
     seconds: float = 0.0
 
 
@@ -106,6 +116,8 @@ class Builder:
         self.rg = rg if rg is not None else find_rg()
         #: Asked between files: whether to stop now (the parent went away).
         self.should_stop: Callable[[], bool] = lambda: False
+        #: Keeps the folder within its bounds, last thing in a pass (None: nothing pruned).
+        self.pruner: Pruner | None = None
 
     def refresh(self, poll: Poll | None = None, sources: Sequence[Source] | None = None) -> BuildStats:
         """One pass over every namespace (or ``sources``): their content indexes first (what makes
@@ -124,8 +136,10 @@ class Builder:
             if self.should_stop():
                 break
             self.refresh_one(source, stats, poll, listings.get(source.namespace))
+        if self.pruner is not None and not self.should_stop():  # its own indexes first; then the others'
+            self.prune(stats)
         stats.seconds = time.monotonic() - started
-        if stats.parsed or stats.forgotten or stats.embedded or stats.content_read:
+        if stats.parsed or stats.forgotten or stats.embedded or stats.content_read or stats.pruned:
             log.info(
                 "index_pass",
                 files=stats.listed,
@@ -135,6 +149,8 @@ class Builder:
                 content_files=stats.content_read,
                 content_mb=round(stats.content_bytes / 1e6, 2),
                 content_s=round(stats.content_s, 2),
+                pruned=stats.pruned,
+                prune_s=round(stats.prune_s, 2),
                 mb=round(stats.bytes / 1e6, 2),
                 seconds=round(stats.seconds, 2),
                 mb_per_s=round(stats.bytes / 1e6 / stats.seconds, 2) if stats.seconds else None,
@@ -142,6 +158,21 @@ class Builder:
                 rss_mb=_rss_mb(),
             )
         return stats
+
+    def prune(self, stats: BuildStats) -> None:
+        """This builder's roots marked used; the folder pruned when a survey is due (a failure is logged:
+        the next one tries again)."""
+        assert self.pruner is not None
+        self.pruner.tick()
+        if not self.pruner.due():
+            return
+        try:
+            done = self.pruner.run(should_stop=self.should_stop)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("index_prune_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            return
+        stats.pruned += len(done.dropped)
+        stats.prune_s += done.seconds
 
     def refresh_content(self, source: Source, stats: BuildStats) -> list[str]:
         """One whole pass over one namespace's content index; every file rg lists in it."""
@@ -303,14 +334,19 @@ def main() -> int:
     spec = json.loads(sys.stdin.buffer.readline())
     directory = os.path.expanduser(spec["dir"])
     sources = [Source(s["namespace"], s["root"], tuple(s.get("exclude", ()))) for s in spec["sources"]]
-    refresh_s = float(spec.get("refresh_s", 60.0))
-    workers = int(spec.get("workers", 1))
     once = bool(spec.get("once", False))
     with contextlib.suppress(OSError):
         os.nice(10)
     requests = _Requests(sys.stdin.fileno())
+    names: dict[str, list[str]] = {}
+    for source in sources:
+        names.setdefault(source.root, []).append(source.namespace)
+    live: Live | None = None
     try:
         os.makedirs(directory, exist_ok=True)
+        register(directory, names)
+        if not once:  # its roots are in use while it lives, waiting for the lock or not
+            live = Live(directory, names)
         lock = _lock(directory, requests, wait=not once)
     except OSError as exc:
         log.warning("index_builder_off", error=exc.strerror or str(exc))
@@ -321,10 +357,39 @@ def main() -> int:
         os._exit(0)
     if once:
         os.setsid()
+        with contextlib.suppress(OSError):
+            live = Live(directory, names)
+    try:
+        return _serve(spec, directory, sources, names, requests, once)
+    finally:
+        if live is not None:
+            live.close()
+
+
+def _serve(
+    spec: dict[str, Any],
+    directory: str,
+    sources: list[Source],
+    names: dict[str, list[str]],
+    requests: _Requests,
+    once: bool,
+) -> int:
+    """The builder's life once it holds the lock: one pass (``once``), or passes until the parent goes."""
+    workers = int(spec.get("workers", 1))
+    refresh_s = float(spec.get("refresh_s", 60.0))
     store = Store.open(directory, busy_s=10.0)
     if store.path is None:  # in memory: nobody could read what it built
         return 0
     builder = Builder(store, sources, workers=workers, content=content_builder(spec, directory, workers))
+    builder.pruner = Pruner(
+        directory,
+        store,
+        names,
+        keep_days=float(spec.get("keep_days", DEFAULT_KEEP_DAYS)),
+        max_bytes=int(spec.get("max_bytes", DEFAULT_MAX_BYTES)),
+    )
+    if builder.content is not None:
+        builder.content.make_room = builder.pruner.make_room
     if once:
         builder.refresh()
         return 0
@@ -355,7 +420,7 @@ def content_builder(spec: dict[str, Any], directory: str, workers: int) -> Conte
     if not spec.get("content", False):
         return None
     try:
-        from gateway.index.content.build import DEFAULT_MAX_BYTES, ContentBuilder
+        from gateway.index.content.build import ContentBuilder
     except ImportError as exc:  # pragma: no cover - a broken install
         log.warning("content_index_off", error=str(exc)[:200])
         return None
@@ -398,6 +463,7 @@ def _spec(
     once: bool = False,
     content: bool = False,
     max_bytes: int | None = None,
+    keep_days: float | None = None,
 ) -> dict[str, Any]:
     return {
         "dir": directory,
@@ -407,20 +473,30 @@ def _spec(
         "once": once,
         "content": content,
         **({"max_bytes": max_bytes} if max_bytes is not None else {}),
+        **({"keep_days": keep_days} if keep_days is not None else {}),
     }
 
 
-def start_once(directory: str, sources: Sequence[Source], workers: int = 1, content: bool = False) -> bool:
+def start_once(
+    directory: str,
+    sources: Sequence[Source],
+    workers: int = 1,
+    content: bool = False,
+    *,
+    max_bytes: int | None = None,
+    keep_days: float | None = None,
+) -> bool:
     """Start a one-pass builder in the background; False if another builder holds the index (or it failed).
 
     The process started takes the lock, forks the builder into a session of its own and
     ends at once (reaped here): the builder outlives this process if it must, holding the
     lock until its pass is done (:func:`lock_held`).
     """
+    spec = _spec(directory, sources, 60.0, workers, True, content, max_bytes=max_bytes, keep_days=keep_days)
     try:
         done = subprocess.run(
             [sys.executable, "-m", "gateway.index"],
-            input=json.dumps(_spec(directory, sources, 60.0, workers, once=True, content=content)).encode() + b"\n",
+            input=json.dumps(spec).encode() + b"\n",
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=30,
@@ -487,8 +563,11 @@ class BuilderProcess:
         workers: int = 1,
         content: bool = False,
         max_bytes: int | None = None,
+        keep_days: float | None = None,
     ) -> None:
-        self.spec = _spec(directory, sources, refresh_s, workers, content=content, max_bytes=max_bytes)
+        self.spec = _spec(
+            directory, sources, refresh_s, workers, content=content, max_bytes=max_bytes, keep_days=keep_days
+        )
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

@@ -1,29 +1,33 @@
-"""Writing the intent index: each parsed file's declarations embedded, one row a file.
+"""Writing the intent index: each parsed file's declarations embedded, one row a file, and their fields.
 
 A declaration's text (:func:`gateway.index.words.document`) is its kind, its qualified
 name as words, the other words of its signature and its intent; its vector is that
 text's embedding (:mod:`gateway.index.model`), a unit vector stored as float16.
 :func:`embed_pending` embeds the files that have none, in batches, each batch one
-transaction, and says whether none is left.
+transaction, and says whether none is left. The same pass writes each declaration's
+fields (:mod:`gateway.index.fields`) into the fielded BM25 index, reading the file
+again for its docstrings and bodies.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import numpy as np
 
-from gateway.index.store import Store
+from gateway.index.fields import field_texts
+from gateway.index.store import Store, Unembedded
 from gateway.index.words import document
 
-__all__ = ["EMBED_FILES", "RECIPE", "embed_pending", "intents_id", "vectors_of"]
+__all__ = ["EMBED_FILES", "RECIPE", "embed_pending", "intents_id", "vectors_of", "write_words"]
 
 #: Files embedded per transaction.
 EMBED_FILES = 64
 #: How a declaration becomes text (:func:`document`): a change makes every vector again.
-RECIPE = "kind+names+signature+intent/2"
+RECIPE = "kind+names+signature+intent/2;fields/1"
 
 
 class _Counts(Protocol):
@@ -43,17 +47,40 @@ def vectors_of(blob: bytes, count: int, dim: int) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f2", count=count * dim).reshape(count, dim).astype(np.float32)
 
 
+def _lines(root: str, path: str) -> list[str]:
+    """A file's lines as text (none when it cannot be read now: its fields then hold no doc or body)."""
+    try:
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as handle:
+            return handle.read().splitlines()
+    except OSError:
+        return []
+
+
+def write_words(store: Store, root: str, files: Sequence[Unembedded]) -> int:
+    """Write the fields of some parsed files' declarations; how many declarations."""
+    spans = store.spans_of([f.file_id for f in files])
+    rows = []
+    for f in files:
+        lines = _lines(root, f.path)
+        rows.append(
+            (f, [(rid, field_texts(n, q, sig, i, s, e, lines, f.path)) for rid, n, q, sig, i, s, e in spans[f.file_id]])
+        )
+    return store.put_words(rows)
+
+
 def embed_pending(store: Store, root: str, should_stop: Callable[[], bool], stats: _Counts) -> bool:
     """Embed the parsed files of a checkout that have no vectors; True when none is left."""
     from gateway.index.model import model
 
     store.use_intents(intents_id())
+    store.use_words()
     encoder = None
     while not should_stop():
         files = store.unembedded(root, EMBED_FILES)
         if not files:
             return True
-        started = time.perf_counter()
+        started = time.perf_counter()  # embed_s counts the fields written too
+        write_words(store, root, files)
         encoder = encoder or model()
         texts = store.texts_of([f.file_id for f in files])
         documents: list[str] = []

@@ -131,8 +131,13 @@ class IntentSearch:
         if not len(intents) and not progress.built:
             raise BackendUnavailable(building(progress), retry_after=RETRY_AFTER_S)
         accept = PathFilter.build(query.paths, query.languages)
-        vector = encoder.embed_one(query.text)
-        files = intents.search(store, query.text, vector, query.max_files, None if accept.is_open else accept)
+        files = intents.search(
+            store,
+            query.text,
+            lambda: encoder.embed_one(query.text),  # the model is asked only where no word of the query is indexed
+            query.max_files,
+            None if accept.is_open else accept,
+        )
         if progress.built:
             return BackendResult(files=files)
         return BackendResult(files=files, status="capped", reason=building(progress))
@@ -160,7 +165,15 @@ class IntentSearch:
             if self._started is None:  # one builder for every local namespace, started by the first to ask
                 sources = list(index.sources.values())
                 self._started = asyncio.ensure_future(
-                    asyncio.to_thread(start_once, directory, sources, index.build_workers, index.content)
+                    asyncio.to_thread(
+                        start_once,
+                        directory,
+                        sources,
+                        index.build_workers,
+                        index.content,
+                        max_bytes=index.max_bytes,
+                        keep_days=index.keep_days,
+                    )
                 )
             await asyncio.shield(self._started)
             while time.monotonic() < until:

@@ -114,11 +114,14 @@ class DeclarationIndex:
         build_workers: int = 1,
         content: bool = False,
         max_bytes: int | None = None,
+        keep_days: float | None = None,
     ) -> None:
         self.directory = directory
         #: Whether its builder builds the content index too (:mod:`gateway.index.content`), within ``max_bytes``.
         self.content = content
         self.max_bytes = max_bytes
+        #: A root no search or build used for this long is pruned by its builder (gateway.index.prune).
+        self.keep_days = keep_days
         self.sources = {s.namespace: s for s in sources}
         self.refresh_s = refresh_s
         self.parse_budget_s = parse_budget_ms / 1000
@@ -157,7 +160,13 @@ class DeclarationIndex:
 
         sources = list(self.sources.values())
         self._builder = BuilderProcess(
-            self.directory, sources, self.refresh_s, self.build_workers, content=self.content, max_bytes=self.max_bytes
+            self.directory,
+            sources,
+            self.refresh_s,
+            self.build_workers,
+            content=self.content,
+            max_bytes=self.max_bytes,
+            keep_days=self.keep_days,
         )
         self._builder.start()
 

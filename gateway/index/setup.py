@@ -38,6 +38,7 @@ def index_for(config: Config) -> DeclarationIndex | None:
         build_workers=config.index.build_workers,
         content=config.index.content,
         max_bytes=config.index.max_bytes,
+        keep_days=config.index.keep_days,
     )
 
 

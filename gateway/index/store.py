@@ -17,6 +17,10 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
                   INDEX on (name COLLATE NOCASE, kind, file_id)         -- name -> defining files
     intents      (id AUTOINCREMENT, file_id -> files ON DELETE CASCADE UNIQUE, count, vectors)
                                                           -- the intent index: one row a parsed file
+    declaration_words  FTS5 (name, qualified, params, doc, body, path, prose), rowid = declarations.id
+                 -- the fielded BM25 index (gateway.index.fields), made by the builder's embedding
+                 -- pass (:meth:`Store.use_words`, not in the schema above: it is added where missing);
+                 -- a trigger drops a declaration's row with it
     meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows;
                                                           -- "intents": what embedded them;
                                                           -- "listed:<root>": files of a checkout
@@ -74,6 +78,7 @@ __all__ = [
     "Store",
     "Stored",
     "Unembedded",
+    "WordHit",
     "db_name",
     "installed_version",
     "parser_version",
@@ -82,6 +87,8 @@ __all__ = [
 SCHEMA_VERSION = 7
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
+#: The WAL's size kept after a checkpoint, once a prune has vacuumed (bytes).
+WAL_LIMIT = 32 * 1024 * 1024
 
 log = get_logger("fedsearch.index")
 
@@ -182,6 +189,25 @@ class Candidate(msgspec.Struct, frozen=True):
     end_line: int
     intent: str
     signature: str
+
+
+class WordHit(msgspec.Struct, frozen=True):
+    """A declaration found by the fielded BM25 index: where it is and its bm25 (the higher, the better)."""
+
+    declaration_id: int
+    file_id: int
+    ordinal: int
+    score: float
+
+
+#: The fielded BM25 index of declarations (gateway.index.fields), one row a declaration keyed by its id,
+#: made by the builder's embedding pass and dropped with its declaration (the trigger).
+_WORDS = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS declaration_words USING fts5("
+    "name, qualified, params, doc, body, path, prose, tokenize = 'porter unicode61')",
+    "CREATE TRIGGER IF NOT EXISTS declaration_words_gone AFTER DELETE ON declarations "
+    "BEGIN DELETE FROM declaration_words WHERE rowid = old.id; END",
+)
 
 
 class Progress(msgspec.Struct, frozen=True):
@@ -474,17 +500,20 @@ class Store:
 
     def texts_of(self, file_ids: Sequence[int]) -> dict[int, list[tuple[str, str, str, str]]]:
         """Each file's declarations in ordinal order: (kind, qualified_name, signature, intent)."""
-        out: dict[int, list[tuple[str, str, str, str]]] = {i: [] for i in file_ids}
+        return self._declarations_of(file_ids, "kind, qualified_name, signature, intent")  # type: ignore[return-value]
+
+    def _declarations_of(self, file_ids: Sequence[int], columns: str) -> dict[int, list[tuple[object, ...]]]:
+        """Each file's declarations in ordinal order, as rows of ``columns``."""
+        out: dict[int, list[tuple[object, ...]]] = {i: [] for i in file_ids}
         for i in range(0, len(file_ids), _CHUNK):
             chunk = file_ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
-                "SELECT file_id, kind, qualified_name, signature, intent FROM declarations "
-                f"WHERE file_id IN ({marks}) ORDER BY file_id, ordinal",
+                f"SELECT file_id, {columns} FROM declarations WHERE file_id IN ({marks}) ORDER BY file_id, ordinal",
                 tuple(chunk),
             )
-            for file_id, kind, qualified, signature, intent in rows:
-                out[file_id].append((kind, qualified, signature, intent))
+            for file_id, *rest in rows:
+                out[file_id].append(tuple(rest))
         return out
 
     def put_intents(self, rows: Iterable[tuple[Unembedded, int, bytes]]) -> int:
@@ -579,6 +608,73 @@ class Store:
             )
         return out
 
+    # --- the fielded BM25 index (declaration_words) ------------------------------------
+
+    def use_words(self) -> None:
+        """Make the fielded index's table (and the trigger that keeps it in step) where it is missing."""
+        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'declaration_words_gone'").fetchone()
+        if found is None:
+            with self._write() as db:
+                for statement in _WORDS:
+                    db.execute(statement)
+
+    def spans_of(self, file_ids: Sequence[int]) -> dict[int, list[tuple[int, str, str, str, str, int, int]]]:
+        """Each file's declarations in ordinal order: (id, name, qualified_name, signature, intent, start, end)."""
+        columns = "id, name, qualified_name, signature, intent, start_line, end_line"
+        return self._declarations_of(file_ids, columns)  # type: ignore[return-value]
+
+    def put_words(self, rows: Iterable[tuple[Unembedded, Sequence[tuple[int, Sequence[str]]]]]) -> int:
+        """Write declarations' fields (id, FIELDS' texts), each file's only if it is still what was read; how many."""
+        written = 0
+        with self._write() as db:
+            for file, fields in rows:
+                same = db.execute(
+                    "SELECT 1 FROM files WHERE id = ? AND size = ? AND mtime_ns = ? AND parsed = 1",
+                    (file.file_id, file.size, file.mtime_ns),
+                ).fetchone()
+                if same is None or not fields:
+                    continue
+                db.executemany("DELETE FROM declaration_words WHERE rowid = ?", [(rid,) for rid, _ in fields])
+                db.executemany(
+                    "INSERT INTO declaration_words (rowid, name, qualified, params, doc, body, path, prose) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(rid, *texts) for rid, texts in fields],
+                )
+                written += len(fields)
+        return written
+
+    def ranked_words(self, root: str, match: str, weights: Sequence[float], limit: int | None) -> list[WordHit]:
+        """The declarations of a checkout whose fields hold the FTS5 query ``match``, best bm25 first
+        (``limit`` None: all of them); none where the index is not made yet."""
+        marks = ",".join("?" * len(weights))
+        try:
+            rows = self._db.execute(
+                f"SELECT d.id, d.file_id, d.ordinal, -bm25(declaration_words, {marks}) AS s "
+                "FROM declaration_words w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
+                "WHERE declaration_words MATCH ? AND f.root = ? ORDER BY s DESC"
+                + ("" if limit is None else f" LIMIT {int(limit)}"),
+                (*weights, match, root),
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
+        return [WordHit(*row) for row in rows]
+
+    def words_of(self, declaration_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        """Some declarations' fields (FIELDS' texts), by declaration id."""
+        out: dict[int, tuple[str, ...]] = {}
+        for i in range(0, len(declaration_ids), _CHUNK):
+            chunk = declaration_ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                "SELECT rowid, name, qualified, params, doc, body, path, prose FROM declaration_words "
+                f"WHERE rowid IN ({marks})",
+                tuple(chunk),
+            )
+            out.update((rid, tuple(rest)) for rid, *rest in rows)
+        return out
+
     def size_bytes(self) -> int:
         """The database's size on disk (with its WAL), 0 in memory."""
         if self.path is None:
@@ -588,3 +684,62 @@ class Store:
             with contextlib.suppress(OSError):
                 total += os.path.getsize(self.path + suffix)
         return total
+
+    # --- roots: what pruning reads and drops (gateway.index.prune) --------------------
+
+    def root_weights(self) -> dict[str, tuple[int, int]]:
+        """Each checkout indexed: root -> (files, bytes of its rows' blobs: outlines and vectors), what
+        its share of the database is reckoned from."""
+        out: dict[str, tuple[int, int]] = {}
+        rows = self._db.execute(
+            "SELECT f.root, count(*), total(length(f.declarations)) + total(length(i.vectors)) "
+            "FROM files f LEFT JOIN intents i ON i.file_id = f.id GROUP BY f.root"
+        )
+        for root, files, blobs in rows:
+            out[root] = (int(files), int(blobs))
+        return out
+
+    def drop_root(self, root: str, batch: int = 2000) -> int:
+        """Drop every row of one checkout (declarations and vectors go with its files), in short
+        transactions of ``batch`` files so the write lock is never held long; how many files."""
+        dropped = 0
+        while True:
+            with self._write() as db:
+                done = db.execute(
+                    "DELETE FROM files WHERE id IN (SELECT id FROM files WHERE root = ? LIMIT ?)", (root, batch)
+                ).rowcount
+                if done == 0:
+                    db.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"listed:{root}", f"built:{root}"))
+            dropped += done
+            if done == 0:
+                return dropped
+
+    def vacuum(self) -> bool:
+        """Give the space of dropped rows back to the disk: each FTS5 index merged (its deleted rows
+        are otherwise kept as delete markers in its segments), VACUUM (readers go on reading their
+        snapshot meanwhile, in WAL mode), then the WAL truncated unless a reader still holds old
+        pages (never waited for: from then on this connection's checkpoints truncate it to
+        :data:`WAL_LIMIT`); whether the WAL was truncated now."""
+        db = self._db
+        fts = db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%USING fts5%'"
+        ).fetchall()
+        for (table,) in fts:
+            with self._write():
+                db.execute(f'INSERT INTO "{table}" ("{table}") VALUES (\'optimize\')')
+        db.execute("VACUUM")
+        db.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT}")
+        return self.truncate_wal()
+
+    def truncate_wal(self) -> bool:
+        """Checkpoint the WAL and truncate it, if no reader holds old pages (never waits); whether done."""
+        db = self._db
+        waits = db.execute("PRAGMA busy_timeout").fetchone()[0]
+        db.execute("PRAGMA busy_timeout = 0")
+        try:
+            busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        except sqlite3.OperationalError:
+            busy = 1
+        finally:
+            db.execute(f"PRAGMA busy_timeout = {int(waits)}")
+        return not busy

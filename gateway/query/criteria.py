@@ -63,6 +63,8 @@ class Criteria(msgspec.Struct, frozen=True):
     also_paths: tuple[str, ...] = ()
     languages: tuple[str, ...] = ()
     symbols: tuple[str, ...] = ()
+    #: Copies of one content are one file group (SPEC §3, Duplicates): the field and ``dedup:`` both say so.
+    dedup: bool = True
 
     @property
     def includes(self) -> bool:
@@ -79,6 +81,8 @@ class Fields(Protocol):
     def mode(self) -> Mode: ...
     @property
     def case_sensitive(self) -> bool | None: ...
+    @property
+    def dedup(self) -> bool: ...
     @property
     def paths(self) -> Sequence[str]: ...
     @property
@@ -104,6 +108,7 @@ class Asked(Protocol):
 
 
 _CASES: dict[str, bool | None] = {"yes": True, "no": False, "auto": None}
+_DEDUP: dict[str, bool] = {"yes": True, "no": False}
 
 
 def _languages_of(parsed: ParsedQuery, request: Fields) -> tuple[str, ...]:
@@ -132,6 +137,18 @@ def _case_of(parsed: ParsedQuery, request: Fields) -> bool | None:
             raise ValueError(f"case_sensitive: {case} conflicts with case:{value} in the query")
         case = case if wanted is None else wanted
     return case
+
+
+def _dedup_of(parsed: ParsedQuery, request: Fields) -> bool:
+    dedup = request.dedup
+    for value in parsed.values("dedup"):
+        wanted = _DEDUP.get(value)
+        if wanted is None:
+            raise ValueError(f"query: dedup:{value}: must be dedup:yes or dedup:no")
+        if wanted and not request.dedup:
+            raise ValueError(f"dedup: false conflicts with dedup:{value} in the query")
+        dedup = dedup and wanted
+    return dedup
 
 
 def _paths_of(parsed: ParsedQuery, request: Fields) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -178,6 +195,7 @@ def criteria_of(request: Fields) -> Criteria:
             request.case_sensitive,
             paths=tuple(request.paths),
             languages=tuple(request.languages),
+            dedup=request.dedup,
         )
     symbols = parsed.values("sym")
     pattern, mode = _pattern_of(parsed, request, symbols)
@@ -195,6 +213,7 @@ def criteria_of(request: Fields) -> Criteria:
         also_paths=also,
         languages=_languages_of(parsed, request),
         symbols=symbols,
+        dedup=_dedup_of(parsed, request),
     )
 
 

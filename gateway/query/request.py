@@ -19,12 +19,12 @@ from gateway.query.criteria import (
     MAX_CURSOR,
     MAX_LANGUAGES,
     MAX_NAMESPACE_PATTERNS,
-    MAX_QUERY,
     Criteria,
     check_regex,
     criteria_of,
     effective_case,
 )
+from gateway.query.fields import Glob, Language, NamespacePattern, Query, check_json_types, json_kinds
 from gateway.query.globs import MAX_GLOBS, check_globs
 from gateway.query.languages import LANGUAGES, normalise
 from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
@@ -38,26 +38,22 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(
         frozen=True,
         extra="forbid",
-        json_schema_extra={"examples": [{"query": "register_widget", "files": 10}]},
+        json_schema_extra={"examples": [{"query": "import", "files": 10}]},  # matches in most checkouts
     )
 
-    query: str = Field(
-        min_length=1,
-        max_length=MAX_QUERY,
-        description="What to look for: a literal string (exact), an RE2 regex, or a phrase (semantic).",
-    )
+    query: Query
     mode: Mode = Field(default="exact", description="exact | regex (RE2) | semantic.")
-    namespaces: list[str] = Field(
+    namespaces: list[NamespacePattern] = Field(
         default_factory=list,
         max_length=MAX_NAMESPACE_PATTERNS,
         description="Namespace glob patterns; empty means every visible namespace.",
     )
-    paths: list[str] = Field(
+    paths: list[Glob] = Field(
         default_factory=list,
         max_length=MAX_GLOBS,
         description="Include globs on the file path; a leading '!' excludes.",
     )
-    languages: list[str] = Field(
+    languages: list[Language] = Field(
         default_factory=list,
         max_length=MAX_LANGUAGES,
         description="Languages by file extension, e.g. python, go.",
@@ -94,6 +90,18 @@ class SearchRequest(BaseModel):
         pattern=CURSOR_PATTERN,
         description="Opaque; set only by next actions: later pages come from the first page's snapshot.",
     )
+    dedup: bool = Field(
+        default=True,
+        description="Identical files in several namespaces are one file group (duplicates lists the other "
+        "copies); false shows every copy.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _json_types(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            check_json_types(_KINDS, data)
+        return data
 
     @field_validator("query")
     @classmethod
@@ -148,7 +156,7 @@ class SearchRequest(BaseModel):
     @property
     def criteria(self) -> Criteria:
         """The query's filters and the fields merged (computed once; raises ValueError naming a field)."""
-        key = (self.query, self.mode, self.case_sensitive, self.paths, self.languages)
+        key = (self.query, self.mode, self.case_sensitive, self.paths, self.languages, self.dedup)
         private = self.__pydantic_private__  # read as a dict: pydantic's __getattr__ took ~5 µs a call
         cached = private.get("_criteria") if private is not None else None
         if cached is None or cached[0] != key:
@@ -165,6 +173,10 @@ class SearchRequest(BaseModel):
         data = self.model_dump(mode="json")
         data.update(changes)
         return data
+
+
+#: Each numeric and boolean field's JSON kind, which a request must give it as.
+_KINDS = json_kinds(SearchRequest.model_fields)
 
 
 def did_you_mean(word: str, known: Iterable[str], most: int = 2) -> str | None:

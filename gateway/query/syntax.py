@@ -38,7 +38,7 @@ def escape(text: str) -> str:
     return "".join("\\" + ch if ch in _META else ch for ch in text)
 
 
-Key = Literal["repo", "file", "lang", "case", "sym"]
+Key = Literal["repo", "file", "lang", "case", "dedup", "sym"]
 
 #: Filter keys as typed -> what they filter.
 KEYS: dict[str, Key] = {
@@ -52,6 +52,7 @@ KEYS: dict[str, Key] = {
     "l": "lang",
     "language": "lang",
     "case": "case",
+    "dedup": "dedup",
     "sym": "sym",
 }
 #: Keys whose ``-key:`` form excludes.

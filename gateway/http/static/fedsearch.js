@@ -29,6 +29,7 @@ const state = {
   run: null,          // {id, controller} of the search in flight
   runs: 0,
   answer: null,       // the last answer or provisional page: {files, file_count, namespaces, ...}
+  facets: null,       // {answer, counts}: that answer's facets over all its files (/v1/facets)
   statuses: new Map(),  // namespace -> NamespaceStatus, as they settle
   total: 0, done: 0, final: false,
   parsed: null,       // /v1/query's account of state.req (pattern, mode, case, filters)
@@ -37,6 +38,9 @@ const state = {
   retry: null,        // what to do again once a token is given
   viewerPushed: false,
   viewerFirst: 1,      // the first line the file viewer holds
+  viewerRuns: 0,       // files opened: a slice read for an earlier one is dropped
+  viewerMore: null,    // reads the file's next slice, while lines are left
+  currentMatch: null,  // the match n / N stand on
 };
 
 // --- small DOM helpers: text only -------------------------------------------------------
@@ -226,6 +230,7 @@ function finish(answer) {
   state.done = state.total = answer.namespaces.length;
   renderFiles(answer, true);
   renderFacets();
+  if (answer.files.length < answer.file_count) loadFacets(answer);
   renderNext(answer);
   const note = $("note");
   note.hidden = !answer.note;
@@ -271,19 +276,45 @@ function matcherOf(parsed) {
   return null;
 }
 
-function highlighted(text, matcher) {
-  const fragment = document.createDocumentFragment();
-  if (!matcher || !text) { fragment.append(text || ""); return fragment; }
-  let at = 0, marks = 0;
+// Where matcher finds the pattern in text: [start, end) pairs, the first 64 at most, none empty.
+function matchRanges(text, matcher) {
+  const ranges = [];
+  if (!matcher || !text) return ranges;
   matcher.lastIndex = 0;
   for (const match of text.matchAll(matcher)) {
     if (!match[0].length) continue;
-    if (match.index > at) fragment.append(text.slice(at, match.index));
-    fragment.append(el("mark", { text: match[0] }));
-    at = match.index + match[0].length;
-    if (++marks >= 64) break;
+    ranges.push([match.index, match.index + match[0].length]);
+    if (ranges.length >= 64) break;
   }
-  if (at < text.length) fragment.append(text.slice(at));
+  return ranges;
+}
+
+function highlighted(text, matcher) { return runsNode([["", text || ""]], matchRanges(text, matcher)); }
+
+// Classed runs of text ([class, text], as /v1/view sends a line) with the ranges given marked:
+// a match that spans runs is one <mark> holding each run's part in its own class.
+function runsNode(runs, ranges) {
+  const fragment = document.createDocumentFragment();
+  let at = 0, r = 0, mark = null, markOf = -1;
+  for (const [cls, part] of runs) {
+    let from = 0;
+    while (from < part.length) {
+      const pos = at + from;
+      while (r < ranges.length && ranges[r][1] <= pos) r++;
+      const inside = r < ranges.length && ranges[r][0] <= pos;
+      const end = r < ranges.length ? Math.min(part.length, (inside ? ranges[r][1] : ranges[r][0]) - at) : part.length;
+      const piece = part.slice(from, end);
+      const node = cls ? el("span", { class: "t-" + cls, text: piece }) : document.createTextNode(piece);
+      if (inside) {
+        if (markOf !== r) { mark = el("mark"); markOf = r; fragment.append(mark); }
+        mark.append(node);
+      } else {
+        fragment.append(node);
+      }
+      from = end;
+    }
+    at += part.length;
+  }
   return fragment;
 }
 
@@ -339,8 +370,11 @@ function linesNode(group, entries) {
 
 function hitNode(group, hit) {
   if (hit.kind === "file") return el("li", { class: "hit pathhit" }, el("span", { class: "kind file", text: "path" }), " the path matches");
-  // a declaration has no text of its own: its matched lines (the first ones), or a semantic hit's reason
-  const lines = hit.lines && hit.lines.length ? hit.lines : hit.reason ? [{ line: hit.start_line, text: hit.reason }] : [];
+  // a declaration has no text of its own: its matched lines (the first ones); a semantic hit has its reason
+  const lines = hit.lines && hit.lines.length ? hit.lines : [];
+  const why = hit.reason  // the query's words and the field or sentence they were found in
+    ? [el("div", { class: "why", title: "why it matched: " + (hit.matched_terms || []).join(", "), text: hit.reason })]
+    : [];
   const span = hit.end_line > hit.start_line ? `lines ${hit.start_line}–${hit.end_line}` : `line ${hit.start_line}`;
   const rest = (hit.line_count || 0) - (hit.lines ? hit.lines.length : 0);
   const more = rest > 0
@@ -353,7 +387,7 @@ function hitNode(group, hit) {
   return el("li", { class: "hit decl" },
     el("div", { class: "decl-head" }, el("span", { class: "kind " + hit.kind, text: hit.kind }),
       el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span }), ...score),
-    ...linesNode(group, lines), ...more);
+    ...why, ...linesNode(group, lines), ...more);
 }
 
 // A file's hits in order: each declaration on its own, the line hits between them merged.
@@ -370,13 +404,38 @@ function hitsNode(group) {
   return el("ol", { class: "hits" }, ...items);
 }
 
+// The other copies of a group's content (SPEC §3, Duplicates): a "+N copies" toggle in its header
+// and, once opened, a link to each copy's file view.
+function copiesNodes(group) {
+  const copies = group.duplicates || [];
+  if (!copies.length) return [null, null];
+  const list = el("ul", { class: "copies", hidden: true, "aria-label": "other copies of this file" },
+    ...copies.map((c) => el("li", {},
+      el("span", { class: "ns", title: "namespace " + c.namespace, text: c.namespace }), " ",
+      el("a", { class: "path", href: fileHref(c.namespace, c.file_path), title: "Open " + c.file_path }, ...pathNode(c.file_path)))));
+  const toggle = el("button", {
+    type: "button", class: "copies-toggle", "aria-expanded": "false",
+    title: "the same file (same bytes) in other places",
+    text: copies.length === 1 ? "+1 copy" : `+${copies.length} copies`,
+    onclick: () => {
+      const open = list.hidden;
+      list.hidden = !open;
+      toggle.setAttribute("aria-expanded", String(open));
+    },
+  });
+  return [toggle, list];
+}
+
 function fileNode(group) {
   const count = group.hit_count === 1 ? "1 hit" : `${group.hit_count} hits`;
+  const [toggle, copies] = copiesNodes(group);
   return el("article", { class: "file", "data-namespace": group.namespace, "data-path": group.file_path },
     el("header", {},
       el("span", { class: "ns", title: "namespace " + group.namespace, text: group.namespace }),
       el("a", { class: "path", href: fileHref(group.namespace, group.file_path), title: "Open " + group.file_path }, ...pathNode(group.file_path)),
+      toggle,
       el("span", { class: "count", text: count })),
+    copies,
     hitsNode(group));
 }
 
@@ -429,9 +488,46 @@ function facetRow(token, label, count, extra) {
     extra && extra.reason ? el("div", { class: "reason " + extra.tone, text: extra.reason }) : null);
 }
 
+// The facets' counts, every facet alike: over the whole answer where it is known (all its files on
+// this page, or its snapshot's counts from /v1/facets), else over the files this page shows.
+function facetCounts() {
+  const answer = state.answer;
+  if (answer && state.facets && state.facets.answer === answer) return { whole: true, ...state.facets.counts };
+  const files = (answer && answer.files) || [];
+  const namespaces = new Map(), languages = new Map(), folders = new Map();
+  const add = (map, key) => map.set(key, (map.get(key) || 0) + 1);
+  for (const group of files) {
+    add(namespaces, group.namespace);
+    const lang = languageOf(group.file_path);
+    if (lang) add(languages, lang);
+    const cut = group.file_path.indexOf("/");
+    if (cut > 0) add(folders, group.file_path.slice(0, cut + 1));
+  }
+  const whole = Boolean(state.final && answer && files.length >= answer.file_count);
+  return { whole, namespaces: whole ? namespaces : null, languages, folders };
+}
+
+// An answer with more files than its page: its facets counted over its snapshot (the cursor of its
+// next page, or of the request that paged to it). Without one the facets stay "on this page".
+async function loadFacets(answer) {
+  const action = (answer.next || []).find((a) => a.args && a.args.cursor);
+  const req = action ? action.args : state.req && state.req.cursor ? state.req : null;
+  if (!req) return;
+  try {
+    const response = await fetch("/v1/facets", { method: "POST", headers: headers(true), body: JSON.stringify(req) });
+    if (!response.ok || state.answer !== answer) return;
+    const body = await response.json();
+    if (state.answer !== answer) return;
+    const counts = { namespaces: new Map(body.namespaces), languages: new Map(body.languages), folders: new Map(body.folders) };
+    state.facets = { answer, counts };
+    renderFacets();
+  } catch { /* the facets stay counted over this page */ }
+}
+
 function renderFacets() {
+  const counts = facetCounts();
   const statuses = [...state.statuses.values()].sort((a, b) => a.name.localeCompare(b.name));
-  const rows = statuses.map((s) => facetRow("repo:" + s.name, s.name, s.files, {
+  const rows = statuses.map((s) => facetRow("repo:" + s.name, s.name, counts.namespaces ? counts.namespaces.get(s.name) || 0 : s.files, {
     dot: el("span", { class: "dot " + (STATUS_CLASS[s.status] || ""), title: s.status }),
     reason: s.status === "ok" ? "" : `${s.status}${s.error ? ": " + s.error : ""}`,
     tone: s.status === "capped" || s.status === "timeout" ? "warn" : "bad",
@@ -441,17 +537,10 @@ function renderFacets() {
       el("span", { class: "name", text: `${state.total - statuses.length} still searching…` }))));
   }
   $("facet-ns").replaceChildren(...rows);
-  const files = (state.answer && state.answer.files) || [];
-  const langs = new Map(), dirs = new Map();
-  for (const group of files) {
-    const lang = languageOf(group.file_path);
-    if (lang) langs.set(lang, (langs.get(lang) || 0) + 1);
-    const cut = group.file_path.indexOf("/");
-    if (cut > 0) { const dir = group.file_path.slice(0, cut + 1); dirs.set(dir, (dirs.get(dir) || 0) + 1); }
-  }
+  for (const scope of document.querySelectorAll(".facets .scope")) scope.hidden = counts.whole;
   const ordered = (map) => [...map.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0])).slice(0, 12);
-  $("facet-lang").replaceChildren(...ordered(langs).map(([lang, n]) => facetRow("lang:" + lang, lang, n)));
-  $("facet-dir").replaceChildren(...ordered(dirs).map(([dir, n]) => facetRow("file:" + quoteValue(dir), dir, n)));
+  $("facet-lang").replaceChildren(...ordered(counts.languages).map(([lang, n]) => facetRow("lang:" + lang, lang, n)));
+  $("facet-dir").replaceChildren(...ordered(counts.folders).map(([dir, n]) => facetRow("file:" + quoteValue(dir), dir, n)));
 }
 
 // --- the request's own settings, as chips --------------------------------------------------
@@ -507,50 +596,126 @@ function viewerRoute() {
   } catch { return null; }
 }
 
+function fileUrl(what, route) {
+  const encode = (text) => text.split("/").map(encodeURIComponent).join("/");
+  return `/v1/${what}/${encode(route.namespace)}/${encode(route.path)}`;
+}
+
+// Opens the file at route (start: absent, or the line a further slice starts at). A file is read
+// in slices (400 lines at most), highlighted by the gateway: opened at a deep line, from a little before it.
 async function openViewer(route, start) {
   const viewer = $("viewer");
   const body = $("viewer-body");
-  // a file is read in slices (400 lines at most): opened at a deep line, from a little before it
   const opening = !start;
   const first = start || Math.max(1, (route.line || 1) - VIEW_BEFORE);
-  if (opening) state.viewerFirst = first;
+  const run = opening ? ++state.viewerRuns : state.viewerRuns;
+  if (opening) {
+    state.viewerFirst = first;
+    state.viewerMore = null;
+    state.currentMatch = null;
+    $("viewer-matches").textContent = "";
+    $("viewer-outline").hidden = true;
+    body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
+  }
   $("viewer-title").replaceChildren(el("span", { class: "ns", text: route.namespace }), " ", ...pathNode(route.path));
-  if (opening) body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
   viewer.hidden = false;
   document.body.style.overflow = "hidden";
-  const url = `/v1/files/${route.namespace.split("/").map(encodeURIComponent).join("/")}/${route.path.split("/").map(encodeURIComponent).join("/")}?start_line=${first}`;
-  const response = await fetch(url, { headers: headers(false) });
+  if (opening) loadOutline(route, run);  // beside the first slice: a file not indexed yet is parsed for it
+  const response = await fetch(fileUrl("view", route) + `?start_line=${first}`, { headers: headers(false) });
+  if (run !== state.viewerRuns) return;  // another file was opened meanwhile
   if (response.status === 401) { askToken(() => openViewer(route, start)); return; }
   if (!response.ok) {
     const problem = await problemOf(response);
     body.replaceChildren(el("p", { class: "problem", text: problem.detail || "The file could not be read." }));
     return;
   }
-  const text = await response.text();
-  const lines = text.endsWith("\n") ? text.slice(0, -1).split("\n") : (text ? text.split("\n") : []);
-  const last = Number(response.headers.get("X-End-Line")) || first + lines.length - 1;
-  const total = Number(response.headers.get("X-Total-Lines")) || last;
+  const slice = await response.json();
+  if (run !== state.viewerRuns) return;
+  const last = slice.end_line, total = slice.total_lines;
   const hitLines = hitLinesOf(route);
   if (opening) body.replaceChildren();
-  const rows = lines.map((line, i) => {
-    const n = first + i;
-    const row = el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
-      el("a", { class: "ln", href: fileHref(route.namespace, route.path, n), "aria-label": `line ${n}`, text: String(n) }),
-      el("code", {}, highlighted(line, state.matcher)));
-    return row;
-  });
-  body.append(...rows);
+  body.append(...slice.lines.map((line, i) => codeRow(route, first + i, line, hitLines)));
   const shownFrom = state.viewerFirst || 1;
   const partial = shownFrom > 1 || last < total;
   $("viewer-meta").textContent = `${plural(total, "line")}${partial ? ` · showing ${shownFrom.toLocaleString()}–${last.toLocaleString()}` : ""}`;
   const more = $("viewer-more");
   more.hidden = last >= total;
-  more.onclick = () => openViewer(route, last + 1);
+  state.viewerMore = last < total ? () => openViewer(route, last + 1) : null;
+  more.onclick = state.viewerMore;
   if (opening) {
     const target = route.line ? document.getElementById("L" + route.line) : body.querySelector(".line.hit");
     if (target) target.scrollIntoView({ block: "center" });
     body.focus({ preventScroll: true });
   }
+  countMatches();
+}
+
+function codeRow(route, n, line, hitLines) {
+  const runs = typeof line === "string" ? [["", line]] : line;
+  const text = runs.map((run) => run[1]).join("");
+  return el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
+    el("a", { class: "ln", href: fileHref(route.namespace, route.path, n), "aria-label": `line ${n}`, text: String(n) }),
+    el("code", {}, runsNode(runs, matchRanges(text, state.matcher))));
+}
+
+async function loadOutline(route, run) {
+  try {
+    const response = await fetch(fileUrl("outline", route), { headers: headers(false) });
+    if (!response.ok || run !== state.viewerRuns) return;
+    const body = await response.json();
+    if (run === state.viewerRuns) renderOutline(route, body.outline);
+  } catch { /* the file is shown without its outline */ }
+}
+
+// The file's declarations (from the gateway's index), each a link to its first line.
+function renderOutline(route, symbols) {
+  const items = symbols.map((s) => el("li", {},
+    el("a", { class: "sym depth-" + Math.min(s.depth, 5), href: fileHref(route.namespace, route.path, s.start_line),
+      title: `${s.qualified_name} · lines ${s.start_line}–${s.end_line}` },
+      el("span", { class: "kind " + s.kind, text: s.kind }), el("span", { class: "sym-name", text: s.name }))));
+  $("outline-list").replaceChildren(...items);
+  $("outline-count").textContent = String(symbols.length);
+  $("viewer-outline").hidden = !symbols.length;
+}
+
+// --- n / N: the next and previous match in the file view -----------------------------------
+
+// What n and N step through: the marked matches, or (a search by meaning, a file opened alone) the hit lines.
+function matchTargets() {
+  const body = $("viewer-body");
+  const marks = body.querySelectorAll("mark");
+  return [...(marks.length ? marks : body.querySelectorAll(".line.hit"))];
+}
+
+function countMatches() {
+  const targets = matchTargets();
+  const at = state.currentMatch ? targets.indexOf(state.currentMatch) : -1;
+  const more = state.viewerMore ? "+" : "";
+  $("viewer-matches").textContent = !targets.length ? "" :
+    at < 0 ? `${targets.length}${more} matches · n / N` : `match ${at + 1} of ${targets.length}${more}`;
+}
+
+async function stepMatch(direction) {
+  let targets = matchTargets();
+  let at = state.currentMatch ? targets.indexOf(state.currentMatch) : -1;
+  if (at < 0) {  // none chosen yet: from the line chosen (or the top) on
+    const line = (viewerRoute() || {}).line || 0;
+    const lineOf = (node) => Number(node.closest(".line").id.slice(1));
+    at = direction > 0 ? targets.findIndex((t) => lineOf(t) >= line) - 1 : targets.findIndex((t) => lineOf(t) > line);
+    if (at < -1) at = direction > 0 ? targets.length - 1 : targets.length;
+    if (direction < 0 && at < 0) at = targets.length;
+  }
+  const next = at + direction;
+  while (next >= targets.length && state.viewerMore) {  // past the lines read: read on to the next match
+    await state.viewerMore();
+    targets = matchTargets();
+  }
+  if (!targets.length) return;
+  if (state.currentMatch) state.currentMatch.classList.remove("current");
+  state.currentMatch = targets[(next + targets.length) % targets.length];
+  state.currentMatch.classList.add("current");
+  state.currentMatch.scrollIntoView({ block: "center" });
+  countMatches();
 }
 
 function hitLinesOf(route) {
@@ -674,13 +839,15 @@ function start() {
     state.viewerPushed = true;
     showViewer();
   });
-  $("viewer-body").addEventListener("click", (event) => {
-    const link = event.target.closest("a.ln");
+  const moveTo = (event) => {
+    const link = event.target.closest("a.ln, a.sym");
     if (!link) return;
     event.preventDefault();
     history.replaceState(null, "", location.pathname + location.search + link.getAttribute("href"));
     showViewer();
-  });
+  };
+  $("viewer-body").addEventListener("click", moveTo);
+  $("viewer-outline").addEventListener("click", moveTo);
   $("token-form").addEventListener("submit", (event) => {
     const token = $("token").value.trim();
     if (!token) { event.preventDefault(); return; }
@@ -696,6 +863,10 @@ function start() {
       event.preventDefault();
       if (!$("viewer").hidden) closeViewer();
       input.focus(); input.select();
+    } else if ((event.key === "n" || event.key === "N") && !inField && !event.ctrlKey && !event.metaKey && !event.altKey
+        && !$("viewer").hidden) {
+      event.preventDefault();
+      stepMatch(event.key === "n" ? 1 : -1);
     } else if (event.key === "Escape") {
       if ($("token-dialog").open) return;
       if (!$("viewer").hidden) { event.preventDefault(); closeViewer(); }

@@ -13,7 +13,8 @@ build resumes where it stopped), then the manifest and the state are written, in
 Faults: an engine that cannot be opened (damaged, truncated, another layout) is deleted
 and built again; a folder that cannot be written (or a full disk) leaves the checkout
 scanned, its state saying why, one warning in the log; a checkout whose index would
-take the total past ``[index] max_bytes`` is not indexed, and says so.
+take every index file together past ``[index] max_bytes`` is not indexed, and says so, once
+the builder's pruner (``make_room``) has dropped what roots no process uses it could.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from gateway.index.content.layout import (
 )
 from gateway.index.content.records import Record, read_record
 from gateway.index.files import Source
+from gateway.index.prune import DEFAULT_MAX_BYTES
+from gateway.index.roots import folder_bytes
 from gateway.log import get_logger
 
 __all__ = ["COMMIT_BYTES", "DEFAULT_MAX_BYTES", "ContentBuilder", "ContentStats", "Damaged", "total_bytes"]
@@ -56,8 +59,6 @@ __all__ = ["COMMIT_BYTES", "DEFAULT_MAX_BYTES", "ContentBuilder", "ContentStats"
 COMMIT_BYTES = 256 * 1024 * 1024
 #: Files handed to the workers at once (their results wait in memory until written).
 BATCH_FILES = 256
-#: ``[index] max_bytes`` by default: every index file together (SPEC §5).
-DEFAULT_MAX_BYTES = 10 * 1024**3
 #: What an index takes of the bytes it indexes, to guess whether one will fit (measured 0.06-0.1).
 SIZE_GUESS = 0.15
 
@@ -140,6 +141,8 @@ class ContentBuilder:
         #: Files a whole pass read too soon after they were written, by checkout: to be read again
         #: RACY_NS later (the builder's follower takes them), so searches can trust them.
         self.racy: dict[str, list[str]] = {}
+        #: Asked to free bytes under the bound (least recently used roots dropped) before a checkout is refused.
+        self.make_room: Callable[[int], object] | None = None
         #: Told (files read, files to read) after each batch (``fedsearch index`` on a terminal).
         self.progress: Callable[[int, int], object] = lambda done, total: None
         self._warned: set[str] = set()
@@ -232,9 +235,14 @@ class ContentBuilder:
         says so in its state)."""
         state = read_state(folder)
         own = state.bytes if state is not None else 0
-        if total_bytes(self.directory) - own + max(own, int(adding * SIZE_GUESS)) <= self.max_bytes:
+        growth = max(own, int(adding * SIZE_GUESS)) - own
+        if folder_bytes(self.directory) + growth <= self.max_bytes:
             return True
-        reason = f"not indexed: it would take the content indexes past [index] max_bytes ({self.max_bytes:,} bytes)"
+        if self.make_room is not None:
+            self.make_room(growth)
+            if folder_bytes(self.directory) + growth <= self.max_bytes:
+                return True
+        reason = f"not indexed: it would take the index folder past [index] max_bytes ({self.max_bytes:,} bytes)"
         self._say(folder, root, reason)
         return False
 

@@ -18,7 +18,7 @@ try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (as gateway.ind
 except ImportError:  # pragma: no cover - a Python built without its own hashes
     from hashlib import blake2b
 
-__all__ = ["CLI_MIN_BYTES", "FORMAT", "content_dir", "root_dir", "usable_bytes"]
+__all__ = ["CLI_MIN_BYTES", "FORMAT", "content_dir", "digest", "root_dir", "usable_bytes"]
 
 #: The layout and gram format; a change makes a new folder (the old one is another version's).
 FORMAT = 4
@@ -39,10 +39,14 @@ def content_dir(directory: str) -> str:
     return os.path.join(os.path.expanduser(directory), f"content-{FORMAT}-tantivy-{_tantivy_version()}")
 
 
+def digest(path: str) -> str:
+    """A short name for an absolute path (20 hex digits), as folders and markers of a root are named."""
+    return blake2b(os.fsencode(path), digest_size=10).hexdigest()
+
+
 def root_dir(directory: str, root: str) -> str:
     """The folder of one checkout's content index (``root`` absolute; the same folder by any symlink)."""
-    digest = blake2b(os.fsencode(os.path.realpath(root)), digest_size=10).hexdigest()
-    return os.path.join(content_dir(directory), digest)
+    return os.path.join(content_dir(directory), digest(os.path.realpath(root)))
 
 
 def usable_bytes(directory: str, roots: Iterable[str]) -> int:

@@ -1,0 +1,87 @@
+"""What HTTP says besides the answer, as pydantic models for the OpenAPI document.
+
+The problem object (RFC 9457), ``/v1/query``'s query taken apart, ``/v1/namespaces``'
+list, and the data of each Server-Sent Event of ``/v1/search/stream`` (SPEC §8). Like
+:mod:`gateway.schema` they describe JSON that is built elsewhere as plain dicts; they
+are built for a schema only (``defer_build``), never on a request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.models import Mode
+from gateway.schema import FileGroup
+
+__all__ = ["FilesEvent", "NamespaceList", "Problem", "ProgressEvent", "QueryParts"]
+
+_STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem: what went wrong, and the offending input in ``field``."""
+
+    model_config = _STRICT
+    type: str
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str
+    field: str | None = Field(default=None, description="The offending field, parameter, header or part of the URL.")
+    retry_after: int | None = Field(default=None, ge=1, description="503: seconds to wait before asking again.")
+
+
+class Filter(BaseModel):
+    model_config = _STRICT
+    key: str
+    value: str
+    negated: bool
+    text: str
+
+
+class QueryParts(BaseModel):
+    """A request's query taken apart: the pattern searched for, its mode and case, the filters."""
+
+    model_config = _STRICT
+    query: str
+    pattern: str
+    mode: Mode
+    case_sensitive: bool
+    filters: list[Filter]
+
+
+class Namespace(BaseModel):
+    """One visible namespace: its backend kind, health and capabilities (a local one's index too)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
+    name: str
+    backend: str
+    health: str
+    capabilities: dict[str, Any] | None = None
+    file_paths: str | None = Field(default=None, description="<path>, <repository>/<path> or <namespace>/<path>.")
+    index: dict[str, Any] | None = Field(
+        default=None, description="A local namespace's index: {state: off|building|ready|stale, files, bytes, built_s}."
+    )
+
+
+class NamespaceList(BaseModel):
+    model_config = _STRICT
+    namespaces: list[Namespace]
+
+
+class FilesEvent(BaseModel):
+    """``files``: the provisional first page so far; each replaces the one before."""
+
+    model_config = _STRICT
+    files: list[FileGroup]
+    file_count: int = Field(ge=0)
+
+
+class ProgressEvent(BaseModel):
+    """``progress``: namespaces settled of those asked, and the files known to match so far."""
+
+    model_config = _STRICT
+    done: int = Field(ge=0)
+    total: int = Field(ge=0)
+    file_count: int = Field(ge=0)

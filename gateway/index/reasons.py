@@ -1,0 +1,79 @@
+"""Why a declaration answers a question by meaning: the question's words it holds, and where.
+
+:func:`explain` reads a declaration's fields (:data:`gateway.index.fields.FIELDS`) and
+says, best field first, which of the question's words each holds (compared by stem):
+``name: secure, filename · docstring: "Pass it a filename and it will return a secure
+version of it." (filename, secure) · body: path``. A docstring or doc names the
+sentence that holds the most of them. With no word found (an exact name, or an answer
+by the model alone) the reason is the declaration's intent, else its signature.
+The words' *coverage* (the share of the question's words found) is half a hit's score
+(:func:`gateway.index.semantic.bm25_score`): bm25 alone depends on the checkout's size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from gateway.index.store import Candidate
+from gateway.index.words import terms_in
+
+__all__ = ["LABELS", "SENTENCE_CHARS", "explain"]
+
+#: Each field's label, in the order a reason names them (the heaviest first); prose is the checkout's docs.
+LABELS = (
+    ("name", "name"),
+    ("doc", "docstring"),
+    ("prose", "docs"),
+    ("params", "parameters"),
+    ("qualified", "in"),
+    ("body", "body"),
+    ("path", "path"),
+)
+_ORDER = ("name", "qualified", "params", "doc", "body", "path", "prose")
+#: A sentence quoted in a reason is cut to this many characters.
+SENTENCE_CHARS = 160
+_SENTENCES = re.compile(r"(?<=[.!?])\s+|\n\s*\n")
+
+
+def _sentence(terms: Sequence[str], text: str) -> tuple[str, list[str]]:
+    """The sentence of ``text`` holding the most of ``terms`` (the first among equals), whitespace collapsed."""
+    best, found = "", list[str]()
+    for sentence in _SENTENCES.split(text):
+        words = terms_in(terms, sentence)
+        if len(words) > len(found):
+            best, found = sentence, words
+    flat = " ".join(best.split())
+    return (flat if len(flat) <= SENTENCE_CHARS else flat[: SENTENCE_CHARS - 1] + "…"), found
+
+
+#: Fields whose words say less of what a declaration does: a word found only there counts half in coverage.
+_MINOR = frozenset({"body", "path"})
+
+
+def explain(terms: Sequence[str], fields: Sequence[str], candidate: Candidate) -> tuple[str, tuple[str, ...], float]:
+    """The reason a declaration answers (see the module docstring), the question's words it holds, and
+    their coverage: the share of the question's words found (half for those only in its body or path)."""
+    texts = dict(zip(_ORDER, fields, strict=False))
+    parts: list[str] = []
+    matched: dict[str, None] = {}
+    major: set[str] = set()
+    for key, label in LABELS:
+        text = texts.get(key, "")
+        if not text or not terms:
+            continue
+        if key in ("doc", "prose"):
+            sentence, words = _sentence(terms, text)
+            if words:
+                parts.append(f'{label}: "{sentence}" ({", ".join(words)})')
+        else:
+            words = terms_in(terms, text)
+            if words:
+                parts.append(f"{label}: {', '.join(words)}")
+        matched.update(dict.fromkeys(words))
+        if key not in _MINOR:
+            major.update(words)
+    coverage = (len(major) + 0.5 * len(set(matched) - major)) / len(terms) if terms else 0.0
+    if not parts:
+        return candidate.intent or candidate.signature or candidate.qualified_name, (), coverage
+    return " · ".join(parts), tuple(matched), coverage
