@@ -6,7 +6,8 @@
 ``/work/corpus-real``; skipped, saying so, when absent), its declaration index built first. For each
 case (issue 36): the API's answer at its defaults (``POST /v1/search``: the JSON's characters, files
 shown of ``file_count``), the MCP ``search`` result at its defaults (structuredContent and the text
-content, which is the same JSON: twice the API's), the web page's request (the fields its script
+content, which is the same JSON: twice the API's; with ``fedsearch mcp --text compact``, the JSON
+and the compact text), the web page's request (the fields its script
 sends) and the human CLI (``fedsearch search --server``: characters printed, files shown). ``--tree``
 serves another source tree (a baseline built with ``git worktree add``). Targets: the one-file case
 <= 0.5x the 194,828 B it cost before declarations; the web page and the CLI show min(files, 20)
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.overhead import free_ports
 from bench.overhead_wrk import serve_from
+from gateway.mcp.compact import compact
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -113,7 +115,7 @@ def main() -> int:
         wait_ready(url)
         page = page_fields(tree)
         print(f"answer sizes over {corpus} ({tree.name}); characters of the JSON, files shown / file_count")
-        print(f"{'case':24} {'API':>18} {'MCP result':>11} {'web page':>18} {'CLI':>16}")
+        print(f"{'case':24} {'API':>18} {'MCP result':>11} {'MCP compact':>12} {'web page':>18} {'CLI':>16}")
         for label, fields in CASES:
             api = post(url, fields)
             api_chars = chars(api)
@@ -122,7 +124,7 @@ def main() -> int:
             cli_chars, cli_files = cli(tree, url, fields)
             print(
                 f"{label:24} {api_chars:8,} {len(api['files']):3}/{api['file_count']:<5}"
-                f" {2 * api_chars:11,}"
+                f" {2 * api_chars:11,} {api_chars + len(compact(api)):12,}"
                 f" {web_chars:8,} {len(web['files']):3}/{web['file_count']:<5}"
                 f" {cli_chars:8,} {cli_files:3} files"
             )

@@ -43,6 +43,8 @@ IN_WORDS: tuple[tuple[str, int, frozenset[str], re.Pattern[str]], ...] = tuple(
             {"languages", "lang", "case_sensitive", "case", "dedup"},
             r"is among lang:|conflicts with",
         ),
+        # the page's facets count a live snapshot: a cursor of an answer this gateway still holds
+        ("facets need a held snapshot", 400, {"cursor"}, r"^no snapshot of this cursor"),
         # a line range must lie in the file (its length is data) and run forwards
         ("line range outside the file", 400, {"start_line", "end_line"}, r"past the end|before start_line"),
         # every parameter together must fit aiohttp's request line (8190 bytes)

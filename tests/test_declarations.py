@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +18,18 @@ from adapters.peer import parse_page
 from gateway.afi.search import afi_matches
 from gateway.cli.render import Style, human
 from gateway.config import CacheConfig, IndexConfig, config_from_env
+from gateway.http.app import create_app
 from gateway.index import grammars, parse, resolve
 from gateway.index.builder import Builder
 from gateway.index.files import Source
 from gateway.index.store import Store, db_name
+from gateway.mcp.tools import build_server
 from gateway.query.request import parse_request
 from gateway.rank import EXACT, NOT
 from gateway.service import SearchService
 from gateway.wire import SearchResponse
 from tests.corpus import make_corpus, matched_lines
+from tests.helpers import held_client
 
 #: A module of three functions, each using `needle` several times, and a module-level use.
 MODULE = (
@@ -141,6 +145,24 @@ class TestHitsAsDeclarations:
         assert kept == [("lib/widget.py", "Widget"), ("tests/test_widget.py", "TestWidget")]
         assert all(h["kind"] == "class" for g in answer["files"] for h in g["hits"])
         assert answer["files"][0]["file_path"] == "lib/widget.py"
+
+    async def test_sym_is_the_same_on_http_stream_and_mcp(
+        self, service: SearchService, aiohttp_client: Callable[..., Awaitable[Any]]
+    ) -> None:
+        """`sym:` on every surface (issue 37): POST /v1/search, the SSE stream the page reads, and MCP's
+        `search` keep the same declarations. The first tests of `sym:` ran over mock backends whose hits
+        were declarations already; a local namespace's hits are lines until a page is cut, which only a
+        real rg namespace with its declaration index shows."""
+        request = {"query": "sym:Widget", "namespaces": ["defs"]}
+        http = await aiohttp_client(create_app(service.config, lambda _config: service))
+        answers = [await (await http.post("/v1/search", json=request)).json()]
+        streamed = await (await http.get("/v1/search/stream", params={"q": "sym:Widget", "ns": "defs"})).text()
+        answers.append(json.loads([ln for ln in streamed.splitlines() if ln.startswith("data: ")][-1][6:]))
+        async for mcp in held_client(build_server(service)):
+            answers.append((await mcp.call_tool("search", request)).structured_content)
+        for answer in answers:
+            kept = sorted((g["file_path"], h["qualified_name"]) for g in answer["files"] for h in g["hits"])
+            assert kept == [("lib/widget.py", "Widget"), ("tests/test_widget.py", "TestWidget")]
 
     async def test_every_matched_line_appears_exactly_once(self, service: SearchService, corpus: Path) -> None:
         """Grouping neither loses nor repeats a line: the lines are rg's (every line listed)."""

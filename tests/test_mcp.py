@@ -21,6 +21,7 @@ from gateway.config import config_from_env
 from gateway.errors import InvalidRequest
 from gateway.http.app import create_app
 from gateway.http.problems import invalid_problem
+from gateway.mcp.compact import compact
 from gateway.mcp.tools import (
     MCP_PATH,
     NamespacesResult,
@@ -495,3 +496,68 @@ class TestStreamableHttp:
         stdout, stderr = await proc.communicate()
         assert proc.returncode == 2
         assert b"invalid http" in stderr and stdout == b""
+
+
+class TestCompactText:
+    """``fedsearch mcp --text compact``: the text content is the page as compact text; the
+    structured content is still the whole answer."""
+
+    async def test_compact_text_holds_every_file_and_hit_and_the_same_structured_answer(
+        self, service: SearchService
+    ) -> None:
+        async for plain in held_client(build_server(service)):
+            as_json = await plain.call_tool("search", {**QUERY, "hit_lines": 1})
+        async for terse in held_client(build_server(service, text="compact")):
+            as_compact = await terse.call_tool("search", {**QUERY, "hit_lines": 1})
+        assert as_compact.structured_content is not None and as_json.structured_content is not None
+        assert strip_timing(as_compact.structured_content) == strip_timing(as_json.structured_content)
+        answer = as_compact.structured_content
+        text = text_of(as_compact)
+        assert text != text_of(as_json) and not text.startswith("{")
+        for group in answer["files"]:
+            assert f"{group['namespace']}/{group['file_path']}" in text
+            for hit in group["hits"]:
+                for line in hit.get("lines") or ([hit] if hit["kind"] == "line" else []):
+                    assert f"{line.get('line', hit['start_line'])}: {line['text']}" in text
+        assert f"{answer['file_count']} files matched" in text
+        assert len(text) < len(text_of(as_json)) / 2
+
+    def test_elided_lines_copies_and_next_are_said(self) -> None:
+        hit = {
+            "qualified_name": "Flask.url_for",
+            "kind": "method",
+            "start_line": 10,
+            "end_line": 90,
+            "line_count": 5,
+            "lines": [{"line": 12, "column": 5, "text": "url_for()"}],
+        }
+        answer = {
+            "files": [
+                {
+                    "namespace": "flask",
+                    "file_path": "src/app.py",
+                    "hits": [hit, {"kind": "file", "start_line": 1, "end_line": 1}],
+                    "duplicates": [{"namespace": "fork", "file_path": "src/app.py"}],
+                }
+            ],
+            "file_count": 3,
+            "limits": {"offset": 0},
+            "namespaces": [{"name": "flask", "status": "ok"}, {"name": "slow", "status": "timeout"}],
+            "note": "a note",
+            "next": [{"reason": "more files", "tool": "search", "args": {"query": "url_for", "offset": 1}}],
+        }
+        assert compact(answer).splitlines() == [
+            "flask/src/app.py  (also in: fork/src/app.py)",
+            "  Flask.url_for  method  10-90",
+            "    12: url_for()",
+            "    … 4 more matched lines: read_file flask src/app.py 10-90",
+            "3 files matched; showing 1-1; not complete: slow (timeout)",
+            "a note",
+            'next (more files): search {"query":"url_for","offset":1}',
+        ]
+
+    def test_the_cli_offers_only_the_two_forms(self) -> None:
+        done = subprocess.run(
+            [*fedsearch_command(), "mcp", "--text", "yaml"], capture_output=True, text=True, env=subprocess_env()
+        )
+        assert done.returncode == 2 and "--text" in done.stderr and "compact" in done.stderr

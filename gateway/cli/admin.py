@@ -137,5 +137,5 @@ def mcp(args: argparse.Namespace) -> int:
     """``fedsearch mcp``: MCP over stdio, or streamable HTTP with --http."""
     from gateway.mcp.tools import run_mcp
 
-    run_mcp(load(args), http=args.http, token=args.token)
+    run_mcp(load(args), http=args.http, token=args.token, text=args.text)
     return 0

@@ -206,6 +206,13 @@ def _mcp(p: argparse.ArgumentParser) -> None:
     _config_flags(p)
     p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP instead of stdio")
     p.add_argument(
+        "--text",
+        choices=("json", "compact"),
+        default="json",
+        help="a search result's text content: the answer's JSON (default) or a compact form, for clients"
+        " that pass both it and structuredContent to their model",
+    )
+    p.add_argument(
         "--token",
         metavar="TOKEN|env:VAR",
         help="stdio only: see what this configured token sees (env:VAR reads it from $VAR)",

@@ -26,7 +26,16 @@ import orjson
 from pydantic.json_schema import models_json_schema
 
 from gateway.http.params import ALL_WORDS, CASE_WORDS, PARAMS
-from gateway.http.schemas import FilesEvent, NamespaceList, Problem, ProgressEvent, QueryParts
+from gateway.http.schemas import (
+    Facets,
+    FileOutline,
+    FilesEvent,
+    FileView,
+    NamespaceList,
+    Problem,
+    ProgressEvent,
+    QueryParts,
+)
 from gateway.query.request import SearchRequest
 from gateway.wire import SearchResponse
 
@@ -58,7 +67,21 @@ _READ_FIRST_FILE = {
             "path": "$response.body#/files/0/file_path",
             "start_line": "$response.body#/files/0/hits/0/start_line",
         },
-    }
+    },
+    "viewFile": {
+        "operationId": "viewFile",
+        "description": "The same file as the web page shows it, highlighted, from the line its first hit starts at.",
+        "parameters": {
+            "namespace": "$response.body#/files/0/namespace",
+            "path": "$response.body#/files/0/file_path",
+            "start_line": "$response.body#/files/0/hits/0/start_line",
+        },
+    },
+    "outlineFile": {
+        "operationId": "outlineFile",
+        "description": "The declarations of the first file of the page.",
+        "parameters": {"namespace": "$response.body#/files/0/namespace", "path": "$response.body#/files/0/file_path"},
+    },
 }
 
 
@@ -151,6 +174,9 @@ def _components() -> dict[str, Any]:
             (NamespaceList, "serialization"),
             (FilesEvent, "serialization"),
             (ProgressEvent, "serialization"),
+            (FileView, "serialization"),
+            (FileOutline, "serialization"),
+            (Facets, "serialization"),
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -168,6 +194,40 @@ def _untitled(schema: Any) -> Any:
     if isinstance(schema, list):
         return [_untitled(item) for item in schema]
     return schema
+
+
+#: A file's path parameters, then the slice's lines (``/v1/files``; ``/v1/view`` takes start_line only).
+_FILE_PARAMETERS: list[dict[str, Any]] = [
+    {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}},
+    {"name": "path", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}},
+    {
+        "name": "start_line",
+        "in": "query",
+        "description": "The first line (1-based); past the file's end: 400.",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    {
+        "name": "end_line",
+        "in": "query",
+        "description": "The last line (1-based), at least start_line.",
+        "schema": {"type": "integer", "minimum": 1},
+    },
+]
+
+
+def _file_errors(*common: dict[str, Any]) -> dict[str, Any]:
+    """The refusals of a route reading one file: (400, 401, 414, 503) as given, 404 and 405."""
+    invalid, unauthorized, too_long, overloaded = common
+    return {
+        "400": invalid,
+        "401": unauthorized,
+        "414": too_long,
+        "404": _problem("No such file, or no such namespace (one the caller may not see reads the same)"),
+        "405": _problem(
+            "This namespace's backend cannot read files (the detail names the file's URL where it gives one)"
+        ),
+        "503": overloaded,
+    }
 
 
 def openapi(server_url: str | None = None) -> dict[str, Any]:
@@ -277,32 +337,7 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                     "characters (X-Next-Start-Line says where the next starts)",
                     "description": "`namespace` and `path` are a hit's `namespace` and `file_path` (the answer's "
                     "`readFile` link); a namespace name or path holding '/' is written with its slashes.",
-                    "parameters": [
-                        {
-                            "name": "namespace",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string", "minLength": 1},
-                        },
-                        {
-                            "name": "path",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "string", "minLength": 1},
-                        },
-                        {
-                            "name": "start_line",
-                            "in": "query",
-                            "description": "The first line (1-based); past the file's end: 400.",
-                            "schema": {"type": "integer", "minimum": 1},
-                        },
-                        {
-                            "name": "end_line",
-                            "in": "query",
-                            "description": "The last line (1-based), at least start_line.",
-                            "schema": {"type": "integer", "minimum": 1},
-                        },
-                    ],
+                    "parameters": _FILE_PARAMETERS,
                     "responses": {
                         "200": {
                             "description": "File text",
@@ -317,17 +352,59 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
                                 )
                             },
                         },
-                        "400": invalid,
-                        "401": unauthorized,
-                        "414": too_long,
-                        "404": _problem(
-                            "No such file, or no such namespace (one the caller may not see reads the same)"
-                        ),
-                        "405": _problem(
-                            "This namespace's backend cannot read files (the detail names the file's URL "
-                            "where it gives one)"
-                        ),
-                        "503": overloaded,
+                        **_file_errors(invalid, unauthorized, too_long, overloaded),
+                    },
+                }
+            },
+            "/v1/view/{namespace}/{path}": {
+                "get": {
+                    "operationId": "viewFile",
+                    "summary": "The web page's file view: the slice /v1/files reads, its lines as highlighted runs",
+                    "parameters": [*_FILE_PARAMETERS[:3]],
+                    "responses": {
+                        "200": {"description": "The slice, highlighted", "content": _json("FileView")},
+                        **_file_errors(invalid, unauthorized, too_long, overloaded),
+                    },
+                }
+            },
+            "/v1/outline/{namespace}/{path}": {
+                "get": {
+                    "operationId": "outlineFile",
+                    "summary": "The web page's outline of a file: its declarations from the index",
+                    "parameters": [*_FILE_PARAMETERS[:2]],
+                    "responses": {
+                        "200": {"description": "The declarations, in order", "content": _json("FileOutline")},
+                        **_file_errors(invalid, unauthorized, too_long, overloaded),
+                    },
+                }
+            },
+            "/v1/facets": {
+                "post": {
+                    "operationId": "facets",
+                    "summary": "The web page's facets: an answer's files counted over its whole snapshot",
+                    "description": "The body is a next-page action's `args` (it holds the answer's `cursor`); "
+                    "a cursor whose snapshot expired or is another's is a 400 naming `cursor` (a rule said in "
+                    "words: positive_data_acceptance fails on it).",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "allOf": [
+                                        {"$ref": "#/components/schemas/SearchRequest"},
+                                        {
+                                            "required": ["cursor"],
+                                            "properties": {"cursor": {"type": "string", "minLength": 1}},
+                                        },
+                                    ]
+                                },
+                                "example": {"query": "import", "cursor": "an-answers-cursor"},
+                            }
+                        },
+                    },
+                    "responses": {
+                        "200": {"description": "Facets", "content": _json("Facets")},
+                        **body_errors,
                     },
                 }
             },

@@ -1,7 +1,8 @@
 """What HTTP says besides the answer, as pydantic models for the OpenAPI document.
 
 The problem object (RFC 9457), ``/v1/query``'s query taken apart, ``/v1/namespaces``'
-list, and the data of each Server-Sent Event of ``/v1/search/stream`` (SPEC §8). Like
+list, the page's file view, outline and facets, and the data of each Server-Sent Event
+of ``/v1/search/stream`` (SPEC §8). Like
 :mod:`gateway.schema` they describe JSON that is built elsewhere as plain dicts; they
 are built for a schema only (``defer_build``), never on a request.
 """
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gateway.models import Mode
 from gateway.schema import FileGroup
 
-__all__ = ["FilesEvent", "NamespaceList", "Problem", "ProgressEvent", "QueryParts"]
+__all__ = ["Facets", "FileOutline", "FileView", "FilesEvent", "NamespaceList", "Problem", "ProgressEvent", "QueryParts"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
@@ -85,3 +86,49 @@ class ProgressEvent(BaseModel):
     done: int = Field(ge=0)
     total: int = Field(ge=0)
     file_count: int = Field(ge=0)
+
+
+class FileView(BaseModel):
+    """``/v1/view``: the slice ``/v1/files`` reads, each line plain text or ``[class, text]`` runs."""
+
+    model_config = _STRICT
+    namespace: str
+    path: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=0)
+    total_lines: int = Field(ge=0)
+    next_start_line: int | None = Field(default=None, ge=1, description="Where the next slice starts, if any.")
+    lines: list[str | list[tuple[str, str]]] = Field(
+        description="Each line: its text, or its runs as [token class, text] (the page's stylesheet colours them)."
+    )
+
+
+class Symbol(BaseModel):
+    """One declaration of a file, in order; a nested one follows its parent with ``depth`` one more."""
+
+    model_config = _STRICT
+    kind: str
+    name: str
+    qualified_name: str
+    start_line: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    depth: int = Field(ge=0)
+
+
+class FileOutline(BaseModel):
+    """``/v1/outline``: a file's declarations from the index ([] where it knows none)."""
+
+    model_config = _STRICT
+    namespace: str
+    path: str
+    outline: list[Symbol]
+
+
+class Facets(BaseModel):
+    """``/v1/facets``: an answer's files counted over its snapshot, each facet [[value, files], ...], most first."""
+
+    model_config = _STRICT
+    file_count: int = Field(ge=0)
+    namespaces: list[tuple[str, int]]
+    languages: list[tuple[str, int]]
+    folders: list[tuple[str, int]]

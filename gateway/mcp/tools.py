@@ -48,6 +48,7 @@ from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, U
 from gateway.http.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
 from gateway.http.problems import problem_for
 from gateway.log import configure, get_logger
+from gateway.mcp.compact import compact
 from gateway.query.request import SearchRequest, parse_request, problem_fields
 from gateway.service import MAX_READ_LINES, Access, SearchService
 from gateway.serving import settle_heap
@@ -264,20 +265,24 @@ def numbered(result: dict[str, Any], asked_end: int | None = None) -> str:
 # --- the server ------------------------------------------------------------------------
 
 
-def build_server(service: SearchService, access: Access = None) -> MCPServer:
+def build_server(service: SearchService, access: Access = None, text: str = "json") -> MCPServer:
     """The MCP server over ``service``, showing only what ``access`` lets the caller see
-    (unless :class:`BearerAuth` gave the request its own access)."""
+    (unless :class:`BearerAuth` gave the request its own access). ``text`` is the form of a
+    ``search`` result's text content: ``json`` (SPEC §4) or ``compact`` (:mod:`gateway.mcp.compact`)."""
+    as_text = compact if text == "compact" else None
 
     async def search(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         if ctx is None:
-            return _answer(await service.search_json(arguments, access))
+            answer = await service.search_json(arguments, access)
+            return _answer(answer, as_text(answer) if as_text else None)
         async with await service.open_stream(parse_request(arguments), access) as stream:
             # notifications/progress as namespaces settle; a no-op unless the client asked for
             # progress (a progressToken, or a callback of its own on newer protocol versions)
             async for outcome in stream:
                 message = f"{outcome.namespace}: {outcome.status}"
                 await ctx.report_progress(len(stream.settled), stream.total, message)
-        return _answer(stream.result())
+        answer = stream.result()
+        return _answer(answer, as_text(answer) if as_text else None)
 
     async def read_file(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         req: ReadFileRequest = _validate(ReadFileRequest, arguments)
@@ -369,20 +374,20 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
     await _Uvicorn(config).serve()
 
 
-async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access) -> None:
+async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access, text: str) -> None:
     service = SearchService(config)
     service.start_serving()  # a long-lived server: the declaration index builds beside it, rg starts ahead
     table = TokenTable(config.tokens)
     settle_heap()
-    await _serve_with(service, table, endpoint, access)
+    await _serve_with(service, table, endpoint, access, text)
 
 
 async def _serve_with(
-    service: SearchService, table: TokenTable, endpoint: tuple[str, int] | None, access: Access
+    service: SearchService, table: TokenTable, endpoint: tuple[str, int] | None, access: Access, text: str = "json"
 ) -> None:
     try:
         # over HTTP with tokens, a request without BearerAuth's access sees nothing (fail closed)
-        server = build_server(service, nobody if endpoint is not None and table else access)
+        server = build_server(service, nobody if endpoint is not None and table else access, text)
         log.info("mcp_ready", namespaces=len(service.visible(access)), transport="http" if endpoint else "stdio")
         if endpoint is None:
             await server.run_stdio_async()
@@ -393,10 +398,11 @@ async def _serve_with(
         log.info("mcp_stopped")
 
 
-def run_mcp(config: Config, http: str | None = None, token: str | None = None) -> None:
+def run_mcp(config: Config, http: str | None = None, token: str | None = None, text: str = "json") -> None:
     """Serve MCP: over stdio when ``http`` is None, else streamable HTTP on ``HOST:PORT`` at ``/mcp``.
 
-    ``token`` (stdio only) picks a configured token's view: the token, or ``env:VAR``.
+    ``token`` (stdio only) picks a configured token's view: the token, or ``env:VAR``. ``text``:
+    a ``search`` result's text content, the answer's JSON or its compact form.
     """
     configure()  # logs to stderr: stdout belongs to the stdio transport
     endpoint = parse_endpoint(http) if http is not None else None
@@ -405,4 +411,4 @@ def run_mcp(config: Config, http: str | None = None, token: str | None = None) -
     access = stdio_access(config, token)
     if endpoint is not None:
         warn_if_open(config, endpoint[0], "mcp")
-    asyncio.run(_serve(config, endpoint, access))
+    asyncio.run(_serve(config, endpoint, access, text))
