@@ -13,7 +13,6 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, overload
 
 import msgspec
@@ -303,9 +302,9 @@ def cut_text(text: str, column: int | None = None) -> str:
     return ELLIPSIS + body + ELLIPSIS
 
 
-@dataclass(frozen=True, slots=True)
-class RemoteFile:
-    """A remote file's whole content, with the backend's identity for it (``""``: none given)."""
+class RemoteFile(msgspec.Struct, frozen=True):
+    """A remote file's whole content, with the backend's identity for it (``""``: none given).
+    (A msgspec struct, as the rest here: ``dataclasses`` would cost a one-shot search its import.)"""
 
     data: bytes
     identity: str = ""

@@ -375,11 +375,12 @@ class TestDeclarations:
         ]
 
     def test_a_declaration_with_no_line_to_show_prints_its_header_alone(self) -> None:
-        """A declaration hit with neither lines nor text of its own (a semantic one) prints its header only."""
+        """A declaration hit with neither lines nor text of its own (a semantic one) prints its header, and
+        under it why it matched (its reason)."""
         from gateway.cli.render import Style, human
 
         hit = {"kind": "function", "qualified_name": "url_for", "start_line": 3, "end_line": 9, "reason": "r"}
         hit["score"] = 0.8
         group = {"namespace": "flask", "file_path": "app.py", "hit_count": 1, "hits": [hit]}
         out = human({"files": [group]}, Style(), lambda ns, path: f"{ns}/{path}")
-        assert out == "flask/app.py\nurl_for  function  3-9 (0.80)\n"
+        assert out == "flask/app.py\nurl_for  function  3-9 (0.80)\n  why: r\n"

@@ -365,3 +365,15 @@ class TestGroupingProperty:
             assert all(now[d] == now[group["key"]] != "" for d in group["dups"])
         covered = [g["key"] for g in shown] + [d for g in shown for d in g["dups"]]
         assert sorted(covered) == sorted(now)
+
+
+def test_git_is_run_without_subprocess_and_its_failures_are_none() -> None:
+    """The identities' git runs by posix_spawn: what it printed, or None when it fails, cannot start or
+    runs past its time (then it is killed, not waited for)."""
+    from adapters.ripgrep.identity import _output
+
+    env = {"PATH": "/usr/bin:/bin"}
+    assert _output(["printf", "a\\0b"], env, 5.0) == b"a\0b"
+    assert _output(["false"], env, 5.0) is None
+    assert _output(["fedsearch-no-such-program"], env, 5.0) is None
+    assert _output(["sleep", "30"], env, 0.2) is None  # sleep ends well (0): None says it was killed

@@ -38,7 +38,7 @@ from tests.fakeservers import (
 )
 from tests.helpers import FakeClock, FakeSleep, no_leaks
 
-HEALTHY = ("good-a", "good-b", "good-c")
+HEALTHY = ("good-a", "good-b", "good-c")  # the same fixture each: asked with dedup off, each shows its own
 EXPECTED = {  # what each healthy namespace holds in the zoekt fixture
     "github.com/acme/widget-service/src/widgets/registry.py",
     "github.com/acme/widget-service/tests/test_registry.py",
@@ -66,7 +66,7 @@ async def run(
         service = SearchService.with_backends(backends)
         try:
             answer = await service.search(
-                parse_request({"query": "register_widget", "timeout_ms": timeout_ms, "files": 200})
+                parse_request({"query": "register_widget", "timeout_ms": timeout_ms, "files": 200, "dedup": False})
             )
         finally:
             await service.aclose()

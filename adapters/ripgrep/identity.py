@@ -20,8 +20,8 @@ from __future__ import annotations
 import os
 import queue
 import re
+import select
 import stat
-import subprocess
 import threading
 import time
 
@@ -35,6 +35,7 @@ MAX_HASHED_BYTES = 16 << 20
 SETTLE_NS = 2_000_000_000
 #: The longest git may take to list a checkout.
 GIT_TIMEOUT_S = 30.0
+_SIGKILL = 9  # signal.SIGKILL, without importing signal (as adapters.ripgrep.spawn)
 
 _ENTRY = re.compile(
     rb"(\d{6}) ([0-9a-f]{40,64}) (\d)\t([^\0]*)\0"
@@ -83,17 +84,9 @@ class GitIdentities:
             return self._entries
 
     def _ls_files(self) -> Entries:
-        try:
-            done = subprocess.run(
-                ["git", "-C", self.root, "ls-files", "-s", "--debug", "-z"],
-                capture_output=True,
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-                env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
-            )
-        except (OSError, subprocess.SubprocessError):
-            return {}
-        return parse_ls_files(done.stdout) if done.returncode == 0 else {}
+        argv = ["git", "-C", self.root, "ls-files", "-s", "--debug", "-z"]
+        out = _output(argv, {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}, GIT_TIMEOUT_S)
+        return parse_ls_files(out) if out is not None else {}
 
     def __len__(self) -> int:
         return len(self._load())
@@ -161,6 +154,51 @@ class GitIdentities:
             if stat.S_ISREG(st.st_mode) and self._hash(path, full, st.st_mtime_ns, st.st_size):
                 changed += 1
         return changed
+
+
+def _output(argv: list[str], env: dict[str, str], timeout_s: float) -> bytes | None:
+    """What ``argv`` printed, or None when it could not start, failed or ran past ``timeout_s`` (then killed).
+
+    posix_spawn and a pipe, as rg is started (:mod:`adapters.ripgrep.spawn`): ``subprocess`` would
+    cost a one-shot search its import (tests/test_cli_admin.py counts them)."""
+    try:
+        read_fd, write_fd = os.pipe()
+    except OSError:
+        return None
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, write_fd, 1),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    try:
+        pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions)
+    except OSError:
+        os.close(read_fd)
+        return None
+    finally:
+        os.close(write_fd)
+    chunks: list[bytes] = []
+    killed = False
+    deadline = time.monotonic() + timeout_s
+    poller = select.poll()
+    poller.register(read_fd, select.POLLIN)
+    try:
+        while True:
+            left_ms = (deadline - time.monotonic()) * 1000
+            if left_ms <= 0 or not poller.poll(left_ms):
+                os.kill(pid, _SIGKILL)
+                killed = True
+                break
+            chunk = os.read(read_fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_fd)
+        _, status = os.waitpid(pid, 0)
+    if killed or os.waitstatus_to_exitcode(status) != 0:
+        return None
+    return b"".join(chunks)
 
 
 _SHARED: dict[str, GitIdentities] = {}
