@@ -429,9 +429,10 @@ def run(args: argparse.Namespace, data: dict[str, Any], scope: Scope, places: Se
     if kind is None:
         raise ValueError("not a listing")
     plain = _plain(args, kind, data, scope, places)
-    if plain is not None and not _indexed(kind, args, scope, list(scope.roots)):
-        return relay([(plain.argv, None)], kind in _PATHS_ONLY)
     with scanning(plain.argv if plain is not None else None) as early:
+        # a plain request's rg runs while the content indexes are looked at (a stat and a read each)
+        if early is not None and not _indexed(kind, args, scope, list(scope.roots)):
+            return relay([(early.argv, None)], kind in _PATHS_ONLY, early.take())
         try:
             plans = _plans(args, kind, data, scope, places, early.ended if early is not None else lambda: False)
         except _Overtaken:
