@@ -19,17 +19,16 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from gateway.cli import render
 from gateway.cli.flags import context, normalise, request_data, wants_color
 from gateway.cli.messages import hint, warn
 from gateway.cli.scope import Place, Scope
 from gateway.errors import InvalidRequest
 
 if TYPE_CHECKING:
+    from gateway.cli import render
     from gateway.cli.early import Early
     from gateway.config import Config
 
-from gateway.sizing import MAX_CHAR_BUDGET, PERSON
 
 __all__ = ["exit_code", "looks_like_regex", "request_data", "run"]
 
@@ -74,6 +73,7 @@ def _suffix(args: argparse.Namespace) -> str:
 def _highlight(data: dict[str, Any]) -> Any:
     """What to highlight: the request's pattern once the query's filters are taken out (SPEC §7),
     its case as the request reads it (smart case on the pattern by default)."""
+    from gateway.cli import render  # here, not at the top: a listing over checkouts found here never needs it
     from gateway.query.syntax import parse_query
 
     mode = str(data.get("mode", "exact"))
@@ -99,6 +99,9 @@ def _next_page(answer: dict[str, Any], asked: dict[str, Any]) -> dict[str, Any] 
 def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope) -> int:
     """-l, -c, --vimgrep from the service's answers (a config's namespaces, --server): every matching
     file, page after page, as each page comes."""
+    from gateway.cli import render
+    from gateway.sizing import MAX_CHAR_BUDGET
+
     form = render.files_with_matches if args.files_with_matches else render.counts if args.count else render.vimgrep
     data = {
         "files": LIST_FILES,
@@ -126,6 +129,8 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
 
 def _style(args: argparse.Namespace, data: dict[str, Any]) -> render.Style:
     """How the flags ask a page to be printed."""
+    from gateway.cli import render
+
     color = wants_color(args.color)
     if args.max_count is not None and args.max_count < 0:
         raise InvalidRequest("max-count", "-m must be at least 0")
@@ -142,6 +147,8 @@ def _style(args: argparse.Namespace, data: dict[str, Any]) -> render.Style:
 
 
 def _show(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope) -> int:
+    from gateway.cli import render
+
     if args.files_with_matches or args.count or args.vimgrep:
         return _list(args, data, ask, scope)
     answer = ask(data)
@@ -170,13 +177,17 @@ def _show(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
 def run(args: argparse.Namespace) -> int:
     """``fedsearch search``."""
     if args.type_list:
-        sys.stdout.write(render.type_list())
+        from gateway.cli.render import type_list
+
+        sys.stdout.write(type_list())
         return EXIT_OK
     normalise(args)
     if args.patterns == []:
         return EXIT_NOTHING  # -f named an empty file: no pattern, nothing matches (as rg)
     data = request_data(args)
     if not args.json and args.args_json is None and not _listing(args):  # a person's page, every line
+        from gateway.sizing import PERSON
+
         data = {**PERSON, "hit_lines": None, **data}
     if args.paths and args.args_json is not None:
         raise InvalidRequest("PATH", "give PATHs or --args-json, not both (a next action names its namespaces)")
