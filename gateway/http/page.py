@@ -25,7 +25,7 @@ from aiohttp.typedefs import Handler
 from gateway.http.facets import post_facets
 from gateway.http.middleware import json_response
 from gateway.http.params import parameter_names, search_data
-from gateway.http.view import get_outline, get_view
+from gateway.http.view import get_outline, get_view, warm_view
 from gateway.query.languages import LANGUAGES
 from gateway.query.request import parse_request
 from gateway.query.syntax import parse_query
@@ -114,3 +114,4 @@ def add_page_routes(app: web.Application) -> None:
     app.router.add_get("/v1/view/{rest:.+}", get_view)
     app.router.add_get("/v1/outline/{rest:.+}", get_outline)
     app.router.add_post("/v1/facets", post_facets)
+    app.on_startup.append(warm_view)
