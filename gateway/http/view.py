@@ -24,7 +24,7 @@ from gateway.http.reload import service_of
 from gateway.view.highlight import LEAD, highlight, lexer_for
 from gateway.view.outline import outline_of
 
-__all__ = ["WARMING", "get_outline", "get_view", "warm_view"]
+__all__ = ["get_outline", "get_view", "warm_view"]
 
 
 class _Params(BaseModel):
@@ -73,11 +73,9 @@ async def get_outline(request: web.Request) -> web.Response:
     return json_response({"namespace": namespace, "path": path, "outline": symbols or []})
 
 
-#: The start-up's lexer lookup, running in a thread (kept: a test waits for it).
-WARMING: web.AppKey[asyncio.Future[Any]] = web.AppKey("view_warming", asyncio.Future)
-
-
 async def warm_view(app: web.Application) -> None:
-    """At start-up, look a lexer up once in a thread: Pygments' first lookup loads its table of
-    lexers (~0.4 s), which the first file view would otherwise wait for."""
-    app[WARMING] = asyncio.get_running_loop().run_in_executor(None, lexer_for, "warm.py")
+    """At start-up, look a lexer up once: Pygments' first lookup loads its table of lexers (~60 ms),
+    which the first file view would otherwise wait for. Here, not in a thread: under coverage on
+    Python 3.11 two threads starting at once can race in ``sys.settrace`` (CPython issue 98257),
+    and the content index starts its own then."""
+    lexer_for("warm.py")
