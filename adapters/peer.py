@@ -51,6 +51,7 @@ from gateway.models import (
     Status,
     cut_text,
 )
+from gateway.query.fields import check_namespace_patterns
 from gateway.query.globs import PathFilter, namespace_matcher
 from gateway.query.syntax import literal
 from gateway.sizing import MAX_CHAR_BUDGET
@@ -87,10 +88,7 @@ class PeerSettings(HttpSettings):
     @field_validator("namespaces")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            if not pattern or len(pattern) > 256 or "\x00" in pattern:
-                raise ValueError(f"invalid namespace pattern {pattern!r}")
-        return value
+        return check_namespace_patterns(value)
 
 
 def peer_timeout_ms(remaining_s: float) -> int:

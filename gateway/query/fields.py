@@ -34,6 +34,7 @@ __all__ = [
     "NamespacePattern",
     "Query",
     "check_json_types",
+    "check_namespace_patterns",
     "json_kinds",
 ]
 
@@ -138,3 +139,12 @@ def _kind_of(value: Any) -> str:
     if isinstance(value, int | float):
         return "a number"
     return "an array" if isinstance(value, list | tuple) else "an object"
+
+
+def check_namespace_patterns(patterns: list[str]) -> list[str]:
+    """``patterns`` unchanged, each a namespace pattern (1 to 256 characters, no NUL), else ValueError:
+    the one rule for a request's ``namespaces`` and a peer's own."""
+    for pattern in patterns:
+        if not pattern or len(pattern) > MAX_NAMESPACE_PATTERN or "\x00" in pattern:
+            raise ValueError(f"invalid namespace pattern {pattern!r}")
+    return patterns

@@ -24,7 +24,15 @@ from gateway.query.criteria import (
     criteria_of,
     effective_case,
 )
-from gateway.query.fields import Glob, Language, NamespacePattern, Query, check_json_types, json_kinds
+from gateway.query.fields import (
+    Glob,
+    Language,
+    NamespacePattern,
+    Query,
+    check_json_types,
+    check_namespace_patterns,
+    json_kinds,
+)
 from gateway.query.globs import MAX_GLOBS, check_globs
 from gateway.query.languages import LANGUAGES, normalise
 from gateway.sizing import DEFAULT_CHAR_BUDGET, DEFAULT_HIT_LINES, MAX_CHAR_BUDGET, MAX_HIT_LINES, MIN_CHAR_BUDGET
@@ -115,10 +123,7 @@ class SearchRequest(BaseModel):
     @field_validator("namespaces")
     @classmethod
     def _namespace_patterns(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            if not pattern or len(pattern) > 256 or "\x00" in pattern:
-                raise ValueError(f"invalid namespace pattern {pattern!r}")
-        return value
+        return check_namespace_patterns(value)
 
     @field_validator("paths")
     @classmethod
