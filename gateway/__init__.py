@@ -10,10 +10,10 @@ and a one-shot search start in a fraction of the time).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # typing itself not imported: every command's start goes through this package
 if TYPE_CHECKING:
+    from typing import Any
+
     from gateway.backend import AsyncBackend, BackendSettings
     from gateway.errors import (
         BackendError,
@@ -84,6 +84,8 @@ def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'gateway' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(home), name)
     globals()[name] = value  # the next lookup is a plain one
     return value

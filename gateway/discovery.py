@@ -12,7 +12,6 @@ turns what is found here into namespaces.
 from __future__ import annotations
 
 import os
-import re
 
 from gateway.errors import ConfigError
 
@@ -26,14 +25,16 @@ __all__ = [
 ]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$"
-_NAME = re.compile(NAME_PATTERN)
+#: NAME_PATTERN's characters, read without ``re`` (a listing's start does without it).
+_LEADING = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+_NAME_CHARS = _LEADING | frozenset("._/-")
 DISCOVERY_MAX_DEPTH = 6
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages"})
 
 
 def _namespace_name(rel: str, taken: set[str]) -> str:
-    name = re.sub(r"[^A-Za-z0-9._/-]", "-", rel)[:128]
-    if not _NAME.match(name):
+    name = "".join(char if char in _NAME_CHARS else "-" for char in rel)[:128]
+    if name[:1] not in _LEADING:  # NAME_PATTERN's first character (the rest are its characters now)
         name = ("r" + name)[:128]
     base, n = name, 2
     while name in taken:

@@ -27,8 +27,7 @@ at their edge; nothing above an adapter sees a library's exception.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+TYPE_CHECKING = False  # typing itself not imported either (a listing's start never loads it)
 if TYPE_CHECKING:  # types only: the error tree imports nothing (the CLI reports errors before any model is loaded)
     from collections.abc import Sequence
 

@@ -10,20 +10,19 @@ folder are the ones it would have started itself (:func:`spawn`).
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows: the pipe keeps its size
     fcntl = None  # type: ignore[assignment]
 
+TYPE_CHECKING = False  # typing, contextlib, functools and collections not imported: a listing starts rg sooner
 if TYPE_CHECKING:  # the event loop only where rg is watched from one (the one-shot CLI reads rg without)
     import asyncio
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 __all__ = ["PIPE_BYTES", "PIPE_BYTES_DEFAULT", "Child", "OutputPipe", "argv_of", "find_rg", "spawn"]
 
@@ -34,9 +33,17 @@ PIPE_BYTES_DEFAULT = 16 * 1024
 _SIGKILL = 9
 
 
-@functools.cache
+_found: list[str | None] = []
+
+
 def find_rg() -> str | None:
-    """The ``rg`` of the ``ripgrep`` wheel (beside this Python), else the one on PATH."""
+    """The ``rg`` of the ``ripgrep`` wheel (beside this Python), else the one on PATH (looked for once)."""
+    if not _found:
+        _found.append(_find_rg())
+    return _found[0]
+
+
+def _find_rg() -> str | None:
     name = "rg.exe" if os.name == "nt" else "rg"
     if sys.prefix != sys.base_prefix and os.name != "nt":  # a venv: its scripts are in its bin/, as sysconfig says
         scripts = os.path.join(sys.prefix, "bin")  # without loading sysconfig's data at every start
@@ -106,10 +113,12 @@ class OutputPipe:
         self.read_fd, self.write_fd = os.pipe()  # both close-on-exec; rg gets its copy as stdout
         os.set_blocking(self.read_fd, False)
         self.capacity = PIPE_BYTES_DEFAULT
-        with contextlib.suppress(OSError, AttributeError):  # Linux only, and within pipe-max-size
+        try:  # Linux only, and within pipe-max-size
             self.capacity = fcntl.fcntl(self.write_fd, fcntl.F_GETPIPE_SZ)
             # Refused past the user's pipe-user-pages-soft: the pipe keeps the size it was given.
             self.capacity = fcntl.fcntl(self.write_fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except (OSError, AttributeError):
+            pass
         self.read = 0  # bytes read so far
         self.ended = False  # the writer is gone and everything was read
 
@@ -182,8 +191,10 @@ class Child:
     def close(self) -> None:
         """Kill rg if it still runs, reap it, close every descriptor (a child that was not adopted)."""
         if self.pid:
-            with contextlib.suppress(ProcessLookupError):
+            try:  # noqa: SIM105 - contextlib is not imported at a listing's start
                 os.kill(self.pid, _SIGKILL)
+            except ProcessLookupError:
+                pass
             if self.popen is not None:
                 self.popen.wait()
             else:

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
-from typing import Any
 
 from adapters.ripgrep.spawn import Child, argv_of, find_rg, spawn
+
+TYPE_CHECKING = False  # typing and collections not imported either
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["Early", "applies", "speculate"]
 

@@ -9,17 +9,18 @@ languages and namespaces. Trailing PATHs are the caller's (:mod:`gateway.cli.sco
 
 from __future__ import annotations
 
-import argparse
 import os
-import re
 import sys
-from typing import Any
 
 from gateway.errors import InvalidRequest
 
+TYPE_CHECKING = False  # typing and argparse not imported: a listing reads its flags without them
+if TYPE_CHECKING:
+    import argparse
+    from typing import Any
+
 __all__ = ["context", "normalise", "request_data", "wants_color"]
 
-_WORD = re.compile(r"\w")
 #: What the query syntax reads in a query besides its text (SPEC §7).
 _SYNTAX = frozenset(':"/')
 
@@ -61,9 +62,14 @@ def _word(query: str, mode: str) -> str:
 
     if mode == "regex":
         return rf"\b(?:{query})\b"
-    head = r"\b" if _WORD.match(query[:1]) else ""
-    tail = r"\b" if _WORD.match(query[-1:]) else ""
+    head = r"\b" if _word_char(query[:1]) else ""
+    tail = r"\b" if _word_char(query[-1:]) else ""
     return f"{head}{escape(query)}{tail}"
+
+
+def _word_char(char: str) -> bool:
+    """Whether ``char`` is a word character as a regex's ``\\w`` reads it (a letter or digit of any script, ``_``)."""
+    return char.isalnum() or char == "_"
 
 
 def _one(patterns: list[str], fixed: bool) -> tuple[str, str]:

@@ -31,17 +31,19 @@ rg and passes its output on.
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 from adapters.ripgrep.spawn import find_rg
-from gateway.cli.scope import Place, Scope
 from gateway.errors import BackendError, InvalidRequest
 
+TYPE_CHECKING = False  # typing, argparse and collections not imported: a plain listing starts rg without them
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any
+
     from gateway.cli.quick import QuickRequest
+    from gateway.cli.scope import Place, Scope
 
 __all__ = ["KINDS", "LIST_INDEX_SHARE", "file_flags", "kind_of", "run"]
 
@@ -104,14 +106,17 @@ def _own_flags(args: argparse.Namespace, kind: str) -> list[str]:
     return flags
 
 
-class Target(NamedTuple):
+class Target:
     """A place rg searches: its namespace and root, the path inside it, and how rg is given it."""
 
-    namespace: str
-    root: str
-    rel: str
-    is_file: bool
-    shown: str
+    __slots__ = ("is_file", "namespace", "rel", "root", "shown")
+
+    def __init__(self, namespace: str, root: str, rel: str, is_file: bool, shown: str) -> None:
+        self.namespace = namespace
+        self.root = root
+        self.rel = rel
+        self.is_file = is_file
+        self.shown = shown
 
     def show(self, rel: str) -> str:
         """How rg prints the file ``rel`` (namespace-relative) found under this place."""
@@ -140,12 +145,15 @@ def _relative(path: str, cwd: str) -> str:
     return "" if shown == "." else shown
 
 
-class Plan(NamedTuple):
+class Plan:
     """An rg to run: its argument vector, and how a path it prints is printed (None: all as rg prints them;
     the resolver answers None for a path to leave out)."""
 
-    argv: list[str]
-    resolve: Callable[[str], str | None] | None = None
+    __slots__ = ("argv", "resolve")
+
+    def __init__(self, argv: list[str], resolve: Callable[[str], str | None] | None = None) -> None:
+        self.argv = argv
+        self.resolve = resolve
 
 
 def _argv(
@@ -273,11 +281,17 @@ def _keeper(paths: Sequence[str], also: Sequence[str], languages: Sequence[str])
     return lambda path: passes(path) and passes_too(path)
 
 
-class Plans(NamedTuple):
+class Plans:
     """The rg of a checked request: over the places scanned, and over what content indexes name of the rest."""
 
-    scan: Plan | None
-    named: Plan | None
+    __slots__ = ("named", "scan")
+
+    def __init__(self, scan: Plan | None, named: Plan | None) -> None:
+        self.scan = scan
+        self.named = named
+
+    def __iter__(self) -> Iterator[Plan | None]:
+        return iter((self.scan, self.named))
 
 
 class _Overtaken(Exception):

@@ -5,21 +5,22 @@ or config, 3 every namespace failed (or the server could not be reached). Errors
 one line on stderr in the user's words, naming the field or key, never a traceback
 for bad input; with ``--json``, problem JSON on stdout instead.
 
-Start-up is part of the interface: this module imports argparse and the grammar only;
-each command imports what it needs when it runs (a one-shot search never imports the
-HTTP server, MCP, the remote adapters, the metrics or structlog).
+Start-up is part of the interface: this module imports nothing of its own; a ``search`` of
+switches and positionals is read without argparse (:mod:`gateway.cli.plainargs`), any other
+line by the grammar (:mod:`gateway.cli.parser`), and each command imports what it needs when
+it runs (a one-shot search never imports the HTTP server, MCP, the remote adapters, the
+metrics or structlog; a listing over checkouts found here not even ``typing``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn
 
-from gateway.cli.parser import parse
+TYPE_CHECKING = False  # typing itself not imported (see the module)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any, NoReturn
 
 __all__ = ["EXIT_ALL_FAILED", "EXIT_BAD_INPUT", "EXIT_NOTHING", "EXIT_OK", "main"]
 
@@ -39,7 +40,8 @@ RUNNERS = {
 
 def _runner(command: str) -> Any:
     module, _, name = RUNNERS[command].partition(":")
-    return getattr(importlib.import_module(module), name)
+    __import__(module)
+    return getattr(sys.modules[module], name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +49,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Run as the process's entry point (``argv`` None), a one-shot command ends the process
     itself once its output is flushed (:func:`_end`)."""
-    args = parse(sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    from gateway.cli.plainargs import plain_args
+
+    args = plain_args(given)
+    if args is None:
+        from gateway.cli.parser import parse
+
+        args = parse(given)
     code = _run(args)
     if argv is None and args.command not in ("serve", "mcp"):
         _end(code)
@@ -63,8 +72,10 @@ def _end(code: int) -> NoReturn:
     if "coverage" in sys.modules:
         raise SystemExit(code)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a reader gone (a broken pipe): say nothing, as rg
+        try:  # noqa: SIM105 - contextlib is not imported at a listing's start
             stream.flush()
+        except (OSError, ValueError):  # a reader gone (a broken pipe): say nothing, as rg
+            pass
     os._exit(code)
 
 

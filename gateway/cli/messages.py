@@ -9,11 +9,13 @@ it keeps its traceback.
 
 from __future__ import annotations
 
-import math
 import sys
-from typing import Any
 
 from gateway.errors import BackendError, ConfigError, GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
+
+TYPE_CHECKING = False  # typing itself not imported (a listing's start never loads it)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ServerUnreachable", "hint", "report", "warn"]
 
@@ -52,6 +54,8 @@ def describe(exc: BaseException) -> tuple[str, dict[str, Any], int] | None:
         problem = _problem(400, "Invalid config", exc.message, exc.key or None)
         return f"config error: {exc}", problem, EXIT_BAD_INPUT
     if isinstance(exc, Overloaded):
+        import math
+
         seconds = max(1, math.ceil(exc.retry_after))
         problem = _problem(503, "Overloaded", exc.detail)
         problem["retry_after"] = seconds

@@ -16,14 +16,19 @@ With a resolver, rg prints NUL-ended paths (``--null``): each record, a path and
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import sys
-from collections.abc import Callable, Iterator, Sequence
 
 from adapters.ripgrep.spawn import Child, spawn
 from gateway.errors import BackendError
+
+TYPE_CHECKING = False  # typing, contextlib and collections not imported: a listing starts rg without them
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    #: How a path rg printed is printed: the path to print, or None to leave the record out.
+    Resolve = Callable[[str], str | None]
 
 __all__ = ["STDERR_KEEP", "Started", "relay", "scanning"]
 
@@ -32,9 +37,6 @@ EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
 STDERR_KEEP = 4096
 #: How often rg's output is looked at while it runs (ms).
 TICK_MS = 10
-
-#: How a path rg printed is printed: the path to print, or None to leave the record out.
-Resolve = Callable[[str], str | None]
 
 
 class Started:
@@ -58,15 +60,20 @@ class Started:
         return child
 
 
-@contextlib.contextmanager
-def scanning(argv: list[str] | None) -> Iterator[Started | None]:
-    """rg started as ``argv`` (None: none) while the caller plans; killed at the end unless taken."""
-    started = Started(argv) if argv is not None else None
-    try:
-        yield started
-    finally:
-        if started is not None and started.child is not None:
-            started.child.close()
+class scanning:
+    """rg started as ``argv`` (None: none) while the caller plans; killed at the end unless taken
+    (``with scanning(argv) as started``; a class, not ``contextlib.contextmanager``: a listing's start
+    does without contextlib)."""
+
+    def __init__(self, argv: list[str] | None) -> None:
+        self.started = Started(argv) if argv is not None else None
+
+    def __enter__(self) -> Started | None:
+        return self.started
+
+    def __exit__(self, *_: object) -> None:
+        if self.started is not None and self.started.child is not None:
+            self.started.child.close()
 
 
 def relay(runs: Sequence[tuple[list[str], Resolve | None]], paths_only: bool, started: Child | None = None) -> int:

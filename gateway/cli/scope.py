@@ -12,29 +12,46 @@ paths rg is given as typed for a listing. Run in a subfolder of a checkout
 
 from __future__ import annotations
 
-import argparse
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
 
 from gateway.cli.messages import warn
 from gateway.errors import InvalidRequest
 
+TYPE_CHECKING = False  # typing, argparse and collections not imported: a listing starts rg without them
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
     from gateway.config import Config
 
 __all__ = ["Place", "Scope", "discovered_scope", "from_here", "load", "local_roots", "scope_of"]
 
 
-class Place(NamedTuple):
+class Place:
     """A PATH argument inside a namespace: the namespace, the path inside it ("" for its root), whether it
     is a file, and the path as rg is given it (as typed, so that rg prints it as typed; "" for the
-    current directory itself, which rg searches when given no path)."""
+    current directory itself, which rg searches when given no path). A class of its own, not a
+    ``typing.NamedTuple``: a listing's start does without ``typing``."""
 
-    namespace: str
-    rel: str
-    is_file: bool
-    shown: str
+    __slots__ = ("is_file", "namespace", "rel", "shown")
+
+    def __init__(self, namespace: str, rel: str, is_file: bool, shown: str) -> None:
+        self.namespace = namespace
+        self.rel = rel
+        self.is_file = is_file
+        self.shown = shown
+
+    def _key(self) -> tuple[str, str, bool, str]:
+        return self.namespace, self.rel, self.is_file, self.shown
+
+    def __eq__(self, other: object) -> bool:
+        return self._key() == other._key() if isinstance(other, Place) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return "Place(namespace={!r}, rel={!r}, is_file={!r}, shown={!r})".format(*self._key())
 
 
 class Scope:

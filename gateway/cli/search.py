@@ -14,21 +14,25 @@ next commands go to stderr when stdout is no terminal: a pipe gets the results a
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from gateway.cli.flags import context, normalise, request_data, wants_color
 from gateway.cli.messages import hint, warn
-from gateway.cli.scope import Place, Scope
+from gateway.cli.scope import Scope
 from gateway.errors import InvalidRequest
 
+TYPE_CHECKING = False  # typing and argparse not imported: a listing starts rg without them
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import Any
+
     from gateway.cli import render
     from gateway.cli.early import Early
+    from gateway.cli.scope import Place
     from gateway.config import Config
 
+    Ask = Callable[[dict[str, Any]], dict[str, Any]]
 
 __all__ = ["exit_code", "looks_like_regex", "request_data", "run"]
 
@@ -41,8 +45,6 @@ _LISTINGS = ("files_with_matches", "count", "count_matches", "vimgrep", "list_fi
 _REGEX_MARKS = ("\\w", "\\d", "\\s", "\\b", "\\(", "\\)", "\\[", "\\.", ".*", ".+", "(?", "[^", "\\S", "\\W")
 #: Listings only rg prints (over checkouts searched here), and the flags only rg reads.
 _RG_ONLY = {"count_matches": "--count-matches", "list_files": "--files"}
-
-Ask = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def looks_like_regex(query: str) -> bool:

@@ -9,27 +9,45 @@ index; this reads the ``METADATA`` of the first ``*.dist-info`` of the name alon
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
-import re
 import sys
 
 __all__ = ["installed_version"]
 
+#: Each ``sys.path`` entry's ``*.dist-info`` folders by normalised project name (listed once).
+_listed: dict[str, dict[str, str]] = {}
+
 
 def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "_", name).lower()
+    """PEP 503's normal name (runs of ``-``, ``_`` and ``.`` one ``_``, lower case), without ``re``: the one-shot
+    CLI reads tantivy's version as it starts, and needs ``re`` for nothing else."""
+    out: list[str] = []
+    in_run = False
+    for char in name:
+        if char in "-_.":
+            if not in_run:
+                out.append("_")
+            in_run = True
+        else:
+            out.append(char)
+            in_run = False
+    return "".join(out).lower()
 
 
-@functools.cache
 def _dist_infos(entry: str) -> dict[str, str]:
     """The ``*.dist-info`` folders of one ``sys.path`` entry by normalised project name (the first of a name)."""
-    found: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for child in sorted(os.listdir(entry or ".")):
-            if child.lower().endswith(".dist-info"):
-                found.setdefault(_normal(child.rpartition(".")[0].partition("-")[0]), os.path.join(entry, child))
+    found = _listed.get(entry)
+    if found is not None:
+        return found
+    found = {}
+    try:
+        children = sorted(os.listdir(entry or "."))
+    except OSError:
+        children = []
+    for child in children:
+        if child.lower().endswith(".dist-info"):
+            found.setdefault(_normal(child.rpartition(".")[0].partition("-")[0]), os.path.join(entry, child))
+    _listed[entry] = found
     return found
 
 

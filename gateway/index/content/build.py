@@ -47,6 +47,7 @@ from gateway.index.content.layout import (
     root_dir,
     write_atomic,
 )
+from gateway.index.content.paths import USABLE
 from gateway.index.content.records import Record, read_record
 from gateway.index.files import Source
 from gateway.index.prune import DEFAULT_MAX_BYTES
@@ -393,18 +394,31 @@ class ContentBuilder:
             built_s=round(built_s, 3) if built_s is not None else before.built_s,
         )
         write_atomic(os.path.join(folder, "state.json"), msgspec.json.encode(state))
+        _usable(folder, state)
 
     def _say(self, folder: str, root: str, reason: str) -> None:
         with contextlib.suppress(OSError):
             before = read_state(folder) or State()
             state = msgspec.structs.replace(before, complete=False, reason=reason)
             write_atomic(os.path.join(folder, "state.json"), msgspec.json.encode(state))
+            _usable(folder, state)
         if root not in self._warned:
             self._warned.add(root)
             log.warning("content_index_off", root=root, reason=reason)
 
     def _failed(self, folder: str, root: str, exc: OSError) -> None:
         self._say(folder, root, f"not indexed: {exc.strerror or exc}"[:300])
+
+
+def _usable(folder: str, state: State) -> None:
+    """The state's summary for the one-shot CLI (:data:`~gateway.index.content.paths.USABLE`): the bytes
+    indexed while the index is complete, no file while it is not."""
+    path = os.path.join(folder, USABLE)
+    if state.complete:
+        write_atomic(path, str(state.indexed_bytes).encode())
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def _read_batch(root: str, paths: Sequence[str]) -> list[Record]:

@@ -8,6 +8,8 @@
             engine/           the tantivy index (its own files, meta.json, lock)
             manifest.msgpack  every file as indexed, every folder as listed (:class:`Manifest`)
             state.json        what a reader needs to know first (:class:`State`), small
+            usable            the bytes indexed, while the index is complete (the one-shot CLI's
+                              question, answered without json: :func:`~.paths.usable_bytes`)
 
 A builder commits the engine, then writes the manifest, then the state, each file
 replaced whole (written aside, then renamed): a reader that reads the state, then the

@@ -8,30 +8,37 @@ worth reading (:func:`usable_bytes`); the layout inside each folder is
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-from collections.abc import Iterable
+
+TYPE_CHECKING = False  # typing and collections not imported: the one-shot CLI asks here as it starts
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (as gateway.index.store)
     from _blake2 import blake2b
 except ImportError:  # pragma: no cover - a Python built without its own hashes
     from hashlib import blake2b
 
-__all__ = ["CLI_MIN_BYTES", "FORMAT", "content_dir", "digest", "root_dir", "usable_bytes"]
+__all__ = ["CLI_MIN_BYTES", "FORMAT", "USABLE", "content_dir", "digest", "root_dir", "usable_bytes"]
 
 #: The layout and gram format; a change makes a new folder (the old one is another version's).
 FORMAT = 4
 #: The one-shot CLI reads the content indexes of its checkouts when they index at least this
 #: many bytes together: below it, rg alone (started before the CLI's imports) answers sooner.
 CLI_MIN_BYTES = 64 * 1024 * 1024
+#: A root folder's file holding the bytes its index covers (decimal), there while the index is complete:
+#: what :func:`usable_bytes` reads (state.json says the same, but reading it would import json and re).
+USABLE = "usable"
+
+_tantivy: list[str] = []
 
 
-@functools.cache
 def _tantivy_version() -> str:
-    from gateway.index.versions import installed_version  # the wheel's METADATA, not importlib.metadata
+    if not _tantivy:
+        from gateway.index.versions import installed_version  # the wheel's METADATA, not importlib.metadata
 
-    return installed_version("tantivy") or "unknown"
+        _tantivy.append(installed_version("tantivy") or "unknown")
+    return _tantivy[0]
 
 
 def content_dir(directory: str) -> str:
@@ -54,10 +61,8 @@ def usable_bytes(directory: str, roots: Iterable[str]) -> int:
     total = 0
     for root in roots:
         try:
-            with open(os.path.join(root_dir(directory, root), "state.json"), "rb") as handle:
-                state = json.loads(handle.read())
+            with open(os.path.join(root_dir(directory, root), USABLE), "rb") as handle:
+                total += int(handle.read(32))
         except (OSError, ValueError):
             continue
-        if isinstance(state, dict) and state.get("complete") is True:
-            total += int(state.get("indexed_bytes", 0))
     return total
