@@ -9,8 +9,9 @@ in one hyperfine run (`-N`, warm-up, output discarded), from the corpus folder a
 would type it: `rg -n QUERY` against `fedsearch search QUERY` (discovery of the checkouts
 under the current folder, the human page) for a query that matches nothing and a
 common one, plus `fedsearch --help` and `python -c pass` (the interpreter's own start,
-with this venv's site-packages). Prints mean, median and min per command, and the
-ratios fedsearch/rg of the means and medians.
+with this venv's site-packages); then rg's listings, `rg -S -l import` and `-c` against
+`fedsearch search import -l` and `-c` (`--listed QUERY`; issue 35's target, 1.5x). Prints
+mean, median and min per command, and the ratios fedsearch/rg of the means and medians.
 
 And the same search asked of a warm `fedsearch serve` over the same checkouts
 (`--server`): the one-shot client's start-up plus the server's search.
@@ -174,6 +175,7 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="also run the tree of this git revision")
     parser.add_argument("--queries", default=",".join(QUERIES), help="NOMATCH,COMMON")
     parser.add_argument("--interleave", action="store_true", help="rounds in a shuffled order, not hyperfine")
+    parser.add_argument("--listed", default="import", help="the query of the -l and -c listings (issue 35)")
     args = parser.parse_args()
     if not args.interleave and shutil.which("hyperfine") is None:
         print("cli: skipped, hyperfine is not installed (Debian: apt-get install hyperfine)")
@@ -201,6 +203,11 @@ def main() -> None:
         commands[f"rg -n {query!r}"] = [rg, "-n", query]
         for label, tree in trees.items():
             commands[f"fedsearch search {query!r} [{label}]"] = entry(tree, "search", query)
+    listed = args.listed
+    for flag in ("-l", "-c"):  # rg's own listings (issue 35): smart case on both sides, every matching file
+        commands[f"rg -S {flag} {listed!r}"] = [rg, "-S", flag, listed]
+        for label, tree in trees.items():
+            commands[f"fedsearch search {listed!r} {flag} [{label}]"] = entry(tree, "search", listed, flag)
     for label, tree in trees.items():
         commands[f"fedsearch --help [{label}]"] = entry(tree, "--help")
     server, address = serve(base)
@@ -231,6 +238,14 @@ def main() -> None:
                 f"fedsearch --server/rg {query!r}: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
                 f"median {fed['median'] / ripgrep['median']:.2f}x"
             )
+        for flag in ("-l", "-c"):
+            ripgrep = figures[f"rg -S {flag} {listed!r}"]
+            for label in trees:
+                fed = figures[f"fedsearch search {listed!r} {flag} [{label}]"]
+                print(
+                    f"fedsearch/rg {listed!r} {flag} [{label}]: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
+                    f"median {fed['median'] / ripgrep['median']:.2f}x (target <= 1.5x, issue 35)"
+                )
         print("\nimport time (least of 5, ms):")
         for label, tree in trees.items():
             helped = import_ms(entry(tree, "--help"), base)
