@@ -12,7 +12,8 @@ asked of its own repository by each method, each giving declarations best first:
 - **bm25+prose**: bm25 plus that of the sentences of the checkout's docs, other
   docstrings and test names that name the declaration (:mod:`bench.prose`; not shipped);
 - **shipped**: what a semantic search answers (:meth:`Intents.search`: bm25 and the
-  share of the question's words found; the model only where no word is indexed);
+  share of the question's words found, each by its idf; the model only where no word
+  is indexed);
 - **minilm**: all-MiniLM-L6-v2 in numpy (:mod:`bench.models`), with ``--minilm`` only.
 
 Tests, examples and docs are demoted as ranking demotes them (score x 0.3). Printed per

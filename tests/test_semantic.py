@@ -20,6 +20,7 @@ from gateway.index.builder import Builder, BuildStats
 from gateway.index.fields import WEIGHTS, field_texts, match_expression
 from gateway.index.files import Source
 from gateway.index.intents import embed_pending, intents_id
+from gateway.index.reasons import explain, idf, word_weights
 from gateway.index.semantic import Intents, score_of
 from gateway.index.store import Candidate, Store
 from gateway.index.words import document, query_terms, split_words, terms_in
@@ -205,6 +206,41 @@ class TestScore:
         assert scored.reason == "def split(value)" and scored.terms == ("value",)
 
 
+class TestCoverage:
+    """Coverage, half a hit's score by words (issue 39): the share of what the question's words say that a
+    declaration holds, each word weighed by its rarity in the index."""
+
+    def _candidate(self) -> Candidate:
+        return Candidate(1, 0, "function", "compress", "compress", 1, 2, "", "def compress(value)")
+
+    def test_a_rare_word_counts_more_than_a_common_one(self) -> None:
+        """Holding the rare word of two covers more than holding the common one."""
+        weights = word_weights(1000, {"gzip": 5, "value": 400})
+        fields = ("compress", "", "value", "Compress with gzip.", "", "", "")
+        rare = explain(("gzip", "value"), ("", "", "", "Compress with gzip.", "", "", ""), self._candidate(), weights)
+        common = explain(("gzip", "value"), ("compress", "", "value", "", "", "", ""), self._candidate(), weights)
+        both = explain(("gzip", "value"), fields, self._candidate(), weights)
+        assert common[2] < 0.5 < rare[2] < both[2] == 1.0
+        assert idf(1000, 5) > idf(1000, 400) > 0.0
+
+    def test_a_word_no_declaration_holds_is_left_out(self) -> None:
+        """A word the index does not hold has no weight: it lowers no declaration's coverage."""
+        fields = ("", "", "", "Compress with gzip.", "", "", "")
+        weights = word_weights(1000, {"gzip": 5, "shrink": 0})
+        assert "shrink" not in weights
+        assert explain(("shrink", "gzip"), fields, self._candidate(), weights)[2] == 1.0
+        assert explain(("shrink", "gzip"), fields, self._candidate())[2] == 0.5  # each word alike
+
+    def test_a_docstrings_words_count_in_every_sentence(self) -> None:
+        """Coverage counts the words anywhere in the docstring; the reason quotes the sentence holding most."""
+        doc = "Stop the handlers that remain. Call it in a middleware."
+        reason, matched, coverage = explain(
+            ("stop", "handlers", "middleware"), ("", "", "", doc, "", "", ""), self._candidate()
+        )
+        assert reason == 'docstring: "Stop the handlers that remain." (stop, handlers)'
+        assert matched == ("stop", "handlers") and coverage == 1.0
+
+
 class TestIntentIndex:
     def test_every_declaration_embedded(self, corpus: Path, tmp_path: Path) -> None:
         """A build embeds every declaration of every parsed file (one row a file) and marks the checkout built."""
@@ -289,6 +325,22 @@ class TestSearch:
         assert high["files"] == [] and high["weak_filtered"] == shown > 0
         assert high["note"].startswith("everything matched was weak")
         assert all(h["score"] >= 0.6 for h in _hits(await _semantic(service, "split a header", threshold=0.6)))
+
+    async def test_a_word_no_declaration_holds_changes_no_score(self, service: SearchService) -> None:
+        """A word of the question that nothing in the index holds leaves every score as it was."""
+        plain = _hits(await _semantic(service, "sleep longer between attempts", threshold=0.0))
+        padded = _hits(await _semantic(service, "sleep longer between attempts zorblaxing", threshold=0.0))
+        assert [(h["qualified_name"], h["score"]) for h in padded] == [(h["qualified_name"], h["score"]) for h in plain]
+        assert plain[0]["qualified_name"] == "retry_with_backoff" and plain[0]["score"] >= 0.5
+
+    async def test_a_files_best_hit_first(self, service: SearchService) -> None:
+        """A file's declarations come best first, not in line order (a reader picks the file, then its best
+        declaration)."""
+        answer = await _semantic(service, "put double quotes around a header value", threshold=0.0)
+        group = answer["files"][0]
+        assert group["file_path"] == "src/headers.py"
+        assert [h["qualified_name"] for h in group["hits"]] == ["quote_header_value", "parse_options_header"]
+        assert group["hits"][0]["score"] > group["hits"][1]["score"]
 
     async def test_tests_rank_below_the_code(self, service: SearchService) -> None:
         """A test named like the answer ranks below the code it tests."""

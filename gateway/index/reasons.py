@@ -6,19 +6,23 @@ says, best field first, which of the question's words each holds (compared by st
 version of it." (filename, secure) · body: path``. A docstring or doc names the
 sentence that holds the most of them. With no word found (an exact name, or an answer
 by the model alone) the reason is the declaration's intent, else its signature.
-The words' *coverage* (the share of the question's words found) is half a hit's score
-(:func:`gateway.index.semantic.bm25_score`): bm25 alone depends on the checkout's size.
+The words' *coverage* is half a hit's score (:func:`gateway.index.semantic.bm25_score`):
+bm25 alone depends on the checkout's size. It is the share of what the question's words
+say that the declaration holds, each word weighed by how rare it is in the index (its
+:func:`idf`, as bm25 weighs it: ``value`` or ``function`` say less than ``gzip``), a word
+no declaration holds left out (it tells no declaration from another).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gateway.index.store import Candidate
 from gateway.index.words import terms_in
 
-__all__ = ["LABELS", "SENTENCE_CHARS", "explain"]
+__all__ = ["LABELS", "SENTENCE_CHARS", "explain", "idf", "word_weights"]
 
 #: Each field's label, in the order a reason names them (the heaviest first); prose is the checkout's docs.
 LABELS = (
@@ -51,29 +55,50 @@ def _sentence(terms: Sequence[str], text: str) -> tuple[str, list[str]]:
 _MINOR = frozenset({"body", "path"})
 
 
-def explain(terms: Sequence[str], fields: Sequence[str], candidate: Candidate) -> tuple[str, tuple[str, ...], float]:
+def idf(total: int, holding: int) -> float:
+    """A word's inverse document frequency as bm25 has it (never negative): ``holding`` of ``total``
+    declarations hold it."""
+    return math.log((total - holding + 0.5) / (holding + 0.5) + 1.0)
+
+
+def word_weights(total: int, counts: Mapping[str, int]) -> dict[str, float]:
+    """Each word's weight in coverage: its :func:`idf`; a word no declaration holds has none."""
+    return {word: idf(total, n) for word, n in counts.items() if n > 0}
+
+
+def explain(
+    terms: Sequence[str], fields: Sequence[str], candidate: Candidate, weights: Mapping[str, float] | None = None
+) -> tuple[str, tuple[str, ...], float]:
     """The reason a declaration answers (see the module docstring), the question's words it holds, and
-    their coverage: the share of the question's words found (half for those only in its body or path)."""
+    their coverage: the share of the question's words found in any field (a doc's words anywhere in it;
+    half for those only in its body or path), each weighed by ``weights`` (:func:`word_weights`; None:
+    each word alike)."""
     texts = dict(zip(_ORDER, fields, strict=False))
     parts: list[str] = []
     matched: dict[str, None] = {}
-    major: set[str] = set()
+    major: set[str] = set()  # words held outside the body and path (a doc's: anywhere in it)
+    held: set[str] = set()  # every word held (coverage; the reason quotes only a doc's best sentence)
     for key, label in LABELS:
         text = texts.get(key, "")
         if not text or not terms:
             continue
+        within = terms_in(terms, text)
         if key in ("doc", "prose"):
             sentence, words = _sentence(terms, text)
             if words:
                 parts.append(f'{label}: "{sentence}" ({", ".join(words)})')
         else:
-            words = terms_in(terms, text)
+            words = within
             if words:
                 parts.append(f"{label}: {', '.join(words)}")
         matched.update(dict.fromkeys(words))
+        held.update(within)
         if key not in _MINOR:
-            major.update(words)
-    coverage = (len(major) + 0.5 * len(set(matched) - major)) / len(terms) if terms else 0.0
+            major.update(within)
+    weight = dict.fromkeys(terms, 1.0) if weights is None else weights
+    whole = sum(weight.get(t, 0.0) for t in terms)
+    found = sum(weight.get(t, 0.0) for t in major) + 0.5 * sum(weight.get(t, 0.0) for t in held - major)
+    coverage = found / whole if whole > 0 else 0.0
     if not parts:
         return candidate.intent or candidate.signature or candidate.qualified_name, (), coverage
     return " · ".join(parts), tuple(matched), coverage

@@ -9,11 +9,12 @@ A search (:meth:`Intents.search`) ranks a checkout's declarations by the fielded
 index (SQLite FTS5, :mod:`gateway.index.fields`): the question's words, any of them,
 weighted by the field they are found in; it reads the best :func:`depth` of them, and
 the declarations whose name *is* a one-word query. Each gets a score in [0, 1]
-(:func:`bm25_score`): half from its bm25 per word of the question (:data:`BM25_HALF`
-gives 0.25), half the share of the question's words it holds (those only in its body
-or path count half), and 1 for a declaration whose name is the query (an exact name
-still wins); its reason says which words were found in which field
-(:func:`gateway.index.reasons.explain`).
+(:func:`bm25_score`): half from its bm25 per word of the question the index holds
+(:data:`BM25_HALF` gives 0.25), half the share of what the question's words say that
+it holds (each word weighed by its rarity in the index, a word no declaration holds
+left out; those only in its body or path count half), and 1 for a declaration whose
+name is the query (an exact name still wins); its reason says which words were found
+in which field (:func:`gateway.index.reasons.explain`).
 
 Where no word of the question is in the index, the model answers instead: the cosine
 of the query's vector and each declaration's (a matrix-vector product; 100,000
@@ -24,8 +25,8 @@ words in the name, signature and intent. Fusing the two rankings (reciprocal ran
 fusion) did not pay on the paraphrased questions (bench/README.md, issue 39).
 
 Declarations scoring 0 are not hits; the rest are, those under the request's threshold
-included (ranking counts those in ``weak_filtered``); a file shows its :data:`PER_FILE` best.
-Files come best first, ties by path.
+included (ranking counts those in ``weak_filtered``); a file shows its :data:`PER_FILE` best,
+best first (ties in line order). Files come best first, ties by path.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import numpy as np
 
 from gateway.index.fields import WEIGHTS, match_expression
 from gateway.index.intents import vectors_of
-from gateway.index.reasons import explain
+from gateway.index.reasons import explain, word_weights
 from gateway.index.store import Candidate, Store, WordHit
 from gateway.index.words import query_terms, split_words, terms_in
 from gateway.models import FileMatch, Hit, cut_text
@@ -57,12 +58,14 @@ COS_FULL = 0.8
 #: Weights of the query's words found in a declaration's name, and in its signature or intent.
 NAME_WEIGHT = 0.5
 TEXT_WEIGHT = 0.5
-#: The bm25 per word of the question that gives half the bm25 part (0.25): chosen on bench/semantic.py's
-#: questions so that the default threshold (0.5) keeps about three expected answers in four (their first
-#: quartile scores 0.52) and hides the tenth declaration of most answers (its median scores 0.43).
-BM25_HALF = 1.0
+#: The bm25 per word of the question that gives half the bm25 part (0.25): chosen on the first half of
+#: bench/semantic.py's questions (the names half) for recall@10 and MRR@10 at the default threshold (0.5),
+#: among 1.0, 0.7, 0.5, 0.4 and 0.3 (bench/README.md, issue 39); the paraphrased half checks it.
+BM25_HALF = 0.7
 #: Hits a file shows at most (its best ones).
 PER_FILE = 3
+#: Words whose counts (of the declarations holding them) a checkout's searches keep, at most.
+MAX_COUNTS = 10_000
 #: How long a matrix is trusted while the database changes (seconds).
 SYNC_S = 1.0
 #: Declarations scored in full per search: at least this many, else one per file wanted (reading and
@@ -77,8 +80,9 @@ def depth(max_files: int) -> int:
 
 
 def bm25_score(bm25: float, terms: int, coverage: float) -> float:
-    """A declaration's score in [0, 1]: half from its bm25 per word of the query (BM25_HALF gives 0.25), half the
-    share of the query's words it holds (``coverage``, :func:`gateway.index.reasons.explain`)."""
+    """A declaration's score in [0, 1]: half from its bm25 per word of the query the index holds (``terms`` of
+    them; BM25_HALF gives 0.25), half the share of what the query's words say that it holds (``coverage``,
+    :func:`gateway.index.reasons.explain`)."""
     per_word = max(0.0, bm25) / max(1, terms)
     return 0.5 * per_word / (per_word + BM25_HALF) + 0.5 * min(1.0, coverage)
 
@@ -133,6 +137,9 @@ class Intents:
         self._version = -1
         self._synced = 0.0
         self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}  # word -> declarations holding it, as of _counted
+        self._total: int | None = None  # declarations in the fielded index, as of _counted
+        self._counted = -1
 
     def __len__(self) -> int:
         return int(self.matrix.shape[0])
@@ -215,17 +222,36 @@ class Intents:
             chosen = {(h.file_id, h.ordinal): h for h in found}
             ids = [h.declaration_id for h in found]
             fields = store.words_of(ids) if ids else {}
+            weights = self._weights(store, terms)
             for candidate in store.candidates([*chosen, *exact]):
                 key = (candidate.file_id, candidate.ordinal)
                 word_hit = chosen.get(key)
                 texts = fields.get(word_hit.declaration_id, ()) if word_hit else ()
-                reason, matched, coverage = explain(terms, texts, candidate)
-                score = bm25_score(word_hit.score if word_hit else 0.0, len(terms), coverage)
+                reason, matched, coverage = explain(terms, texts, candidate, weights)
+                score = bm25_score(word_hit.score if word_hit else 0.0, len(weights), coverage)
                 scored = Scored(1.0 if key in exact else round(score, 4), reason, matched)
                 by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
         else:
             by_file = self._by_cosine(store, query, terms, vector, limit, accept)
         return self._files(by_file, limit)
+
+    def _weights(self, store: Store, terms: Sequence[str]) -> dict[str, float]:
+        """The question's words' weights in coverage (:func:`gateway.index.reasons.word_weights`), from how
+        many declarations hold each: counted once while the database is unchanged."""
+        with self._lock:
+            if self._counted != self._version:
+                self._counts.clear()
+                self._total = None
+                self._counted = self._version
+            missing = [t for t in terms if t.isalnum() and t not in self._counts]
+            if missing or self._total is None:
+                total, counts = store.word_counts(missing)
+                if len(self._counts) > MAX_COUNTS:
+                    self._counts.clear()
+                self._counts.update(counts)
+                self._total = total
+            known = {t: self._counts.get(t, 0) for t in terms}
+            return word_weights(self._total, known)
 
     def _by_words(
         self, store: Store, terms: Sequence[str], limit: int, accept: Callable[[str], bool] | None
@@ -290,10 +316,8 @@ class Intents:
         out = []
         for file_id, hits in ranked[:limit]:
             if file_id in self.paths:
-                shown = sorted(hits, key=lambda h: -(h.score or 0.0))[:PER_FILE]
-                out.append(
-                    FileMatch(path=self.paths[file_id], hits=tuple(sorted(shown, key=lambda h: (h.line, h.last_line))))
-                )
+                shown = sorted(hits, key=lambda h: (-(h.score or 0.0), h.line, h.last_line))[:PER_FILE]
+                out.append(FileMatch(path=self.paths[file_id], hits=tuple(shown)))
         return out
 
 

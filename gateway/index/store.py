@@ -661,6 +661,23 @@ class Store:
             raise
         return [WordHit(*row) for row in rows]
 
+    def word_counts(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """How many declarations the fielded index holds (every checkout's), and how many of them hold each
+        of ``words`` (as FTS5 matches it: stemmed, in any field); zeros where the index is not made yet."""
+        try:
+            total = self._db.execute("SELECT count(*) FROM declaration_words_docsize").fetchone()[0]
+            counts = {
+                word: self._db.execute(
+                    "SELECT count(*) FROM declaration_words WHERE declaration_words MATCH ?", (f'"{word}"',)
+                ).fetchone()[0]
+                for word in words
+            }
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return 0, dict.fromkeys(words, 0)
+            raise
+        return int(total), counts
+
     def words_of(self, declaration_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """Some declarations' fields (FIELDS' texts), by declaration id."""
         out: dict[int, tuple[str, ...]] = {}
