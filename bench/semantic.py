@@ -1,7 +1,7 @@
 """semantic: natural-language questions over public repositories, the intent index beside a lexical baseline.
 
     .venv/bin/python bench/semantic.py [--corpus DIR] [--misses] [--scale N] [--compare]
-                                       [--no-methods] [--minilm] [--tune]
+                                       [--no-methods] [--minilm] [--tune] [--weak-raw X]
 
 The questions are in ``bench/data/semantic_queries.json``: written from what a
 declaration does (not copied from its docstring), each with the declarations that
@@ -23,13 +23,18 @@ namespace through the service, twice:
   of its words (stop words aside), case-insensitive, ranked by fedsearch, each file's
   declarations ordered by how many distinct words their matched lines hold.
 
-The answer's declarations are read in the order it shows them (files in rank order,
-within a file best first; lexical: by words matched); printed: recall@10 (an expected
-declaration among the first ten) and MRR@10, per language and in all, and every
-question either misses.
+The questions come in three parts: the names half (1), the paraphrased half (2) and the
+calibration set (3), on which :data:`gateway.index.semantic.WEAK_RAW` is chosen (the
+halves check it). The answer's declarations are read in the order it shows them (files
+in rank order, within a file best first; lexical: by words matched); printed per part,
+and per part and language: recall@10 (an expected declaration among the first ten),
+MRR@10, the empty answers, and of the hits in the first ten the share in an expected
+declaration's file (and the share that is one); then what chose ``WEAK_RAW`` on the
+calibration set (the right answers' scores and how often a hit is right, by score), and
+every question either misses.
 
 Then each method alone and fused (:mod:`bench.retrieval`: the fielded BM25 index, the
-model, reciprocal rank fusion), on both halves of the questions and per language:
+model, reciprocal rank fusion), on the parts of the questions and per language:
 recall@1, recall@10, MRR@10 and file recall@10; ``--tune`` tunes the field weights on
 the first half first, ``--minilm`` adds all-MiniLM-L6-v2.
 
@@ -54,11 +59,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import gateway.index.semantic as scoring
 from gateway.config import Config, DefaultsConfig, IndexConfig, NamespaceConfig, ServerConfig
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.files import Source
@@ -104,11 +111,6 @@ def build(store: Store, repos: dict[str, Path], workers: int = 2) -> BuildStats:
     return stats
 
 
-def flatten_semantic(answer: dict[str, Any]) -> list[str]:
-    """The declarations an answer shows, in the order it shows them (a file's best first)."""
-    return [h["qualified_name"] for group in answer["files"] for h in group["hits"]]
-
-
 def flatten_lexical(answer: dict[str, Any], terms: Sequence[str]) -> list[str]:
     stems = {stem(t) for t in terms}
 
@@ -135,6 +137,56 @@ def summary(ranks: Sequence[int | None]) -> tuple[float, float]:
     return sum(r is not None for r in ranks) / n, sum(1 / r for r in ranks if r is not None) / n
 
 
+#: The parts of the questions (``half`` in the file; none is 1): what each is for.
+PARTS = {1: "names", 2: "paraphrased", 3: "calibration"}
+
+
+@dataclass
+class Tally:
+    """One part's (or one part and language's) answers as a reader sees them: the expected declaration's rank,
+    empty answers, and the hits in the first ten that are right (an expected declaration, or in its file)."""
+
+    ranks: list[int | None] = field(default_factory=list)
+    empty: int = 0
+    shown: int = 0
+    right: int = 0  # an expected declaration
+    in_file: int = 0  # an expected declaration or another in its file
+
+    def add(self, hits: Sequence[tuple[str, str, float]], expect: Sequence[str], files: set[str]) -> int | None:
+        rank = rank_in([name for _, name, _ in hits], expect)
+        self.ranks.append(rank)
+        self.empty += not hits
+        first = hits[:TOP]
+        self.shown += len(first)
+        self.right += sum(name in expect for _, name, _ in first)
+        self.in_file += sum(name in expect or path in files for path, name, _ in first)
+        return rank
+
+    def line(self) -> str:
+        recall, mrr = summary(self.ranks)
+        share = f"{self.in_file / self.shown:.3f} ({self.right / self.shown:.3f})" if self.shown else "-"
+        return (
+            f"n={len(self.ranks):<3} recall {recall:.3f} MRR {mrr:.3f}, empty {self.empty:>2}, "
+            f"first {TOP}: {self.shown:>3} hits, right file {share}"
+        )
+
+
+def flatten_hits(answer: dict[str, Any]) -> list[tuple[str, str, float]]:
+    """An answer's hits in the order it shows them: (path, qualified name, score)."""
+    return [(g["file_path"], h["qualified_name"], h["score"]) for g in answer["files"] for h in g["hits"]]
+
+
+def expected_files(store: Store, root: str, expect: Sequence[str]) -> set[str]:
+    """The files of a checkout that declare an expected declaration."""
+    roots = store.parsed_files()
+    pairs = [(f, o) for f, o, _ in store.named(sorted({e.rsplit(".", 1)[-1] for e in expect}))]
+    return {
+        roots[c.file_id][1]
+        for c in store.candidates(pairs)
+        if c.qualified_name in expect and roots.get(c.file_id, ("", ""))[0] == root
+    }
+
+
 def lexical_request(query: str, repo: str) -> dict[str, Any]:
     words = query_terms(query) or tuple(query.split())
     pattern = r"\b(" + "|".join(re.escape(w) for w in words) + r")\b"
@@ -148,6 +200,37 @@ def lexical_request(query: str, repo: str) -> dict[str, Any]:
     }
 
 
+def calibration(scored: Sequence[list[tuple[float, bool, bool]]], weak_raw: float) -> None:
+    """What chose WEAK_RAW, on the calibration set's answers at threshold 0 (each hit's raw score, whether it is
+    an expected declaration, whether it is in an expected file): the first quartile of the right answers' best
+    scores in the first ten, and how often a hit is right by band of scores against the first ten's average."""
+    hits = [h for answer in scored for h in answer]
+    if not hits:
+        return
+    best = sorted(max(s for s, right, _ in answer if right) for answer in scored if any(r for _, r, _ in answer))
+    quartiles = statistics.quantiles(best, n=4) if len(best) > 1 else best * 3
+    print(
+        f"calibration (part 3, threshold 0, raw scores: WEAK_RAW {weak_raw} undone): {len(best)} right answers "
+        f"in the first {TOP}, their best scores' quartiles {', '.join(f'{q:.4f}' for q in quartiles)}; "
+        f"the first {TOP}'s {len(hits)} hits: right {sum(r for _, r, _ in hits) / len(hits):.3f}, "
+        f"in the right file {sum(f for _, _, f in hits) / len(hits):.3f}"
+    )
+    for low in (0.36, 0.39, 0.42, 0.45, 0.48, 0.51, 0.54):
+        band = [h for h in hits if low <= h[0] < low + 0.03]
+        if band:
+            right = sum(r for _, r, _ in band) / len(band)
+            in_file = sum(f for _, _, f in band) / len(band)
+            print(f"  [{low:.2f}, {low + 0.03:.2f}): {len(band):>3} hits, right {right:.3f}, in the file {in_file:.3f}")
+
+
+def raw(score: float) -> float:
+    """A bm25 score as it was before :func:`gateway.index.semantic.calibrated` (exact names' 1 stays 1)."""
+    weak = scoring.WEAK_RAW
+    if score < 0.5:
+        return score * weak / 0.5
+    return weak + (score - 0.5) * (1.0 - weak) / 0.5
+
+
 async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
     repos = {name: corpus / name for name in data["repos"] if (corpus / name).is_dir()}
     language = {name: data["repos"][name]["language"] for name in repos}
@@ -159,6 +242,7 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
         total_s = time.perf_counter() - started
         embed_s = stats.embed_s
         size = store.size_bytes()
+        files = [expected_files(store, str(repos[q["repo"]]), q["expect"]) for q in queries]
         store.close()
         print(
             f"index: {len(repos)} repositories, {stats.parsed} files ({stats.bytes / 1e6:.1f} MB), "
@@ -166,18 +250,20 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
             f"(embedding {embed_s:.2f} s of it: "
             f"{stats.embedded / embed_s if embed_s else 0:,.0f} declarations/s); database {size / 1e6:.1f} MB"
         )
+        for q, found in zip(queries, files, strict=True):
+            if not found:
+                print(f"  NOT PARSED: {q['repo']}: {q['expect']} ({q['query']!r}): the parser finds none of them")
         service = service_for(repos, index_dir)
-        ours: dict[str, list[int | None]] = {}
-        theirs: dict[str, list[int | None]] = {}
-        halves: dict[int, tuple[list[int | None], list[int | None]]] = {}
-        every: dict[int, list[int | None]] = {}  # at threshold 0
-        every_lang: dict[str, list[int | None]] = {}
+        shown: dict[tuple[int, str], Tally] = {}  # (part, language or "all") -> at the default threshold
+        every: dict[tuple[int, str], Tally] = {}  # the same at threshold 0
+        lexical_ranks: dict[int, list[int | None]] = {}
+        scored: list[list[tuple[float, bool, bool]]] = []  # the calibration set at threshold 0
         lost: list[str] = []
         hidden = 0
         took: list[int] = []
         try:
-            for q in queries:
-                lang = language[q["repo"]]
+            for q, found in zip(queries, files, strict=True):
+                part, lang = q.get("half", 1), language[q["repo"]]
                 asked = {
                     "query": q["query"],
                     "mode": "semantic",
@@ -188,58 +274,45 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
                 }
                 answer = await service.search(parse_request(asked))  # the default threshold
                 took.append(answer["took_ms"])
-                order = flatten_semantic(answer)
-                rank = rank_in(order, q["expect"])
-                ours.setdefault(lang, []).append(rank)
-                halves.setdefault(q.get("half", 1), ([], []))[0].append(rank)
-                whole = await service.search(parse_request({**asked, "threshold": 0.0}))
-                anyway = rank_in(flatten_semantic(whole), q["expect"])
-                every.setdefault(q.get("half", 1), []).append(anyway)
-                every_lang.setdefault(lang, []).append(anyway)
+                hits = flatten_hits(answer)
+                for key in ((part, lang), (part, "all")):
+                    rank = shown.setdefault(key, Tally()).add(hits, q["expect"], found)
+                whole = flatten_hits(await service.search(parse_request({**asked, "threshold": 0.0})))
+                for key in ((part, lang), (part, "all")):
+                    anyway = every.setdefault(key, Tally()).add(whole, q["expect"], found)
+                if part == 3:
+                    scored.append([(raw(s), name in q["expect"], path in found) for path, name, s in whole[:TOP]])
                 hidden += anyway is not None and rank is None
                 lexical = await service.search(parse_request(lexical_request(q["query"], q["repo"])))
                 base = rank_in(flatten_lexical(lexical, query_terms(q["query"])), q["expect"])
-                theirs.setdefault(lang, []).append(base)
-                halves[q.get("half", 1)][1].append(base)
-                if rank is None or base is None:
+                lexical_ranks.setdefault(part, []).append(base)
+                if rank is None or base is None or misses:
+                    first = ", ".join(f"{name} {score:.2f}" for _, name, score in hits[:3]) or "(empty)"
                     lost.append(
-                        f"  {q['repo']}: {q['query']!r} -> {q['expect'][0]}: semantic {rank or 'miss'} "
-                        f"(threshold 0: {anyway or 'miss'}), "
-                        f"lexical {base or 'miss'}; semantic's first: {', '.join(order[:3])}"
+                        f"  {PARTS[part]}: {q['repo']}: {q['query']!r} -> {q['expect'][0]}: semantic {rank or 'miss'} "
+                        f"(threshold 0: {anyway or 'miss'}), lexical {base or 'miss'}; semantic's first: {first}"
                     )
         finally:
             await service.aclose()
     print(
-        f"{len(queries)} questions; recall@{TOP} and MRR@{TOP}, semantic (intent index, default threshold) "
-        "beside lexical (words)"
+        f"{len(queries)} questions, through the service as a reader sees them: recall@{TOP}, MRR@{TOP}, empty "
+        f"answers, and of the hits in the first {TOP} the share in an expected declaration's file (the share that "
+        "is one)"
     )
-    every_ours = [r for ranks in ours.values() for r in ranks]
-    every_theirs = [r for ranks in theirs.values() for r in ranks]
-    for lang in [*sorted(ours), "all"]:
-        a = every_ours if lang == "all" else ours[lang]
-        b = every_theirs if lang == "all" else theirs[lang]
-        (ra, ma), (rb, mb) = summary(a), summary(b)
-        print(
-            f"  {lang:<11} n={len(a):<3} semantic recall {ra:.3f} MRR {ma:.3f}   lexical recall {rb:.3f} MRR {mb:.3f}"
-        )
-    for half, (a, b) in sorted(halves.items()):
-        (ra, ma), (rb, mb) = summary(a), summary(b)
-        label = "names" if half == 1 else "paraphrased"
-        print(
-            f"  half {half} ({label}) n={len(a):<3} semantic recall {ra:.3f} MRR {ma:.3f}   "
-            f"lexical recall {rb:.3f} MRR {mb:.3f}"
-        )
-    print("semantic at threshold 0 (every hit shown):")
-    for lang in sorted(every_lang):
-        r, m = summary(every_lang[lang])
-        print(f"  {lang:<11} n={len(every_lang[lang]):<3} semantic recall {r:.3f} MRR {m:.3f}")
-    for half, ranks in sorted(every.items()):
-        (r, m), label = summary(ranks), "names" if half == 1 else "paraphrased"
-        print(f"  half {half} ({label}) n={len(ranks):<3} semantic recall {r:.3f} MRR {m:.3f}")
-    print(f"  expected answers in the first {TOP} at threshold 0 but not at the default threshold: {hidden}")
-    print(f"  whole answer took_ms (warm after the first): median {statistics.median(took)} ms, max {max(took)} ms")
-    if misses or lost:
-        print("misses (either side):")
+    for title, tallies in (("default threshold", shown), ("threshold 0 (every hit shown)", every)):
+        print(f"semantic, {title}:")
+        for (part, lang), tally in sorted(
+            tallies.items(), key=lambda item: (item[0][0], item[0][1] == "all", item[0][1])
+        ):
+            print(f"  {PARTS[part]:<11} {lang:<11} {tally.line()}")
+    for part, ranks in sorted(lexical_ranks.items()):
+        recall, mrr = summary(ranks)
+        print(f"lexical (words), {PARTS[part]:<11} n={len(ranks):<3} recall {recall:.3f} MRR {mrr:.3f}")
+    print(f"expected answers in the first {TOP} at threshold 0 but not at the default threshold: {hidden}")
+    print(f"whole answer took_ms (warm after the first): median {statistics.median(took)} ms, max {max(took)} ms")
+    calibration(scored, scoring.WEAK_RAW)
+    if lost:
+        print("misses (either side):" if not misses else "every question:")
         print("\n".join(lost))
 
 
@@ -341,7 +414,12 @@ async def main() -> int:
     parser.add_argument("--no-methods", action="store_true", help="skip the methods (bench/retrieval.py)")
     parser.add_argument("--minilm", action="store_true", help="with the methods: all-MiniLM-L6-v2 too (slow)")
     parser.add_argument("--tune", action="store_true", help="tune the field weights on the first half")
+    parser.add_argument(
+        "--weak-raw", type=float, help=f"score with another WEAK_RAW (shipped: {scoring.WEAK_RAW}; 0.5: none)"
+    )
     args = parser.parse_args()
+    if args.weak_raw is not None:
+        scoring.WEAK_RAW = args.weak_raw
     configure(level="warning")
     corpus = Path(args.corpus)
     data = load_queries()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import subprocess
 import sys
@@ -21,10 +22,10 @@ from gateway.index.fields import WEIGHTS, field_texts, match_expression
 from gateway.index.files import Source
 from gateway.index.intents import embed_pending, intents_id
 from gateway.index.reasons import explain, idf, word_weights
-from gateway.index.semantic import Intents, score_of
+from gateway.index.semantic import WEAK_RAW, Intents, bm25_score, calibrated, score_of
 from gateway.index.store import Candidate, Store
 from gateway.index.words import document, query_terms, split_words, terms_in
-from gateway.query.request import parse_request
+from gateway.query.request import SearchRequest, parse_request
 from gateway.service import SearchService
 from gateway.wire import SearchResponse
 from tests.corpus import make_corpus
@@ -239,6 +240,26 @@ class TestCoverage:
         )
         assert reason == 'docstring: "Stop the handlers that remain." (stop, handlers)'
         assert matched == ("stop", "handlers") and coverage == 1.0
+
+
+class TestCalibration:
+    """The words' score on the answer's scale (issue 39): the default threshold stands for WEAK_RAW, chosen on
+    bench/semantic.py's calibration set."""
+
+    def test_the_default_threshold_is_the_calibrated_bar(self) -> None:
+        """A raw score of WEAK_RAW is the request's default threshold; 0 and 1 stay, and the order is kept."""
+        default = SearchRequest.model_fields["threshold"].default
+        assert 0.0 < WEAK_RAW < 1.0 and calibrated(WEAK_RAW) == default == 0.5
+        assert calibrated(0.0) == 0.0 and calibrated(1.0) == 1.0
+        raws = [i / 40 for i in range(41)]
+        scores = [calibrated(r) for r in raws]
+        assert all(a < b for a, b in itertools.pairwise(scores))
+
+    def test_a_borderline_right_answer_is_shown(self) -> None:
+        """The calibration set's rotate_file (one rare word of ten held: bm25 16.8, coverage 0.234) is shown at
+        the default threshold; its bytes2human (bm25 5.2 over seven words, coverage 0.086) stays weak."""
+        default = SearchRequest.model_fields["threshold"].default
+        assert bm25_score(16.829, 10, 0.234) >= default > bm25_score(5.164, 7, 0.086)
 
 
 class TestIntentIndex:

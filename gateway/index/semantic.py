@@ -12,9 +12,10 @@ the declarations whose name *is* a one-word query. Each gets a score in [0, 1]
 (:func:`bm25_score`): half from its bm25 per word of the question the index holds
 (:data:`BM25_HALF` gives 0.25), half the share of what the question's words say that
 it holds (each word weighed by its rarity in the index, a word no declaration holds
-left out; those only in its body or path count half), and 1 for a declaration whose
-name is the query (an exact name still wins); its reason says which words were found
-in which field (:func:`gateway.index.reasons.explain`).
+left out; those only in its body or path count half), put on the answer's scale by
+:func:`calibrated` (:data:`WEAK_RAW` is the default threshold, 0.5); and 1 for a
+declaration whose name is the query (an exact name still wins); its reason says which
+words were found in which field (:func:`gateway.index.reasons.explain`).
 
 Where no word of the question is in the index, the model answers instead: the cosine
 of the query's vector and each declaration's (a matrix-vector product; 100,000
@@ -45,7 +46,18 @@ from gateway.index.store import Candidate, Store, WordHit
 from gateway.index.words import query_terms, split_words, terms_in
 from gateway.models import FileMatch, Hit, cut_text
 
-__all__ = ["COS_FLOOR", "COS_FULL", "COS_HALF", "PER_FILE", "Intents", "Scored", "depth", "score_of"]
+__all__ = [
+    "COS_FLOOR",
+    "COS_FULL",
+    "COS_HALF",
+    "PER_FILE",
+    "WEAK_RAW",
+    "Intents",
+    "Scored",
+    "calibrated",
+    "depth",
+    "score_of",
+]
 
 #: Cosines at or under COS_FLOOR score 0, COS_HALF 0.5, COS_FULL and over 1. Measured on
 #: bench/semantic.py's questions: a declaration's cosine to an unrelated question has a median
@@ -62,6 +74,12 @@ TEXT_WEIGHT = 0.5
 #: bench/semantic.py's questions (the names half) for recall@10 and MRR@10 at the default threshold (0.5),
 #: among 1.0, 0.7, 0.5, 0.4 and 0.3 (bench/README.md, issue 39); the paraphrased half checks it.
 BM25_HALF = 0.7
+#: The raw score (half bm25, half coverage) that the default threshold (0.5) stands for: under it a hit is
+#: weak. Chosen on the calibration set (the third part of bench/semantic.py's questions, over other
+#: declarations than the two halves, which check it): the first quartile of the right answers' scores where
+#: the ranking puts them in the first ten (0.4496), and where a hit stops being right more often than the
+#: first ten's average hit (bench/README.md, issue 39).
+WEAK_RAW = 0.45
 #: Hits a file shows at most (its best ones).
 PER_FILE = 3
 #: Words whose counts (of the declarations holding them) a checkout's searches keep, at most.
@@ -80,11 +98,19 @@ def depth(max_files: int) -> int:
 
 
 def bm25_score(bm25: float, terms: int, coverage: float) -> float:
-    """A declaration's score in [0, 1]: half from its bm25 per word of the query the index holds (``terms`` of
-    them; BM25_HALF gives 0.25), half the share of what the query's words say that it holds (``coverage``,
-    :func:`gateway.index.reasons.explain`)."""
+    """A declaration's score in [0, 1], :func:`calibrated`: half from its bm25 per word of the query the index
+    holds (``terms`` of them; BM25_HALF gives 0.25), half the share of what the query's words say that it holds
+    (``coverage``, :func:`gateway.index.reasons.explain`)."""
     per_word = max(0.0, bm25) / max(1, terms)
-    return 0.5 * per_word / (per_word + BM25_HALF) + 0.5 * min(1.0, coverage)
+    return calibrated(0.5 * per_word / (per_word + BM25_HALF) + 0.5 * min(1.0, coverage))
+
+
+def calibrated(raw: float) -> float:
+    """A raw score in [0, 1] on the answer's scale: linear on either side of :data:`WEAK_RAW`, which becomes the
+    default threshold (0.5); 0 and 1 stay, and the order of any two scores is kept."""
+    if raw < WEAK_RAW:
+        return 0.5 * max(0.0, raw) / WEAK_RAW
+    return min(1.0, 0.5 + 0.5 * (raw - WEAK_RAW) / (1.0 - WEAK_RAW))
 
 
 def _normal(text: str) -> str:
