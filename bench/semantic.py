@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/semantic.py [--corpus DIR] [--misses] [--scale N] [--compare]
                                        [--no-methods] [--minilm] [--tune] [--weak-raw X]
+                                       [--expand K,BAR,W[,SHARE]] [--parts 1,2,3]
 
 The questions are in ``bench/data/semantic_queries.json``: written from what a
 declaration does (not copied from its docstring), each with the declarations that
@@ -66,6 +67,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gateway.index.semantic as scoring
+import gateway.index.vocabulary as vocab
 from gateway.config import Config, DefaultsConfig, IndexConfig, NamespaceConfig, ServerConfig
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.files import Source
@@ -417,12 +419,27 @@ async def main() -> int:
     parser.add_argument(
         "--weak-raw", type=float, help=f"score with another WEAK_RAW (shipped: {scoring.WEAK_RAW}; 0.5: none)"
     )
+    shipped = f"{vocab.NEIGHBOURS},{vocab.SIMILARITY},{vocab.EXPANSION_WEIGHT},{vocab.MAX_SHARE}"
+    parser.add_argument(
+        "--expand",
+        help=f"query expansion's neighbours, similarity, weight[, most share] (shipped: {shipped}; 0,0,0: none)",
+    )
+    parser.add_argument("--parts", help="ask only these parts of the questions (1,2,3; the methods take all)")
     args = parser.parse_args()
+    data = load_queries()
     if args.weak_raw is not None:
         scoring.WEAK_RAW = args.weak_raw
+    if args.expand:
+        count, bar, weight, *share = args.expand.split(",")
+        vocab.NEIGHBOURS, vocab.SIMILARITY, vocab.EXPANSION_WEIGHT = int(count), float(bar), float(weight)
+        if float(weight) > 0 and not (1 / float(weight)).is_integer():
+            parser.error("--expand: the weight is 1 / a whole number (the FTS5 query repeats the question's words)")
+        vocab.MAX_SHARE = float(share[0]) if share else vocab.MAX_SHARE
+    if args.parts:
+        parts = {int(p) for p in args.parts.split(",")}
+        data["queries"] = [q for q in data["queries"] if q.get("half", 1) in parts]
     configure(level="warning")
     corpus = Path(args.corpus)
-    data = load_queries()
     present = [name for name in data["repos"] if (corpus / name).is_dir()]
     if not present:
         wanted = ", ".join(f"{n} ({r['url']})" for n, r in data["repos"].items())

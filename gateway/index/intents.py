@@ -6,7 +6,8 @@ text's embedding (:mod:`gateway.index.model`), a unit vector stored as float16.
 :func:`embed_pending` embeds the files that have none, in batches, each batch one
 transaction, and says whether none is left. The same pass writes each declaration's
 fields (:mod:`gateway.index.fields`) into the fielded BM25 index, reading the file
-again for its docstrings and bodies.
+again for its docstrings and bodies, and adds the words of their names and parameters
+it has not seen to the vocabulary, embedded (:mod:`gateway.index.vocabulary`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 
 from gateway.index.fields import field_texts
 from gateway.index.store import Store, Unembedded
+from gateway.index.vocabulary import MAX_WORDS, code_words
 from gateway.index.words import document
 
 __all__ = ["EMBED_FILES", "RECIPE", "embed_pending", "intents_id", "vectors_of", "write_words"]
@@ -27,12 +29,19 @@ __all__ = ["EMBED_FILES", "RECIPE", "embed_pending", "intents_id", "vectors_of",
 #: Files embedded per transaction.
 EMBED_FILES = 64
 #: How a declaration becomes text (:func:`document`): a change makes every vector again.
-RECIPE = "kind+names+signature+intent/2;fields/1"
+RECIPE = "kind+names+signature+intent/2;fields/1;vocabulary/1"
 
 
 class _Counts(Protocol):
     embedded: int
     embed_s: float
+
+
+class _Encoder(Protocol):
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+_Fields = tuple[int, tuple[str, ...]]
 
 
 def intents_id() -> str:
@@ -56,8 +65,7 @@ def _lines(root: str, path: str) -> list[str]:
         return []
 
 
-def write_words(store: Store, root: str, files: Sequence[Unembedded]) -> int:
-    """Write the fields of some parsed files' declarations; how many declarations."""
+def _field_rows(store: Store, root: str, files: Sequence[Unembedded]) -> list[tuple[Unembedded, list[_Fields]]]:
     spans = store.spans_of([f.file_id for f in files])
     rows = []
     for f in files:
@@ -65,7 +73,25 @@ def write_words(store: Store, root: str, files: Sequence[Unembedded]) -> int:
         rows.append(
             (f, [(rid, field_texts(n, q, sig, i, s, e, lines, f.path)) for rid, n, q, sig, i, s, e in spans[f.file_id]])
         )
-    return store.put_words(rows)
+    return rows
+
+
+def write_words(store: Store, root: str, files: Sequence[Unembedded], encoder: _Encoder | None = None) -> int:
+    """Write the fields of some parsed files' declarations; how many declarations. With ``encoder``, the
+    words of theirs the vocabulary lacks are added to it (:mod:`gateway.index.vocabulary`), with their vectors."""
+    rows = _field_rows(store, root, files)
+    written = store.put_words(rows)
+    if encoder is not None:
+        words: set[str] = set()
+        for _, fields in rows:
+            for _, texts in fields:
+                words |= code_words(texts)
+        room = MAX_WORDS - store.vocabulary_last()
+        new = sorted(store.new_words(words))[: max(0, room)]
+        if new:
+            vectors = encoder.embed(new).astype("<f2")
+            store.put_vocabulary([(w, vectors[i].tobytes()) for i, w in enumerate(new)])
+    return written
 
 
 def embed_pending(store: Store, root: str, should_stop: Callable[[], bool], stats: _Counts) -> bool:
@@ -79,9 +105,9 @@ def embed_pending(store: Store, root: str, should_stop: Callable[[], bool], stat
         files = store.unembedded(root, EMBED_FILES)
         if not files:
             return True
-        started = time.perf_counter()  # embed_s counts the fields written too
-        write_words(store, root, files)
+        started = time.perf_counter()  # embed_s counts the fields and the vocabulary written too
         encoder = encoder or model()
+        write_words(store, root, files, encoder)
         texts = store.texts_of([f.file_id for f in files])
         documents: list[str] = []
         for f in files:

@@ -34,6 +34,7 @@ from gateway.index.builder import Builder, BuildStats, lock_held, start_once
 from gateway.index.intents import intents_id
 from gateway.index.semantic import SYNC_S, Intents
 from gateway.index.store import Progress, Store
+from gateway.index.vocabulary import Vocabulary
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.narrowing import Narrower
 from gateway.query.globs import PathFilter
@@ -65,6 +66,7 @@ class IntentSearch:
     def __init__(self, index: DeclarationIndex) -> None:
         self.index = index
         self._intents: dict[str, Intents] = {}
+        self._vocabulary = Vocabulary()  # the code's words, every checkout's (gateway.index.vocabulary)
         self._progress: dict[str, tuple[float, int, Progress]] = {}  # root -> (when, data_version, progress)
         self._lock = threading.Lock()
         self._store: Store | None = None
@@ -131,6 +133,7 @@ class IntentSearch:
             intents = self._intents[root] = Intents(root)
         if store.intents_of() == intents_id():
             intents.sync(store, encoder.dim)
+            self._vocabulary.sync(store, encoder.dim)
         if not len(intents) and not progress.built:
             raise BackendUnavailable(building(progress), retry_after=RETRY_AFTER_S)
         accept = PathFilter.build(query.paths, query.languages)
@@ -140,6 +143,8 @@ class IntentSearch:
             lambda: encoder.embed_one(query.text),  # the model is asked only where no word of the query is indexed
             query.max_files,
             None if accept.is_open else accept,
+            self._vocabulary,
+            encoder.embed,
         )
         if progress.built:
             return BackendResult(files=files)

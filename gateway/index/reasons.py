@@ -10,7 +10,9 @@ The words' *coverage* is half a hit's score (:func:`gateway.index.semantic.bm25_
 bm25 alone depends on the checkout's size. It is the share of what the question's words
 say that the declaration holds, each word weighed by how rare it is in the index (its
 :func:`idf`, as bm25 weighs it: ``value`` or ``function`` say less than ``gzip``), a word
-no declaration holds left out (it tells no declaration from another).
+no declaration holds left out (it tells no declaration from another). Where a word is not
+found, the code's words near it (a search's query expansion, :mod:`gateway.index.vocabulary`)
+stand for it at a lower weight: ``name: stop (for cancel)``.
 """
 
 from __future__ import annotations
@@ -67,38 +69,70 @@ def word_weights(total: int, counts: Mapping[str, int]) -> dict[str, float]:
 
 
 def explain(
-    terms: Sequence[str], fields: Sequence[str], candidate: Candidate, weights: Mapping[str, float] | None = None
+    terms: Sequence[str],
+    fields: Sequence[str],
+    candidate: Candidate,
+    weights: Mapping[str, float] | None = None,
+    expansions: Mapping[str, Sequence[str]] | None = None,
+    expansion_weight: float = 0.0,
 ) -> tuple[str, tuple[str, ...], float]:
     """The reason a declaration answers (see the module docstring), the question's words it holds, and
     their coverage: the share of the question's words found in any field (a doc's words anywhere in it;
     half for those only in its body or path), each weighed by ``weights`` (:func:`word_weights`; None:
-    each word alike)."""
+    each word alike). A word's ``expansions`` (the code's words near it, :mod:`gateway.index.vocabulary`)
+    stand for it where it is not found, counted ``expansion_weight`` as much; the reason names them there
+    (``stop (for cancel)``), and only there."""
+    near = expansions or {}
     texts = dict(zip(_ORDER, fields, strict=False))
+    if near:  # a neighbour stands only for a word the declaration does not hold
+        anywhere = set(terms_in(terms, " ".join(t for t in texts.values() if t)))
+        near = {t: words for t, words in near.items() if t not in anywhere}
+    stands = {e: t for t, words in near.items() for e in words if e not in terms}
+    every = [*terms, *stands]
     parts: list[str] = []
     matched: dict[str, None] = {}
     major: set[str] = set()  # words held outside the body and path (a doc's: anywhere in it)
     held: set[str] = set()  # every word held (coverage; the reason quotes only a doc's best sentence)
     for key, label in LABELS:
         text = texts.get(key, "")
-        if not text or not terms:
+        if not text or not every:
             continue
-        within = terms_in(terms, text)
+        within = terms_in(every, text)
         if key in ("doc", "prose"):
-            sentence, words = _sentence(terms, text)
+            sentence, words = _sentence(every, text)
             if words:
-                parts.append(f'{label}: "{sentence}" ({", ".join(words)})')
+                parts.append(f'{label}: "{sentence}" ({_named(words, stands)})')
         else:
             words = within
             if words:
-                parts.append(f"{label}: {', '.join(words)}")
+                parts.append(f"{label}: {_named(words, stands)}")
         matched.update(dict.fromkeys(words))
         held.update(within)
         if key not in _MINOR:
             major.update(within)
     weight = dict.fromkeys(terms, 1.0) if weights is None else weights
     whole = sum(weight.get(t, 0.0) for t in terms)
-    found = sum(weight.get(t, 0.0) for t in major) + 0.5 * sum(weight.get(t, 0.0) for t in held - major)
+    found = sum(weight.get(t, 0.0) * _share(t, major, held, near.get(t, ()), expansion_weight) for t in terms)
     coverage = found / whole if whole > 0 else 0.0
     if not parts:
         return candidate.intent or candidate.signature or candidate.qualified_name, (), coverage
     return " · ".join(parts), tuple(matched), coverage
+
+
+def _share(term: str, major: set[str], held: set[str], near: Sequence[str], expansion_weight: float) -> float:
+    """How much of a word a declaration holds: 1 (0.5 only in its body or path), else its best neighbour's
+    share times ``expansion_weight``."""
+    if term in major:
+        return 1.0
+    if term in held:
+        return 0.5
+    if any(e in major for e in near):
+        return expansion_weight
+    if any(e in held for e in near):
+        return 0.5 * expansion_weight
+    return 0.0
+
+
+def _named(words: Sequence[str], stands: Mapping[str, str]) -> str:
+    """Words as a reason lists them, a neighbour with the word it stands for."""
+    return ", ".join(f"{w} (for {stands[w]})" if w in stands else w for w in words)

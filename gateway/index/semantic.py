@@ -7,7 +7,9 @@ and those gone are dropped.
 
 A search (:meth:`Intents.search`) ranks a checkout's declarations by the fielded BM25
 index (SQLite FTS5, :mod:`gateway.index.fields`): the question's words, any of them,
-weighted by the field they are found in; it reads the best :func:`depth` of them, and
+weighted by the field they are found in, and the code's words nearest to each by the
+model's vectors at a lower weight (:mod:`gateway.index.vocabulary`, query expansion);
+it reads the best :func:`depth` of them, and
 the declarations whose name *is* a one-word query. Each gets a score in [0, 1]
 (:func:`bm25_score`): half from its bm25 per word of the question the index holds
 (:data:`BM25_HALF` gives 0.25), half the share of what the question's words say that
@@ -34,15 +36,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+import gateway.index.vocabulary as vocab
 from gateway.index.fields import WEIGHTS, match_expression
 from gateway.index.intents import vectors_of
 from gateway.index.reasons import explain, word_weights
 from gateway.index.store import Candidate, Store, WordHit
+from gateway.index.vocabulary import Vocabulary, Words, expansion_words
 from gateway.index.words import query_terms, split_words, terms_in
 from gateway.models import FileMatch, Hit, cut_text
 
@@ -236,12 +240,16 @@ class Intents:
         vector: Callable[[], np.ndarray],
         limit: int,
         accept: Callable[[str], bool] | None,
+        vocabulary: Vocabulary | None = None,
+        embed: Words | None = None,
     ) -> list[FileMatch]:
         """The files holding the best declarations for ``query``, best first, each with its hits in line order:
-        ranked by the fielded BM25 index; by the model's cosine (``vector()``, the query's) only where no word
+        ranked by the fielded BM25 index, the question's words and their neighbours in ``vocabulary`` (the
+        words' vectors by ``embed``); by the model's cosine (``vector()``, the query's) only where no word
         of the query is in it."""
         terms = query_terms(query)
-        found = self._by_words(store, terms, limit, accept)
+        near, rare = self._expansions(store, terms, vocabulary, embed)
+        found = self._by_words(store, terms, limit, accept, rare)
         exact = self._exact(store, query, accept)
         by_file: dict[int, list[Hit]] = {}
         if found or exact:
@@ -249,11 +257,12 @@ class Intents:
             ids = [h.declaration_id for h in found]
             fields = store.words_of(ids) if ids else {}
             weights = self._weights(store, terms)
+            share = vocab.EXPANSION_WEIGHT
             for candidate in store.candidates([*chosen, *exact]):
                 key = (candidate.file_id, candidate.ordinal)
                 word_hit = chosen.get(key)
                 texts = fields.get(word_hit.declaration_id, ()) if word_hit else ()
-                reason, matched, coverage = explain(terms, texts, candidate, weights)
+                reason, matched, coverage = explain(terms, texts, candidate, weights, near, share)
                 score = bm25_score(word_hit.score if word_hit else 0.0, len(weights), coverage)
                 scored = Scored(1.0 if key in exact else round(score, 4), reason, matched)
                 by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
@@ -261,9 +270,33 @@ class Intents:
             by_file = self._by_cosine(store, query, terms, vector, limit, accept)
         return self._files(by_file, limit)
 
+    def _expansions(
+        self, store: Store, terms: Sequence[str], vocabulary: Vocabulary | None, embed: Words | None
+    ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+        """The code's words near the question's (:meth:`Vocabulary.neighbours`) that the index holds, and those
+        of them held by at most :data:`~gateway.index.vocabulary.MAX_SHARE` of its declarations (the fielded
+        query's); none where no word of the question is indexed (the model answers there)."""
+        if vocabulary is None or embed is None or not len(vocabulary) or vocab.NEIGHBOURS <= 0:
+            return {}, {}
+        _, counts = self._count(store, terms)
+        if not any(counts.get(t, 0) for t in terms):
+            return {}, {}
+        near = vocabulary.neighbours(terms, embed, vocab.NEIGHBOURS, vocab.SIMILARITY)
+        total, held = self._count(store, expansion_words(near))
+        most = vocab.MAX_SHARE * total
+        kept = {t: tuple(w for w in words if held.get(w, 0) > 0) for t, words in near.items()}
+        rare = {t: tuple(w for w in words if held[w] <= most) for t, words in kept.items()}
+        return {t: w for t, w in kept.items() if w}, {t: w for t, w in rare.items() if w}
+
     def _weights(self, store: Store, terms: Sequence[str]) -> dict[str, float]:
         """The question's words' weights in coverage (:func:`gateway.index.reasons.word_weights`), from how
         many declarations hold each: counted once while the database is unchanged."""
+        total, known = self._count(store, terms)
+        return word_weights(total, known)
+
+    def _count(self, store: Store, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """How many declarations the index holds, and how many hold each word: counted once while the database
+        is unchanged."""
         with self._lock:
             if self._counted != self._version:
                 self._counts.clear()
@@ -277,15 +310,24 @@ class Intents:
                 self._counts.update(counts)
                 self._total = total
             known = {t: self._counts.get(t, 0) for t in terms}
-            return word_weights(self._total, known)
+            return self._total, known
 
     def _by_words(
-        self, store: Store, terms: Sequence[str], limit: int, accept: Callable[[str], bool] | None
+        self,
+        store: Store,
+        terms: Sequence[str],
+        limit: int,
+        accept: Callable[[str], bool] | None,
+        near: Mapping[str, Sequence[str]],
     ) -> list[WordHit]:
         match = match_expression(terms)
         if not match:
             return []
-        found = store.ranked_words(self.root, match, WEIGHTS, None if accept is not None else depth(limit))
+        also = match_expression(expansion_words(near))
+        wanted = None if accept is not None else depth(limit)
+        weight = vocab.EXPANSION_WEIGHT
+        times = max(1, round(1 / weight)) if weight > 0 else 1  # the question's words weigh `times` a neighbour
+        found = store.ranked_words(self.root, match, WEIGHTS, wanted, also if weight > 0 else "", times)
         if accept is not None:
             found = [h for h in found if accept(self.paths.get(h.file_id) or "")][: depth(limit)]
         return [h for h in found if h.file_id in self.paths]

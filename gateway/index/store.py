@@ -207,6 +207,8 @@ _WORDS = (
     "name, qualified, params, doc, body, path, prose, tokenize = 'porter unicode61')",
     "CREATE TRIGGER IF NOT EXISTS declaration_words_gone AFTER DELETE ON declarations "
     "BEGIN DELETE FROM declaration_words WHERE rowid = old.id; END",
+    "CREATE TABLE IF NOT EXISTS vocabulary (id INTEGER PRIMARY KEY AUTOINCREMENT, word TEXT NOT NULL UNIQUE, "
+    "vector BLOB NOT NULL)",
 )
 
 
@@ -481,6 +483,8 @@ class Store:
             return
         with self._write() as db:
             db.execute("DELETE FROM intents")
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'vocabulary'").fetchone() is not None:
+                db.execute("DELETE FROM vocabulary")  # the words' vectors were the other model's too
             db.execute("DELETE FROM meta WHERE key LIKE 'built:%'")
             db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('intents', ?)", (model,))
 
@@ -611,8 +615,9 @@ class Store:
     # --- the fielded BM25 index (declaration_words) ------------------------------------
 
     def use_words(self) -> None:
-        """Make the fielded index's table (and the trigger that keeps it in step) where it is missing."""
-        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'declaration_words_gone'").fetchone()
+        """Make the fielded index's table (and the trigger that keeps it in step) and the vocabulary's where
+        they are missing."""
+        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'vocabulary'").fetchone()
         if found is None:
             with self._write() as db:
                 for statement in _WORDS:
@@ -643,13 +648,20 @@ class Store:
                 written += len(fields)
         return written
 
-    def ranked_words(self, root: str, match: str, weights: Sequence[float], limit: int | None) -> list[WordHit]:
+    def ranked_words(
+        self, root: str, match: str, weights: Sequence[float], limit: int | None, also: str = "", times: int = 1
+    ) -> list[WordHit]:
         """The declarations of a checkout whose fields hold the FTS5 query ``match``, best bm25 first
-        (``limit`` None: all of them); none where the index is not made yet."""
+        (``limit`` None: all of them); none where the index is not made yet. With ``also``, those holding it
+        too, its words weighing ``1 / times`` of ``match``'s: bm25 sums over the query's phrases, so ``match``
+        is given ``times`` times and the sum divided by ``times``."""
         marks = ",".join("?" * len(weights))
+        if also:
+            match = " OR ".join([f"({match})"] * max(1, times) + [f"({also})"])
+        divide = max(1, times) if also else 1
         try:
             rows = self._db.execute(
-                f"SELECT d.id, d.file_id, d.ordinal, -bm25(declaration_words, {marks}) AS s "
+                f"SELECT d.id, d.file_id, d.ordinal, -bm25(declaration_words, {marks}) / {divide} AS s "
                 "FROM declaration_words w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
                 "WHERE declaration_words MATCH ? AND f.root = ? ORDER BY s DESC"
                 + ("" if limit is None else f" LIMIT {int(limit)}"),
@@ -677,6 +689,42 @@ class Store:
                 return 0, dict.fromkeys(words, 0)
             raise
         return int(total), counts
+
+    def new_words(self, words: Iterable[str]) -> list[str]:
+        """Those of ``words`` the vocabulary (the code's words and their vectors) does not hold yet."""
+        listed = list(dict.fromkeys(words))
+        held: set[str] = set()
+        for i in range(0, len(listed), _CHUNK):
+            chunk = listed[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            held.update(w for (w,) in self._db.execute(f"SELECT word FROM vocabulary WHERE word IN ({marks})", chunk))
+        return [w for w in listed if w not in held]
+
+    def put_vocabulary(self, rows: Sequence[tuple[str, bytes]]) -> None:
+        """Add words and their vectors to the vocabulary (a word it holds already is left as it is)."""
+        with self._write() as db:
+            db.executemany("INSERT OR IGNORE INTO vocabulary (word, vector) VALUES (?, ?)", rows)
+
+    def vocabulary_last(self) -> int:
+        """The vocabulary's last row (about how many words it holds; 0 where it is empty or not made yet)."""
+        try:
+            row = self._db.execute("SELECT max(id) FROM vocabulary").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return 0
+            raise
+        return int(row[0] or 0)
+
+    def vocabulary_since(self, after: int) -> list[tuple[int, str, bytes]]:
+        """The vocabulary's words added after row ``after``: (row, word, vector), in row order; none where
+        the table is not made yet."""
+        try:
+            rows = self._db.execute("SELECT id, word, vector FROM vocabulary WHERE id > ? ORDER BY id", (after,))
+            return [(int(i), str(w), bytes(v)) for i, w, v in rows]
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return []
+            raise
 
     def words_of(self, declaration_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """Some declarations' fields (FIELDS' texts), by declaration id."""
