@@ -166,6 +166,11 @@ def load() -> str:
         return "?"
 
 
+def ratio(label: str, fed: dict[str, float], ripgrep: dict[str, float]) -> str:
+    """``label: mean Nx, median Nx``: a command's figures over rg's."""
+    return f"{label}: mean {fed['mean'] / ripgrep['mean']:.2f}x, median {fed['median'] / ripgrep['median']:.2f}x"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
@@ -228,24 +233,21 @@ def main() -> None:
         for query in queries:
             ripgrep = figures[f"rg -n {query!r}"]
             for label in trees:
-                fed = figures[f"fedsearch search {query!r} [{label}]"]
                 print(
-                    f"fedsearch/rg {query!r} [{label}]: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
-                    f"median {fed['median'] / ripgrep['median']:.2f}x"
+                    ratio(
+                        f"fedsearch/rg {query!r} [{label}]", figures[f"fedsearch search {query!r} [{label}]"], ripgrep
+                    )
                 )
-            fed = figures[f"fedsearch search {query!r} --server [after]"]
             print(
-                f"fedsearch --server/rg {query!r}: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
-                f"median {fed['median'] / ripgrep['median']:.2f}x"
+                ratio(
+                    f"fedsearch --server/rg {query!r}", figures[f"fedsearch search {query!r} --server [after]"], ripgrep
+                )
             )
         for flag in ("-l", "-c"):
             ripgrep = figures[f"rg -S {flag} {listed!r}"]
             for label in trees:
                 fed = figures[f"fedsearch search {listed!r} {flag} [{label}]"]
-                print(
-                    f"fedsearch/rg {listed!r} {flag} [{label}]: mean {fed['mean'] / ripgrep['mean']:.2f}x, "
-                    f"median {fed['median'] / ripgrep['median']:.2f}x (target <= 1.5x, issue 35)"
-                )
+                print(ratio(f"fedsearch/rg {listed!r} {flag} [{label}]", fed, ripgrep) + " (target <= 1.5x, issue 35)")
         print("\nimport time (least of 5, ms):")
         for label, tree in trees.items():
             helped = import_ms(entry(tree, "--help"), base)
