@@ -12,7 +12,8 @@ say that the declaration holds, each word weighed by how rare it is in the index
 :func:`idf`, as bm25 weighs it: ``value`` or ``function`` say less than ``gzip``), a word
 no declaration holds left out (it tells no declaration from another). Where a word is not
 found, the code's words near it (a search's query expansion, :mod:`gateway.index.vocabulary`)
-stand for it at a lower weight: ``name: stop (for cancel)``.
+stand for it at a lower weight: ``name: stop (for cancel)``; a form the code shortens it to
+(:mod:`gateway.index.abbreviations`) is the word itself: ``parameters: param (for parameters)``.
 """
 
 from __future__ import annotations
@@ -75,19 +76,24 @@ def explain(
     weights: Mapping[str, float] | None = None,
     expansions: Mapping[str, Sequence[str]] | None = None,
     expansion_weight: float = 0.0,
+    alike: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[str, tuple[str, ...], float]:
     """The reason a declaration answers (see the module docstring), the question's words it holds, and
     their coverage: the share of the question's words found in any field (a doc's words anywhere in it;
     half for those only in its body or path), each weighed by ``weights`` (:func:`word_weights`; None:
     each word alike). A word's ``expansions`` (the code's words near it, :mod:`gateway.index.vocabulary`)
     stand for it where it is not found, counted ``expansion_weight`` as much; the reason names them there
-    (``stop (for cancel)``), and only there."""
+    (``stop (for cancel)``), and only there. A word's ``alike`` forms (:mod:`gateway.index.abbreviations`:
+    ``params`` for ``parameters``) are the word itself: ``param (for parameters)``."""
+    same = alike or {}
     near = expansions or {}
     texts = dict(zip(_ORDER, fields, strict=False))
+    forms = {t: (t, *same.get(t, ())) for t in terms}
     if near:  # a neighbour stands only for a word the declaration does not hold
-        anywhere = set(terms_in(terms, " ".join(t for t in texts.values() if t)))
-        near = {t: words for t, words in near.items() if t not in anywhere}
-    stands = {e: t for t, words in near.items() for e in words if e not in terms}
+        anywhere = set(terms_in([f for t in terms for f in forms[t]], " ".join(t for t in texts.values() if t)))
+        near = {t: words for t, words in near.items() if not anywhere.intersection(forms.get(t, (t,)))}
+    stands = {f: t for t, words in same.items() for f in words if f not in terms}
+    stands.update((e, t) for t, words in near.items() for e in words if e not in terms and e not in stands)
     every = [*terms, *stands]
     parts: list[str] = []
     matched: dict[str, None] = {}
@@ -112,19 +118,21 @@ def explain(
             major.update(within)
     weight = dict.fromkeys(terms, 1.0) if weights is None else weights
     whole = sum(weight.get(t, 0.0) for t in terms)
-    found = sum(weight.get(t, 0.0) * _share(t, major, held, near.get(t, ()), expansion_weight) for t in terms)
+    found = sum(weight.get(t, 0.0) * _share(forms[t], major, held, near.get(t, ()), expansion_weight) for t in terms)
     coverage = found / whole if whole > 0 else 0.0
     if not parts:
         return candidate.intent or candidate.signature or candidate.qualified_name, (), coverage
     return " · ".join(parts), tuple(matched), coverage
 
 
-def _share(term: str, major: set[str], held: set[str], near: Sequence[str], expansion_weight: float) -> float:
-    """How much of a word a declaration holds: 1 (0.5 only in its body or path), else its best neighbour's
-    share times ``expansion_weight``."""
-    if term in major:
+def _share(
+    forms: Sequence[str], major: set[str], held: set[str], near: Sequence[str], expansion_weight: float
+) -> float:
+    """How much of a word (``forms``: it and its alike forms) a declaration holds: 1 (0.5 only in its body or
+    path), else its best neighbour's share times ``expansion_weight``."""
+    if any(f in major for f in forms):
         return 1.0
-    if term in held:
+    if any(f in held for f in forms):
         return 0.5
     if any(e in major for e in near):
         return expansion_weight

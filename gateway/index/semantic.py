@@ -7,8 +7,10 @@ and those gone are dropped.
 
 A search (:meth:`Intents.search`) ranks a checkout's declarations by the fielded BM25
 index (SQLite FTS5, :mod:`gateway.index.fields`): the question's words, any of them,
-weighted by the field they are found in, and the code's words nearest to each by the
-model's vectors at a lower weight (:mod:`gateway.index.vocabulary`, query expansion);
+weighted by the field they are found in, the other forms of those the code shortens at
+the same weight (:mod:`gateway.index.abbreviations`: ``params`` for ``parameters``), and the
+code's words nearest to each by the model's vectors at a lower weight
+(:mod:`gateway.index.vocabulary`, query expansion);
 it reads the best :func:`depth` of them, and
 the declarations whose name *is* a one-word query. Each gets a score in [0, 1]
 (:func:`bm25_score`): half from its bm25 per word of the question the index holds
@@ -41,7 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import gateway.index.abbreviations as abbreviations
 import gateway.index.vocabulary as vocab
+from gateway.index.abbreviations import alike
 from gateway.index.fields import WEIGHTS, match_expression
 from gateway.index.intents import vectors_of
 from gateway.index.reasons import explain, word_weights
@@ -103,8 +107,8 @@ def depth(max_files: int) -> int:
 
 def bm25_score(bm25: float, terms: int, coverage: float) -> float:
     """A declaration's score in [0, 1], :func:`calibrated`: half from its bm25 per word of the query the index
-    holds (``terms`` of them; BM25_HALF gives 0.25), half the share of what the query's words say that it holds
-    (``coverage``, :func:`gateway.index.reasons.explain`)."""
+    holds and the FTS5 query asks for, itself or a form of it (``terms`` of them; BM25_HALF gives 0.25), half
+    the share of what the query's words say that it holds (``coverage``, :func:`gateway.index.reasons.explain`)."""
     per_word = max(0.0, bm25) / max(1, terms)
     return calibrated(0.5 * per_word / (per_word + BM25_HALF) + 0.5 * min(1.0, coverage))
 
@@ -248,22 +252,27 @@ class Intents:
         words' vectors by ``embed``); by the model's cosine (``vector()``, the query's) only where no word
         of the query is in it."""
         terms = query_terms(query)
-        near, rare = self._expansions(store, terms, vocabulary, embed)
-        found = self._by_words(store, terms, limit, accept, rare)
+        same = alike(terms)
+        near, rare = self._expansions(store, terms, same, vocabulary, embed)
+        asked = self._asked(store, terms, same)
+        found = self._by_words(store, asked, limit, accept, rare)
         exact = self._exact(store, query, accept)
         by_file: dict[int, list[Hit]] = {}
         if found or exact:
             chosen = {(h.file_id, h.ordinal): h for h in found}
             ids = [h.declaration_id for h in found]
             fields = store.words_of(ids) if ids else {}
-            weights = self._weights(store, terms)
+            weights = self._weights(store, terms, same)
+            _, held = self._count(store, terms)
+            forms = set(asked)  # a word counts in the bm25 part where it, or a form of it, is asked for
+            asked_for = sum(1 for t in weights if held[t] or any(f in forms for f in same.get(t, ())))
             share = vocab.EXPANSION_WEIGHT
             for candidate in store.candidates([*chosen, *exact]):
                 key = (candidate.file_id, candidate.ordinal)
                 word_hit = chosen.get(key)
                 texts = fields.get(word_hit.declaration_id, ()) if word_hit else ()
-                reason, matched, coverage = explain(terms, texts, candidate, weights, near, share)
-                score = bm25_score(word_hit.score if word_hit else 0.0, len(weights), coverage)
+                reason, matched, coverage = explain(terms, texts, candidate, weights, near, share, same)
+                score = bm25_score(word_hit.score if word_hit else 0.0, asked_for, coverage)
                 scored = Scored(1.0 if key in exact else round(score, 4), reason, matched)
                 by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
         else:
@@ -271,15 +280,20 @@ class Intents:
         return self._files(by_file, limit)
 
     def _expansions(
-        self, store: Store, terms: Sequence[str], vocabulary: Vocabulary | None, embed: Words | None
+        self,
+        store: Store,
+        terms: Sequence[str],
+        same: Mapping[str, Sequence[str]],
+        vocabulary: Vocabulary | None,
+        embed: Words | None,
     ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
         """The code's words near the question's (:meth:`Vocabulary.neighbours`) that the index holds, and those
         of them held by at most :data:`~gateway.index.vocabulary.MAX_SHARE` of its declarations (the fielded
         query's); none where no word of the question is indexed (the model answers there)."""
         if vocabulary is None or embed is None or not len(vocabulary) or vocab.NEIGHBOURS <= 0:
             return {}, {}
-        _, counts = self._count(store, terms)
-        if not any(counts.get(t, 0) for t in terms):
+        _, counts = self._count(store, _with_forms(terms, same))
+        if not any(counts.values()):
             return {}, {}
         near = vocabulary.neighbours(terms, embed, vocab.NEIGHBOURS, vocab.SIMILARITY)
         total, held = self._count(store, expansion_words(near))
@@ -288,11 +302,21 @@ class Intents:
         rare = {t: tuple(w for w in words if held[w] <= most) for t, words in kept.items()}
         return {t: w for t, w in kept.items() if w}, {t: w for t, w in rare.items() if w}
 
-    def _weights(self, store: Store, terms: Sequence[str]) -> dict[str, float]:
+    def _asked(self, store: Store, terms: Sequence[str], same: Mapping[str, Sequence[str]]) -> list[str]:
+        """The words the FTS5 query asks for: the question's, and their alike forms held by at most
+        :data:`~gateway.index.abbreviations.MAX_SHARE` of the declarations."""
+        if not same:
+            return list(terms)
+        total, held = self._count(store, _with_forms(terms, same))
+        most = abbreviations.MAX_SHARE * total
+        return [*terms, *(f for f in _with_forms(terms, same) if f not in terms and held[f] <= most)]
+
+    def _weights(self, store: Store, terms: Sequence[str], same: Mapping[str, Sequence[str]]) -> dict[str, float]:
         """The question's words' weights in coverage (:func:`gateway.index.reasons.word_weights`), from how
-        many declarations hold each: counted once while the database is unchanged."""
-        total, known = self._count(store, terms)
-        return word_weights(total, known)
+        many declarations hold each (a word with alike forms: its most held form): counted once while the
+        database is unchanged."""
+        total, known = self._count(store, _with_forms(terms, same))
+        return word_weights(total, {t: max(known[f] for f in (t, *same.get(t, ()))) for t in terms})
 
     def _count(self, store: Store, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """How many declarations the index holds, and how many hold each word: counted once while the database
@@ -387,6 +411,11 @@ class Intents:
                 shown = sorted(hits, key=lambda h: (-(h.score or 0.0), h.line, h.last_line))[:PER_FILE]
                 out.append(FileMatch(path=self.paths[file_id], hits=tuple(shown)))
         return out
+
+
+def _with_forms(terms: Sequence[str], same: Mapping[str, Sequence[str]]) -> list[str]:
+    """The question's words and their alike forms (:func:`gateway.index.abbreviations.alike`), each once."""
+    return list(dict.fromkeys(f for t in terms for f in (t, *same.get(t, ()))))
 
 
 def _hit(candidate: Candidate, scored: Scored) -> Hit:
