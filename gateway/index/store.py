@@ -87,6 +87,10 @@ __all__ = [
 SCHEMA_VERSION = 7
 #: SQLite variables per statement (the oldest supported SQLite allows 999).
 _CHUNK = 500
+#: A fielded query with a limit scores the whole index and keeps this many times the limit before reading which
+#: checkout each row is of (joining every matched row cost a quarter of the query at 110,075 declarations); where
+#: fewer than the limit are the checkout's, it asks again joining every row (0: always joins every row).
+_WIDER = 4
 #: The WAL's size kept after a checkpoint, once a prune has vacuumed (bytes).
 WAL_LIMIT = 32 * 1024 * 1024
 
@@ -659,9 +663,20 @@ class Store:
         if also:
             match = " OR ".join([f"({match})"] * max(1, times) + [f"({also})"])
         divide = max(1, times) if also else 1
+        score = f"-bm25(declaration_words, {marks}) / {divide}"
         try:
+            if limit is not None and _WIDER > 0:  # the best of the whole index first, then the checkout's among them
+                rows = self._db.execute(
+                    f"SELECT d.id, d.file_id, d.ordinal, t.s FROM (SELECT rowid AS r, {score} AS s "
+                    "FROM declaration_words WHERE declaration_words MATCH ? ORDER BY s DESC "
+                    f"LIMIT {_WIDER * int(limit)}) t JOIN declarations d ON d.id = t.r "
+                    f"JOIN files f ON f.id = d.file_id WHERE f.root = ? ORDER BY t.s DESC LIMIT {int(limit)}",
+                    (*weights, match, root),
+                ).fetchall()
+                if len(rows) == limit:  # each of the checkout's better ones is among the index's best too
+                    return [WordHit(*row) for row in rows]
             rows = self._db.execute(
-                f"SELECT d.id, d.file_id, d.ordinal, -bm25(declaration_words, {marks}) / {divide} AS s "
+                f"SELECT d.id, d.file_id, d.ordinal, {score} AS s "
                 "FROM declaration_words w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
                 "WHERE declaration_words MATCH ? AND f.root = ? ORDER BY s DESC"
                 + ("" if limit is None else f" LIMIT {int(limit)}"),
