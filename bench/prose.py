@@ -14,19 +14,26 @@ are read for mentions of declarations' names. A mention is a name written as cod
 declared more than :data:`MAX_SHARED` times are left out. Each sentence mentioning one
 becomes part of that declaration's prose, at most :data:`MAX_SENTENCES` of them (the
 first met). :func:`attach_prose` writes one checkout's into the table ``declaration_prose``.
+
+:func:`through_service` puts it in the service's search for ``bench/semantic.py --prose W[,half]``: its bm25 at
+``W`` joins the fielded query's (a declaration only its prose names joins the candidates), and its words count in
+coverage as another field (``half``: as half a word, as the body's do), the reason quoting its sentence as ``docs``.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+import gateway.index.reasons as reasons
+import gateway.index.semantic as semantic
 from gateway.index.fields import match_expression
-from gateway.index.store import Store
+from gateway.index.store import Store, WordHit
 from gateway.index.words import query_terms, split_words
 
-__all__ = ["PROSE_WEIGHT", "attach_prose", "mentions", "prose_scores"]
+__all__ = ["PROSE_WEIGHT", "attach_prose", "mentions", "prose_scores", "through_service"]
 
 #: The weight of prose's bm25 beside the declaration's own row's.
 PROSE_WEIGHT = 0.5
@@ -143,3 +150,51 @@ def prose_scores(store: Store, root: str, query: str) -> dict[int, float]:
         (match, root),
     )
     return dict(rows)
+
+
+def through_service(weight: float, half: bool) -> None:
+    """Make the service's semantic search read the prose table (bench/semantic.py ``--prose``; see the module
+    docstring). Patches this process's classes: a bench's, never the product's."""
+    by_words = semantic.Intents._by_words
+    words_of = Store.words_of
+
+    def _by_words(
+        self: semantic.Intents, store: Store, terms: Any, limit: int, accept: Any, near: Any
+    ) -> list[WordHit]:
+        found = by_words(self, store, terms, limit, accept, near)
+        match = match_expression(terms)
+        if not match:
+            return found
+        rows = store._db.execute(
+            "SELECT p.rowid, d.file_id, d.ordinal, -bm25(declaration_prose) FROM declaration_prose p "
+            "JOIN declarations d ON d.id = p.rowid JOIN files f ON f.id = d.file_id "
+            "WHERE declaration_prose MATCH ? AND f.root = ?",
+            (match, self.root),
+        ).fetchall()
+        named = {r[0]: r for r in rows if r[1] in self.paths and (accept is None or accept(self.paths[r[1]]))}
+        out = [
+            WordHit(h.declaration_id, h.file_id, h.ordinal, h.score + weight * (named[h.declaration_id][3]))
+            if h.declaration_id in named
+            else h
+            for h in found
+        ]
+        seen = {h.declaration_id for h in found}
+        out += [WordHit(rid, f, o, weight * s) for rid, (_, f, o, s) in named.items() if rid not in seen]
+        return sorted(out, key=lambda h: -h.score)[: semantic.depth(limit)]
+
+    def _words_of(self: Store, ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        out = words_of(self, ids)
+        if not ids:
+            return out
+        marks = ",".join("?" * len(ids))
+        rows = self._db.execute(f"SELECT rowid, prose FROM declaration_prose WHERE rowid IN ({marks})", tuple(ids))
+        for rid, prose in rows:
+            texts = list(out.get(rid, ("",) * 7))
+            texts[6] = prose
+            out[rid] = tuple(texts)
+        return out
+
+    semantic.Intents._by_words = _by_words  # type: ignore[method-assign]
+    Store.words_of = _words_of  # type: ignore[method-assign, assignment]
+    if half:
+        reasons._MINOR = frozenset({*reasons._MINOR, "prose"})

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/semantic.py [--corpus DIR] [--misses] [--scale N] [--compare]
                                        [--no-methods] [--minilm] [--tune] [--weak-raw X]
-                                       [--expand K,BAR,W[,SHARE]] [--parts 1,2,3]
+                                       [--expand K,BAR,W[,SHARE]] [--alike SHARE|off[,...]]
+                                       [--prose W[,half]] [--wider N,N] [--parts 1,2,3]
 
 The questions are in ``bench/data/semantic_queries.json``: written from what a
 declaration does (not copied from its docstring), each with the declarations that
@@ -66,7 +67,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import gateway.index.abbreviations as abbr
 import gateway.index.semantic as scoring
+import gateway.index.store as store_module
 import gateway.index.vocabulary as vocab
 from gateway.config import Config, DefaultsConfig, IndexConfig, NamespaceConfig, ServerConfig
 from gateway.index.builder import Builder, BuildStats
@@ -104,12 +107,20 @@ def service_for(repos: dict[str, Path], index_dir: str) -> SearchService:
     return SearchService(config, process_cache=False)
 
 
+#: ``--prose``: the checkouts' prose is read after each build (bench/prose.py); None: not.
+PROSE: tuple[float, bool] | None = None
+
+
 def build(store: Store, repos: dict[str, Path], workers: int = 2) -> BuildStats:
-    """Index every repository (declarations, then vectors)."""
+    """Index every repository (declarations, then vectors; with ``--prose``, the sentences naming them)."""
     stats = BuildStats()
     for name, root in repos.items():
         source = Source(name, str(root))
         Builder(store, [source], workers=workers).refresh_one(source, stats)
+        if PROSE is not None:
+            from bench.prose import attach_prose
+
+            attach_prose(store, str(root))
     return stats
 
 
@@ -336,7 +347,31 @@ def _rss_mb() -> float:
     return 0.0
 
 
-async def scale(corpus: Path, data: dict[str, Any], wanted: int) -> None:
+_SHIPPED_GROUPS = abbr.GROUPS, abbr._BY_STEM, abbr.MAX_SHARE
+
+
+def _alike(share: str | None) -> None:
+    """The words code shortens as ``--alike`` sets them (None: as shipped)."""
+    abbr.GROUPS, abbr._BY_STEM, abbr.MAX_SHARE = _SHIPPED_GROUPS
+    if share == "off":
+        abbr.GROUPS, abbr._BY_STEM = (), {}
+    elif share is not None:
+        abbr.MAX_SHARE = float(share)
+
+
+def _setting(value: str) -> None:
+    """One setting timed side by side: ``wider=N`` (the fielded query's first pass, 0: every row joined) or an
+    ``--alike`` value."""
+    if value.startswith("wider="):
+        store_module._WIDER = int(value.split("=", 1)[1])
+    else:
+        _alike(value)
+
+
+async def scale(corpus: Path, data: dict[str, Any], wanted: int, shares: Sequence[str] = ()) -> None:
+    """Time the questions over ``wanted`` declarations; with ``shares`` (``--alike`` values, or ``wider=N``),
+    each of them too, side by side (every question under each in turn, the order rotating), the first for the
+    rest."""
     repos = [name for name in data["repos"] if (corpus / name).is_dir()]
     queries = [q["query"] for q in data["queries"]]
     with tempfile.TemporaryDirectory() as tmp:
@@ -370,15 +405,29 @@ async def scale(corpus: Path, data: dict[str, Any], wanted: int) -> None:
             query = service.query_for(parse_request({"query": queries[0], "mode": "semantic"}), time.monotonic())
             parts: list[float] = []
             whole: list[float] = []
-            for _ in range(3):
-                for text in queries:
+            each: dict[str, list[float]] = {s: [] for s in shares}
+            for round_ in range(3):
+                for i, text in enumerate(queries):
                     asked = type(query)(text=text, mode="semantic", max_files=100, deadline=time.monotonic() + 30)
+                    for at in range(len(shares)):  # side by side, each first in turn
+                        share = shares[(i + round_ + at) % len(shares)]
+                        _setting(share)
+                        t0 = time.perf_counter()
+                        search.answer("big", asked)
+                        each[share].append((time.perf_counter() - t0) * 1000)
+                    if shares:
+                        _setting(shares[0])
                     t0 = time.perf_counter()
                     search.answer("big", asked)
                     parts.append((time.perf_counter() - t0) * 1000)
                     t0 = time.perf_counter()
                     await service.search(parse_request({"query": text, "mode": "semantic", "timeout_ms": 30_000}))
                     whole.append((time.perf_counter() - t0) * 1000)
+            for share, times in each.items():
+                print(
+                    f"  semantic part, {share} (interleaved, {len(times)} searches): median "
+                    f"{statistics.median(times):.1f} ms, p95 {sorted(times)[int(0.95 * len(times))]:.1f} ms"
+                )
             matrix = search._intents[str(one)].matrix
             print(
                 f"  semantic part ({len(parts)} searches): median {statistics.median(parts):.1f} ms, "
@@ -424,6 +473,17 @@ async def main() -> int:
         "--expand",
         help=f"query expansion's neighbours, similarity, weight[, most share] (shipped: {shipped}; 0,0,0: none)",
     )
+    parser.add_argument(
+        "--alike",
+        help=f"words code shortens: most share a form asked for holds (shipped: {abbr.MAX_SHARE}; off: none); "
+        "several, with --scale: timed side by side, the first for the rest",
+    )
+    parser.add_argument(
+        "--wider", help="with --scale: the fielded query's first pass, N x the limit (0: none), several side by side"
+    )
+    parser.add_argument(
+        "--prose", help="the checkouts' docs through the service (bench/prose.py): bm25 weight[,half] (not shipped)"
+    )
     parser.add_argument("--parts", help="ask only these parts of the questions (1,2,3; the methods take all)")
     args = parser.parse_args()
     data = load_queries()
@@ -435,6 +495,17 @@ async def main() -> int:
         if float(weight) > 0 and not (1 / float(weight)).is_integer():
             parser.error("--expand: the weight is 1 / a whole number (the FTS5 query repeats the question's words)")
         vocab.MAX_SHARE = float(share[0]) if share else vocab.MAX_SHARE
+    shares = args.alike.split(",") if args.alike else []
+    _alike(shares[0] if shares else None)
+    if args.wider:
+        shares = [f"wider={w}" for w in args.wider.split(",")]
+    if args.prose:
+        from bench.prose import through_service
+
+        global PROSE
+        weight, *half = args.prose.split(",")
+        PROSE = float(weight), bool(half and half[0] == "half")
+        through_service(*PROSE)
     if args.parts:
         parts = {int(p) for p in args.parts.split(",")}
         data["queries"] = [q for q in data["queries"] if q.get("half", 1) in parts]
@@ -459,7 +530,7 @@ async def main() -> int:
 
         compare(corpus, data)
     if args.scale:
-        await scale(corpus, data, args.scale)
+        await scale(corpus, data, args.scale, shares if len(shares) > 1 else ())
     return 0
 
 
