@@ -288,6 +288,7 @@ def evaluate_methods(corpus_dir: Path, data: dict[str, Any], *, minilm: bool, tu
         "first (names)": [q for q in queries if q.get("half", 1) == 1],
         "second (paraphrased)": [q for q in queries if q.get("half", 1) == 2],
         "third (calibration)": [q for q in queries if q.get("half", 1) == 3],
+        "fourth (fresh)": [q for q in queries if q.get("half", 1) == 4],
     }
     with tempfile.TemporaryDirectory() as folder:
         corpus = build(corpus_dir, names, folder)

@@ -25,10 +25,11 @@ namespace through the service, twice:
   of its words (stop words aside), case-insensitive, ranked by fedsearch, each file's
   declarations ordered by how many distinct words their matched lines hold.
 
-The questions come in three parts: the names half (1), the paraphrased half (2) and the
+The questions come in four parts: the names half (1), the paraphrased half (2), the
 calibration set (3), on which :data:`gateway.index.semantic.WEAK_RAW` is chosen (the
-halves check it). The answer's declarations are read in the order it shows them (files
-in rank order, within a file best first; lexical: by words matched); printed per part,
+halves check it), and the fresh set (4), written after the constants were set. The
+answer's declarations are read in the order it shows them (files in rank order, within
+a file best first; lexical: by words matched); printed per part,
 and per part and language: recall@10 (an expected declaration among the first ten),
 MRR@10, the empty answers, and of the hits in the first ten the share in an expected
 declaration's file (and the share that is one); then what chose ``WEAK_RAW`` on the
@@ -151,7 +152,7 @@ def summary(ranks: Sequence[int | None]) -> tuple[float, float]:
 
 
 #: The parts of the questions (``half`` in the file; none is 1): what each is for.
-PARTS = {1: "names", 2: "paraphrased", 3: "calibration"}
+PARTS = {1: "names", 2: "paraphrased", 3: "calibration", 4: "fresh"}
 
 
 @dataclass
@@ -484,7 +485,7 @@ async def main() -> int:
     parser.add_argument(
         "--prose", help="the checkouts' docs through the service (bench/prose.py): bm25 weight[,half] (not shipped)"
     )
-    parser.add_argument("--parts", help="ask only these parts of the questions (1,2,3; the methods take all)")
+    parser.add_argument("--parts", help="ask only these parts of the questions (1,2,3,4; the methods take all)")
     args = parser.parse_args()
     data = load_queries()
     if args.weak_raw is not None:
