@@ -3,7 +3,7 @@
     .venv/bin/python bench/semantic.py [--corpus DIR] [--misses] [--scale N] [--compare]
                                        [--no-methods] [--minilm] [--tune] [--weak-raw X]
                                        [--expand K,BAR,W[,SHARE]] [--alike SHARE|off[,...]]
-                                       [--prose W[,half]] [--wider N,N] [--parts 1,2,3]
+                                       [--prose W[,half]] [--wider N,N] [--time S,S] [--parts 1,2,3]
 
 The questions are in ``bench/data/semantic_queries.json``: written from what a
 declaration does (not copied from its docstring), each with the declarations that
@@ -69,6 +69,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gateway.index.abbreviations as abbr
+import gateway.index.prose as prose
+import gateway.index.reasons as reasons
 import gateway.index.semantic as scoring
 import gateway.index.store as store_module
 import gateway.index.vocabulary as vocab
@@ -108,20 +110,12 @@ def service_for(repos: dict[str, Path], index_dir: str) -> SearchService:
     return SearchService(config, process_cache=False)
 
 
-#: ``--prose``: the checkouts' prose is read after each build (bench/prose.py); None: not.
-PROSE: tuple[float, bool] | None = None
-
-
 def build(store: Store, repos: dict[str, Path], workers: int = 2) -> BuildStats:
-    """Index every repository (declarations, then vectors; with ``--prose``, the sentences naming them)."""
+    """Index every repository (declarations, then vectors, fields and prose)."""
     stats = BuildStats()
     for name, root in repos.items():
         source = Source(name, str(root))
         Builder(store, [source], workers=workers).refresh_one(source, stats)
-        if PROSE is not None:
-            from bench.prose import attach_prose
-
-            attach_prose(store, str(root))
     return stats
 
 
@@ -349,6 +343,7 @@ def _rss_mb() -> float:
 
 
 _SHIPPED_GROUPS = abbr.GROUPS, abbr._BY_STEM, abbr.MAX_SHARE
+_SHIPPED_QUERY = store_module._WIDER, prose.WEIGHT
 
 
 def _alike(share: str | None) -> None:
@@ -361,10 +356,14 @@ def _alike(share: str | None) -> None:
 
 
 def _setting(value: str) -> None:
-    """One setting timed side by side: ``wider=N`` (the fielded query's first pass, 0: every row joined) or an
-    ``--alike`` value."""
+    """One setting timed side by side, the others as shipped: ``wider=N`` (the fielded query's first pass, 0:
+    every row joined), ``prose=W`` (the prose's weight, 0: not asked) or an ``--alike`` value."""
+    store_module._WIDER, prose.WEIGHT = _SHIPPED_QUERY
+    _alike(None)
     if value.startswith("wider="):
         store_module._WIDER = int(value.split("=", 1)[1])
+    elif value.startswith("prose="):
+        prose.WEIGHT = float(value.split("=", 1)[1])
     else:
         _alike(value)
 
@@ -483,7 +482,10 @@ async def main() -> int:
         "--wider", help="with --scale: the fielded query's first pass, N x the limit (0: none), several side by side"
     )
     parser.add_argument(
-        "--prose", help="the checkouts' docs through the service (bench/prose.py): bm25 weight[,half] (not shipped)"
+        "--time", help="with --scale: settings timed side by side (wider=N, prose=W, an --alike value), the first kept"
+    )
+    parser.add_argument(
+        "--prose", help=f"the checkouts' docs: bm25 weight[,half] (shipped: {prose.WEIGHT},half; 0: left out)"
     )
     parser.add_argument("--parts", help="ask only these parts of the questions (1,2,3,4; the methods take all)")
     args = parser.parse_args()
@@ -500,13 +502,15 @@ async def main() -> int:
     _alike(shares[0] if shares else None)
     if args.wider:
         shares = [f"wider={w}" for w in args.wider.split(",")]
+    if args.prose and "," in args.prose.split(",half")[0]:
+        parser.error("--prose: one weight (to time several, --time prose=W,prose=W)")
+    if args.time:
+        shares = args.time.split(",")
     if args.prose:
-        from bench.prose import through_service
-
-        global PROSE
         weight, *half = args.prose.split(",")
-        PROSE = float(weight), bool(half and half[0] == "half")
-        through_service(*PROSE)
+        prose.WEIGHT = float(weight)
+        if not half or half[0] != "half":  # its words as whole words in coverage
+            reasons._MINOR = frozenset(reasons._MINOR - {"prose"})
     if args.parts:
         parts = {int(p) for p in args.parts.split(",")}
         data["queries"] = [q for q in data["queries"] if q.get("half", 1) in parts]

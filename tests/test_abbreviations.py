@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import gateway.index.abbreviations as abbreviations
-from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index.abbreviations import GROUPS, alike
-from gateway.index.builder import Builder, BuildStats
-from gateway.index.files import Source
 from gateway.index.reasons import explain
-from gateway.index.store import Candidate, Store
+from gateway.index.store import Candidate
 from gateway.index.words import STOPWORDS, stem
-from gateway.query.request import parse_request
-from gateway.service import SearchService
+from tests.asking import index_checkout, semantic_hits
 from tests.corpus import make_corpus
 
 #: build_url holds the short form of the question's word ("params"), merge only that; others so that a word's idf
@@ -78,26 +73,14 @@ class TestThroughTheService:
     async def test_the_short_form_ranks_its_declaration_first(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        """ "add parameters to a url" finds build_url (its parameter is "params") first, the reason saying so;
-        without the groups build_url and build_path tie on "url", and build_path is not behind on anything."""
+        """ "add parameters to a url" finds build_url (its parameter is "params") first, the reason saying so, and
+        merge (only "params") where the form is asked for; a form too common to ask for neither finds nor lowers
+        (build_url scores as without the groups, where it holds only "url")."""
         root = make_corpus(tmp_path / "src", {"web": {"links.py": URLS}}) / "web"
-        store = Store.open(str(tmp_path / "idx"))
-        source = Source("web", str(root))
-        Builder(store, [source]).refresh_one(source, BuildStats())
-        store.close()
-        config = config_from_env(root=str(root.parent), env={})
-        config = dataclasses.replace(
-            config, index=IndexConfig(dir=str(tmp_path / "idx")), cache=CacheConfig(answer_ttl_s=0)
-        )
+        index_checkout(root, tmp_path / "idx")
 
         async def hits() -> list[dict[str, Any]]:
-            service = SearchService(config)
-            try:
-                asked = {"query": "add parameters to a url", "mode": "semantic", "threshold": 0}
-                answer = await service.search(parse_request(asked))
-            finally:
-                await service.aclose()
-            return [h for f in answer["files"] for h in f["hits"]]
+            return await semantic_hits(root, tmp_path / "idx", "add parameters to a url")
 
         monkeypatch.setattr(abbreviations, "MAX_SHARE", 1.0)
         found = await hits()

@@ -7,7 +7,8 @@ never held long. Files asked for by a search (:meth:`BuilderProcess.prioritise`:
 page met them unindexed or stale) go first. Then it embeds the declarations of the
 parsed files that have no intent vectors yet (:mod:`gateway.index.intents`), and once a
 pass has left nothing of a checkout to parse or embed, marks it built: from then on its
-semantic searches are complete.
+semantic searches are complete; and, where its declarations changed, writes again the
+sentences of its docs that name them (:mod:`gateway.index.prose`).
 
 :class:`BuilderProcess` runs it as ``python -m gateway.index`` under
 ``nice``: parsing holds the GIL (measured: a thread parsing left the event loop 7 %
@@ -44,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.index.files import Source, changed, find_rg, index_file, list_all, list_files, stat_of
 from gateway.index.intents import embed_pending
+from gateway.index.prose import write_prose
 from gateway.index.prune import DEFAULT_KEEP_DAYS, DEFAULT_MAX_BYTES, Pruner
 from gateway.index.roots import Live, register
 from gateway.index.store import FileRecord, Store
@@ -210,6 +212,7 @@ class Builder:
         done = embed_pending(self.store, source.root, self.should_stop, stats)
         if done:
             self.store.mark(source.root, built=True)
+            write_prose(self.store, source.root, self.should_stop)
         return done
 
     def requested(self, pairs: Sequence[tuple[str, str]]) -> int:

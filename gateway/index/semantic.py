@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import gateway.index.abbreviations as abbreviations
+import gateway.index.prose as prose
 import gateway.index.vocabulary as vocab
 from gateway.index.abbreviations import alike
 from gateway.index.fields import WEIGHTS, match_expression
@@ -352,9 +353,28 @@ class Intents:
         weight = vocab.EXPANSION_WEIGHT
         times = max(1, round(1 / weight)) if weight > 0 else 1  # the question's words weigh `times` a neighbour
         found = store.ranked_words(self.root, match, WEIGHTS, wanted, also if weight > 0 else "", times)
+        if prose.WEIGHT > 0:
+            found = self._with_prose(store, match, found, wanted)
         if accept is not None:
             found = [h for h in found if accept(self.paths.get(h.file_id) or "")][: depth(limit)]
         return [h for h in found if h.file_id in self.paths]
+
+    def _with_prose(self, store: Store, match: str, found: list[WordHit], wanted: int | None) -> list[WordHit]:
+        """The fielded index's declarations with the bm25 of their prose added at :data:`~gateway.index.prose.WEIGHT`
+        (:mod:`gateway.index.prose`), and those only their prose holds; best first, ``wanted`` of them (None: all).
+        Only the prose's ``wanted`` best are read (what the rest would add is less than any of theirs)."""
+        named = {h.declaration_id: h for h in store.ranked_prose(self.root, match, wanted)}
+        if not named:
+            return found
+        out = [
+            WordHit(h.declaration_id, h.file_id, h.ordinal, h.score + prose.WEIGHT * p.score)
+            if (p := named.pop(h.declaration_id, None))
+            else h
+            for h in found
+        ]
+        out += [WordHit(h.declaration_id, h.file_id, h.ordinal, prose.WEIGHT * h.score) for h in named.values()]
+        out.sort(key=lambda h: -h.score)
+        return out if wanted is None else out[:wanted]
 
     def _exact(self, store: Store, query: str, accept: Callable[[str], bool] | None) -> set[tuple[int, int]]:
         """Declarations named exactly what a one-word query says (an exact name still wins)."""

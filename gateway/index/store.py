@@ -21,6 +21,10 @@ Schema (``PRAGMA user_version`` = :data:`SCHEMA_VERSION`)::
                  -- the fielded BM25 index (gateway.index.fields), made by the builder's embedding
                  -- pass (:meth:`Store.use_words`, not in the schema above: it is added where missing);
                  -- a trigger drops a declaration's row with it
+    declaration_prose  FTS5 (prose), rowid = declarations.id
+                 -- the sentences of the checkout's docs naming a declaration (gateway.index.prose),
+                 -- written whole per checkout after a pass changed it ("prose:<root>" in meta
+                 -- while it is as written: writing the checkout's files clears it)
     meta         (key PRIMARY KEY, value)                 -- "parser": what parsed the rows;
                                                           -- "intents": what embedded them;
                                                           -- "listed:<root>": files of a checkout
@@ -213,6 +217,9 @@ _WORDS = (
     "BEGIN DELETE FROM declaration_words WHERE rowid = old.id; END",
     "CREATE TABLE IF NOT EXISTS vocabulary (id INTEGER PRIMARY KEY AUTOINCREMENT, word TEXT NOT NULL UNIQUE, "
     "vector BLOB NOT NULL)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS declaration_prose USING fts5(prose, tokenize = 'porter unicode61')",
+    "CREATE TRIGGER IF NOT EXISTS declaration_prose_gone AFTER DELETE ON declarations "
+    "BEGIN DELETE FROM declaration_prose WHERE rowid = old.id; END",
 )
 
 
@@ -425,6 +432,7 @@ class Store:
         """Index files (each replacing what it had), in one transaction; how many."""
         count = 0
         with self._write() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", (f"prose:{root}",))  # its prose is to be written again
             for record in records:
                 decls = record.declarations
                 (file_id,) = db.execute(
@@ -470,6 +478,7 @@ class Store:
     def forget(self, root: str, paths: Sequence[str]) -> None:
         """Drop files that are gone (their declarations go with them)."""
         with self._write() as db:
+            db.execute("DELETE FROM meta WHERE key = ?", (f"prose:{root}",))
             for i in range(0, len(paths), _CHUNK):
                 chunk = paths[i : i + _CHUNK]
                 marks = ",".join("?" * len(chunk))
@@ -621,7 +630,7 @@ class Store:
     def use_words(self) -> None:
         """Make the fielded index's table (and the trigger that keeps it in step) and the vocabulary's where
         they are missing."""
-        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'vocabulary'").fetchone()
+        found = self._db.execute("SELECT 1 FROM sqlite_master WHERE name = 'declaration_prose'").fetchone()
         if found is None:
             with self._write() as db:
                 for statement in _WORDS:
@@ -663,12 +672,20 @@ class Store:
         if also:
             match = " OR ".join([f"({match})"] * max(1, times) + [f"({also})"])
         divide = max(1, times) if also else 1
-        score = f"-bm25(declaration_words, {marks}) / {divide}"
+        return self._ranked(
+            "declaration_words", f"-bm25(declaration_words, {marks}) / {divide}", weights, match, root, limit
+        )
+
+    def _ranked(
+        self, table: str, score: str, weights: Sequence[float], match: str, root: str, limit: int | None
+    ) -> list[WordHit]:
+        """The declarations of a checkout whose row of the FTS5 ``table`` holds ``match``, by ``score`` (its
+        ``weights`` bound first), best first; none where the table is not made yet."""
         try:
             if limit is not None and _WIDER > 0:  # the best of the whole index first, then the checkout's among them
                 rows = self._db.execute(
                     f"SELECT d.id, d.file_id, d.ordinal, t.s FROM (SELECT rowid AS r, {score} AS s "
-                    "FROM declaration_words WHERE declaration_words MATCH ? ORDER BY s DESC "
+                    f"FROM {table} WHERE {table} MATCH ? ORDER BY s DESC "
                     f"LIMIT {_WIDER * int(limit)}) t JOIN declarations d ON d.id = t.r "
                     f"JOIN files f ON f.id = d.file_id WHERE f.root = ? ORDER BY t.s DESC LIMIT {int(limit)}",
                     (*weights, match, root),
@@ -677,8 +694,8 @@ class Store:
                     return [WordHit(*row) for row in rows]
             rows = self._db.execute(
                 f"SELECT d.id, d.file_id, d.ordinal, {score} AS s "
-                "FROM declaration_words w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
-                "WHERE declaration_words MATCH ? AND f.root = ? ORDER BY s DESC"
+                f"FROM {table} w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
+                f"WHERE {table} MATCH ? AND f.root = ? ORDER BY s DESC"
                 + ("" if limit is None else f" LIMIT {int(limit)}"),
                 (*weights, match, root),
             ).fetchall()
@@ -687,6 +704,49 @@ class Store:
                 return []
             raise
         return [WordHit(*row) for row in rows]
+
+    # --- the checkouts' prose (declaration_prose) -----------------------------------------
+
+    def prose_written(self, root: str) -> bool:
+        """Whether a checkout's prose was written since its declarations last changed (:meth:`put` and
+        :meth:`forget` clear the mark)."""
+        row = self._db.execute("SELECT 1 FROM meta WHERE key = ?", (f"prose:{root}",)).fetchone()
+        return row is not None
+
+    def prose_sources(self, root: str) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+        """A checkout's declarations that prose may name (id, name; impl blocks aside), and their docstrings
+        (id, doc) as the fielded index holds them."""
+        names = self._db.execute(
+            "SELECT d.id, d.name FROM declarations d JOIN files f ON f.id = d.file_id "
+            "WHERE f.root = ? AND d.kind != 'impl'",
+            (root,),
+        ).fetchall()
+        docs = self._db.execute(
+            "SELECT w.rowid, w.doc FROM declaration_words w JOIN declarations d ON d.id = w.rowid "
+            "JOIN files f ON f.id = d.file_id WHERE f.root = ? AND w.doc != ''",
+            (root,),
+        ).fetchall()
+        return names, docs
+
+    def put_prose(self, root: str, rows: Sequence[tuple[int, str]]) -> None:
+        """Replace a checkout's prose (declaration id, its sentences) and mark it written."""
+        with self._write() as db:
+            db.execute(
+                "DELETE FROM declaration_prose WHERE rowid IN "
+                "(SELECT d.id FROM declarations d JOIN files f ON f.id = d.file_id WHERE f.root = ?)",
+                (root,),
+            )
+            db.executemany(
+                "INSERT INTO declaration_prose (rowid, prose) SELECT ?, ? WHERE EXISTS "
+                "(SELECT 1 FROM declarations WHERE id = ?)",
+                [(rid, text, rid) for rid, text in rows],
+            )
+            db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (f"prose:{root}",))
+
+    def ranked_prose(self, root: str, match: str, limit: int | None = None) -> list[WordHit]:
+        """The declarations of a checkout whose prose holds the FTS5 query ``match``, best bm25 first (the higher,
+        the better; ``limit`` None: all of them); none where the table is not made yet."""
+        return self._ranked("declaration_prose", "-bm25(declaration_prose)", (), match, root, limit)
 
     def word_counts(self, words: Sequence[str]) -> tuple[int, dict[str, int]]:
         """How many declarations the fielded index holds (every checkout's), and how many of them hold each
@@ -742,8 +802,9 @@ class Store:
             raise
 
     def words_of(self, declaration_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
-        """Some declarations' fields (FIELDS' texts), by declaration id."""
+        """Some declarations' fields (FIELDS' texts, ``prose`` from the checkout's prose), by declaration id."""
         out: dict[int, tuple[str, ...]] = {}
+        prose: dict[int, str] = {}
         for i in range(0, len(declaration_ids), _CHUNK):
             chunk = declaration_ids[i : i + _CHUNK]
             marks = ",".join("?" * len(chunk))
@@ -753,6 +814,13 @@ class Store:
                 tuple(chunk),
             )
             out.update((rid, tuple(rest)) for rid, *rest in rows)
+            with contextlib.suppress(sqlite3.OperationalError):  # no prose table yet
+                prose.update(
+                    self._db.execute(f"SELECT rowid, prose FROM declaration_prose WHERE rowid IN ({marks})", chunk)
+                )
+        for rid, text in prose.items():
+            fields = out.get(rid, ("",) * 6)
+            out[rid] = (*fields[:6], text)
         return out
 
     def size_bytes(self) -> int:
@@ -789,7 +857,9 @@ class Store:
                     "DELETE FROM files WHERE id IN (SELECT id FROM files WHERE root = ? LIMIT ?)", (root, batch)
                 ).rowcount
                 if done == 0:
-                    db.execute("DELETE FROM meta WHERE key IN (?, ?)", (f"listed:{root}", f"built:{root}"))
+                    db.execute(
+                        "DELETE FROM meta WHERE key IN (?, ?, ?)", (f"listed:{root}", f"built:{root}", f"prose:{root}")
+                    )
             dropped += done
             if done == 0:
                 return dropped
