@@ -10,13 +10,14 @@ index (SQLite FTS5, :mod:`gateway.index.fields`): the question's words, any of t
 weighted by the field they are found in, the other forms of those the code shortens at
 the same weight (:mod:`gateway.index.abbreviations`: ``params`` for ``parameters``), and the
 code's words nearest to each by the model's vectors at a lower weight
-(:mod:`gateway.index.vocabulary`, query expansion);
+(:mod:`gateway.index.vocabulary`, query expansion), and the sentences of the checkout's
+docs that name a declaration (:mod:`gateway.index.prose`, their bm25 at half weight);
 it reads the best :func:`depth` of them, and
 the declarations whose name *is* a one-word query. Each gets a score in [0, 1]
 (:func:`bm25_score`): half from its bm25 per word of the question the index holds
 (:data:`BM25_HALF` gives 0.25), half the share of what the question's words say that
 it holds (each word weighed by its rarity in the index, a word no declaration holds
-left out; those only in its body or path count half), put on the answer's scale by
+left out; those only in its body, path or docs count half), put on the answer's scale by
 :func:`calibrated` (:data:`WEAK_RAW` is the default threshold, 0.5); and 1 for a
 declaration whose name is the query (an exact name still wins); its reason says which
 words were found in which field (:func:`gateway.index.reasons.explain`).
