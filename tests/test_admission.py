@@ -80,6 +80,15 @@ async def turns(n: int = 5) -> None:
         await asyncio.sleep(0)
 
 
+async def until(ready: Callable[[], bool], within_s: float = 10.0) -> None:
+    """Wait, yielding, until ``ready()`` holds (a loaded machine takes longer than a few turns), at most
+    ``within_s``: the assertion after says what was expected."""
+    for _ in range(int(within_s / 0.005)):
+        if ready():
+            return
+        await asyncio.sleep(0.005)
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
@@ -415,7 +424,7 @@ class TestScans:
         async with no_leaks():
             searches = [asyncio.create_task(service.search(parse_request({"query": f"needle{i}"}))) for i in range(5)]
             await rg.started(2)
-            await turns(20)
+            await until(lambda: service.scans.queued == 3)  # the others reach the queue (a thread or two each)
             assert (service.scans.running, service.scans.queued) == (2, 3)
             assert rg.events().count("start") == 2
             rg.go()
