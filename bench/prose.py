@@ -14,13 +14,13 @@ from gateway.index.prose import WEIGHT
 from gateway.index.store import Store
 from gateway.index.words import query_terms
 
-__all__ = ["PROSE_WEIGHT", "attach_prose", "prose_scores"]
+__all__ = ["PROSE_WEIGHT", "prose_count", "prose_scores"]
 
 #: The weight of prose's bm25 beside the declaration's own row's (the service's).
 PROSE_WEIGHT = WEIGHT
 
 
-def attach_prose(store: Store, root: str) -> int:
+def prose_count(store: Store, root: str) -> int:
     """How many of a checkout's declarations have prose (the builder wrote it)."""
     (count,) = store._db.execute(
         "SELECT count(*) FROM declaration_prose p JOIN declarations d ON d.id = p.rowid "

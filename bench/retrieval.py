@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bench.prose import PROSE_WEIGHT, attach_prose, prose_scores
+from bench.prose import PROSE_WEIGHT, prose_count, prose_scores
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.fields import FIELDS, WEIGHTS, match_expression
 from gateway.index.files import Source
@@ -322,7 +322,7 @@ def evaluate_methods(corpus_dir: Path, data: dict[str, Any], *, minilm: bool, tu
             weights = tune(corpus, halves["first (names)"])
             print(f"  weights tuned on the first half ({', '.join(FIELDS)}): {weights} (shipped: {WEIGHTS})")
         started = time.perf_counter()
-        with_prose = sum(attach_prose(corpus.store, repo.root) for repo in corpus.repos.values())
+        with_prose = sum(prose_count(corpus.store, repo.root) for repo in corpus.repos.values())
         print(
             f"  prose (bench/prose.py): {with_prose:,} declarations named by a sentence, a docstring or a test, "
             f"read in {time.perf_counter() - started:.1f} s"

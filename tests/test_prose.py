@@ -80,7 +80,7 @@ class TestWritten:
                 "use `MockTransport` for that.",
                 "helper_one": "returns its value",
             }
-            assert write_prose(store, str(root)) is None  # nothing changed
+            assert write_prose(store, str(root), lambda: ["docs/testing.md"]) is None  # nothing changed
             (root / "transport.py").write_text(TRANSPORT.replace("class HTTPTransport", "class HttpTransport"))
             source = Source("web", str(root))
             Builder(store, [source]).refresh_one(source, BuildStats())
@@ -88,6 +88,33 @@ class TestWritten:
             assert count == 2  # written again, whole: the declarations' new ids
             ids = {rid for (rid,) in store._db.execute("SELECT rowid FROM declaration_prose")}
             assert ids <= {rid for (rid,) in store._db.execute("SELECT id FROM declarations")}
+        finally:
+            store.close()
+
+    def test_only_what_the_namespace_lists_is_read(self, tmp_path: Path) -> None:
+        """A prose file the namespace excludes, or its .gitignore hides, is never read: its sentences appear
+        nowhere (the same guide under three names, two of them out of the namespace's view)."""
+        secret = GUIDE.replace("During testing", "Internally")
+        files = {
+            "web": {
+                "transport.py": TRANSPORT,
+                ".gitignore": "notes/\n",
+                "notes/private.md": secret.replace("Internally", "Privately"),
+                "secret/plan.md": secret,
+            }
+        }
+        root = make_corpus(tmp_path / "src", files) / "web"
+        store = Store.open(str(tmp_path / "idx"))
+        try:
+            source = Source("web", str(root), exclude=("secret/**",))
+            Builder(store, [source]).refresh_one(source, BuildStats())
+            assert store._db.execute("SELECT count(*) FROM declaration_prose").fetchone() == (0,)
+            (root / "docs").mkdir()
+            (root / "docs" / "testing.md").write_text(GUIDE)
+            store.forget(str(root), [])  # the checkout changed: its prose is written again
+            Builder(store, [source]).refresh_one(source, BuildStats())
+            (text,) = store._db.execute("SELECT prose FROM declaration_prose").fetchone()
+            assert text.startswith("During testing") and "Internally" not in text and "Privately" not in text
         finally:
             store.close()
 

@@ -212,7 +212,8 @@ class Builder:
         done = embed_pending(self.store, source.root, self.should_stop, stats)
         if done:
             self.store.mark(source.root, built=True)
-            write_prose(self.store, source.root, self.should_stop)
+            files = (lambda: listed_all) if listed_all is not None else (lambda: list_all(source, self.rg))
+            write_prose(self.store, source.root, files, self.should_stop)
         return done
 
     def requested(self, pairs: Sequence[tuple[str, str]]) -> int:

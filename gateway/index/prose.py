@@ -5,7 +5,8 @@ making actual network requests" says httpx's guide of ``MockTransport``), and th
 words are often in neither the declaration's name nor its docstring. So the builder
 reads, once a pass has changed a checkout (:func:`write_prose`):
 
-- its prose files (``.md``, ``.rst``, ``.txt``; at most :data:`MAX_FILES` of them,
+- its prose files (``.md``, ``.rst``, ``.txt``) among those its namespace lists (ignore
+  files and excludes applied, as a search sees them; at most :data:`MAX_FILES` of them,
   :data:`MAX_FILE_BYTES` each, :data:`MAX_BYTES` in all, vendored folders aside);
 - the docstrings of its declarations (another declaration's docstring that names one);
 - the names of its tests (``test_secure_filename_unicode`` -> "unicode", for
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from gateway.index.store import Store
 from gateway.index.words import split_words
@@ -72,33 +73,36 @@ def mentions(text: str, names: frozenset[str]) -> Iterator[tuple[str, str]]:
                 yield name, flat
 
 
-def _texts(root: str) -> Iterator[str]:
-    """The checkout's prose files' texts, within the bounds."""
+def _texts(root: str, paths: Iterable[str]) -> Iterator[str]:
+    """The texts of the prose files among ``paths`` (namespace-relative, as the namespace lists them), within the
+    bounds, vendored and built folders aside."""
     files = read = 0
-    for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP and not d.startswith("."))
-        for name in sorted(names):
-            if not name.endswith(SUFFIXES):
+    for rel in sorted(paths):
+        if not rel.endswith(SUFFIXES) or not _SKIP.isdisjoint(rel.split("/")[:-1]):
+            continue
+        path = os.path.join(root, rel)
+        try:
+            size = os.path.getsize(path)
+            if size > MAX_FILE_BYTES or read + size > MAX_BYTES:
                 continue
-            path = os.path.join(folder, name)
-            try:
-                size = os.path.getsize(path)
-                if size > MAX_FILE_BYTES or read + size > MAX_BYTES:
-                    continue
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read()
-            except OSError:
-                continue
-            files += 1
-            read += size
-            yield text
-            if files >= MAX_FILES:
-                return
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        files += 1
+        read += size
+        yield text
+        if files >= MAX_FILES:
+            return
 
 
-def write_prose(store: Store, root: str, should_stop: Callable[[], bool] = lambda: False) -> int | None:
+def write_prose(
+    store: Store, root: str, listed: Callable[[], Iterable[str]], should_stop: Callable[[], bool] = lambda: False
+) -> int | None:
     """Write a checkout's prose if its declarations changed since it was last written; how many declarations
-    have some (None: nothing to do, or stopped)."""
+    have some (None: nothing to do, or stopped). ``listed`` gives the checkout's files as its namespace lists
+    them (:func:`gateway.index.files.list_all`: ignore files and the namespace's excludes applied), asked only
+    when the prose is written."""
     if store.prose_written(root):
         return None
     names, docs = store.prose_sources(root)
@@ -116,7 +120,7 @@ def write_prose(store: Store, root: str, should_stop: Callable[[], bool] = lambd
                 if len(sentences) < MAX_SENTENCES:
                     sentences.setdefault(sentence)
 
-    for text in _texts(root):
+    for text in _texts(root, listed()):
         if should_stop():
             return None
         for name, sentence in mentions(text, named):

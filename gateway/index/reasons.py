@@ -81,7 +81,7 @@ def explain(
 ) -> tuple[str, tuple[str, ...], float]:
     """The reason a declaration answers (see the module docstring), the question's words it holds, and
     their coverage: the share of the question's words found in any field (a doc's words anywhere in it;
-    half for those only in its body or path), each weighed by ``weights`` (:func:`word_weights`; None:
+    half for those only in its body, path or docs), each weighed by ``weights`` (:func:`word_weights`; None:
     each word alike). A word's ``expansions`` (the code's words near it, :mod:`gateway.index.vocabulary`)
     stand for it where it is not found, counted ``expansion_weight`` as much; the reason names them there
     (``stop (for cancel)``), and only there. A word's ``alike`` forms (:mod:`gateway.index.abbreviations`:

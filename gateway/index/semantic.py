@@ -255,8 +255,10 @@ class Intents:
         of the query is in it."""
         terms = query_terms(query)
         same = alike(terms)
-        near, rare = self._expansions(store, terms, same, vocabulary, embed)
-        asked = self._asked(store, terms, same)
+        total, held = self._count(store, _with_forms(terms, same))
+        near, rare = self._expansions(store, terms, held, vocabulary, embed)
+        most = abbreviations.MAX_SHARE * total  # a form held by more is not asked for
+        asked = [*terms, *(f for f in held if f not in terms and held[f] <= most)]
         found = self._by_words(store, asked, limit, accept, rare)
         exact = self._exact(store, query, accept)
         by_file: dict[int, list[Hit]] = {}
@@ -264,10 +266,10 @@ class Intents:
             chosen = {(h.file_id, h.ordinal): h for h in found}
             ids = [h.declaration_id for h in found]
             fields = store.words_of(ids) if ids else {}
-            weights = self._weights(store, terms, same)
-            _, held = self._count(store, terms)
-            forms = set(asked)  # a word counts in the bm25 part where it, or a form of it, is asked for
-            asked_for = sum(1 for t in weights if held[t] or any(f in forms for f in same.get(t, ())))
+            # coverage weighs a word with alike forms by its most held form; the bm25 part divides by the words
+            # asked for, themselves or by a form
+            weights = word_weights(total, {t: max(held[f] for f in (t, *same.get(t, ()))) for t in terms})
+            asked_for = sum(1 for t in weights if any(held[f] and f in asked for f in (t, *same.get(t, ()))))
             share = vocab.EXPANSION_WEIGHT
             for candidate in store.candidates([*chosen, *exact]):
                 key = (candidate.file_id, candidate.ordinal)
@@ -285,16 +287,16 @@ class Intents:
         self,
         store: Store,
         terms: Sequence[str],
-        same: Mapping[str, Sequence[str]],
+        counts: Mapping[str, int],
         vocabulary: Vocabulary | None,
         embed: Words | None,
     ) -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
         """The code's words near the question's (:meth:`Vocabulary.neighbours`) that the index holds, and those
         of them held by at most :data:`~gateway.index.vocabulary.MAX_SHARE` of its declarations (the fielded
-        query's); none where no word of the question is indexed (the model answers there)."""
+        query's); none where no word of the question (nor an alike form: ``counts``) is indexed (the model
+        answers there)."""
         if vocabulary is None or embed is None or not len(vocabulary) or vocab.NEIGHBOURS <= 0:
             return {}, {}
-        _, counts = self._count(store, _with_forms(terms, same))
         if not any(counts.values()):
             return {}, {}
         near = vocabulary.neighbours(terms, embed, vocab.NEIGHBOURS, vocab.SIMILARITY)
@@ -303,22 +305,6 @@ class Intents:
         kept = {t: tuple(w for w in words if held.get(w, 0) > 0) for t, words in near.items()}
         rare = {t: tuple(w for w in words if held[w] <= most) for t, words in kept.items()}
         return {t: w for t, w in kept.items() if w}, {t: w for t, w in rare.items() if w}
-
-    def _asked(self, store: Store, terms: Sequence[str], same: Mapping[str, Sequence[str]]) -> list[str]:
-        """The words the FTS5 query asks for: the question's, and their alike forms held by at most
-        :data:`~gateway.index.abbreviations.MAX_SHARE` of the declarations."""
-        if not same:
-            return list(terms)
-        total, held = self._count(store, _with_forms(terms, same))
-        most = abbreviations.MAX_SHARE * total
-        return [*terms, *(f for f in _with_forms(terms, same) if f not in terms and held[f] <= most)]
-
-    def _weights(self, store: Store, terms: Sequence[str], same: Mapping[str, Sequence[str]]) -> dict[str, float]:
-        """The question's words' weights in coverage (:func:`gateway.index.reasons.word_weights`), from how
-        many declarations hold each (a word with alike forms: its most held form): counted once while the
-        database is unchanged."""
-        total, known = self._count(store, _with_forms(terms, same))
-        return word_weights(total, {t: max(known[f] for f in (t, *same.get(t, ()))) for t in terms})
 
     def _count(self, store: Store, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
         """How many declarations the index holds, and how many hold each word: counted once while the database
