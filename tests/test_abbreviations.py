@@ -65,7 +65,7 @@ class TestCoverage:
         reason, matched, coverage = explain(("parameters", "url"), fields, self._candidate(), alike=same)
         assert coverage == 1.0
         assert reason == "name: url · parameters: url, param (for parameters)"
-        assert matched == ("url", "param")
+        assert matched == ("url", "parameters")  # the question's words, as the reason names them
         assert explain(("parameters", "url"), fields, self._candidate())[2] == 0.5
 
 

@@ -116,7 +116,7 @@ class TestCoverage:
             ["begin", "engine"], fields, self.CANDIDATE, weights, {"begin": ("start",)}, 0.5
         )
         assert plain == pytest.approx(0.5) and near == pytest.approx(0.75)
-        assert reason == "name: engine, start (for begin)" and matched == ("engine", "start")
+        assert reason == "name: engine, start (for begin)" and matched == ("engine", "begin")
 
     def test_a_neighbour_of_a_word_held_is_not_named(self) -> None:
         fields = ("start engine", "", "", "", "", "", "")

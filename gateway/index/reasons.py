@@ -85,7 +85,8 @@ def explain(
     each word alike). A word's ``expansions`` (the code's words near it, :mod:`gateway.index.vocabulary`)
     stand for it where it is not found, counted ``expansion_weight`` as much; the reason names them there
     (``stop (for cancel)``), and only there. A word's ``alike`` forms (:mod:`gateway.index.abbreviations`:
-    ``params`` for ``parameters``) are the word itself: ``param (for parameters)``."""
+    ``params`` for ``parameters``) are the word itself: ``param (for parameters)``. The words it holds are the
+    question's: a neighbour or form found gives the word it stands for, which the reason names too."""
     same = alike or {}
     near = expansions or {}
     texts = dict(zip(_ORDER, fields, strict=False))
@@ -113,7 +114,7 @@ def explain(
             words = within
             if words:
                 parts.append(f"{label}: {_named(words, stands)}")
-        matched.update(dict.fromkeys(words))
+        matched.update(dict.fromkeys(stands.get(w, w) for w in words))  # the question's words (SPEC §3)
         held.update(within)
         if key not in _MINOR:
             major.update(within)
