@@ -3,7 +3,8 @@
     .venv/bin/python bench/semantic.py [--corpus DIR] [--misses] [--scale N] [--compare]
                                        [--no-methods] [--minilm] [--tune] [--weak-raw X]
                                        [--expand K,BAR,W[,SHARE]] [--alike SHARE|off[,...]]
-                                       [--prose W[,half]] [--wider N,N] [--time S,S] [--parts 1,2,3]
+                                       [--prose W[,half]] [--model W[,read-off]] [--wider N,N]
+                                       [--time S,S] [--parts 1,2,3,4]
 
 The questions are in ``bench/data/semantic_queries.json``: written from what a
 declaration does (not copied from its docstring), each with the declarations that
@@ -343,7 +344,7 @@ def _rss_mb() -> float:
 
 
 _SHIPPED_GROUPS = abbr.GROUPS, abbr._BY_STEM, abbr.MAX_SHARE
-_SHIPPED_QUERY = store_module._WIDER, prose.WEIGHT
+_SHIPPED_QUERY = store_module._WIDER, prose.WEIGHT, scoring.MODEL_WEIGHT
 
 
 def _alike(share: str | None) -> None:
@@ -357,13 +358,16 @@ def _alike(share: str | None) -> None:
 
 def _setting(value: str) -> None:
     """One setting timed side by side, the others as shipped: ``wider=N`` (the fielded query's first pass, 0:
-    every row joined), ``prose=W`` (the prose's weight, 0: not asked) or an ``--alike`` value."""
-    store_module._WIDER, prose.WEIGHT = _SHIPPED_QUERY
+    every row joined), ``prose=W`` (the prose's weight, 0: not asked), ``model=W`` (the model's share, 0: its
+    vectors not read) or an ``--alike`` value."""
+    store_module._WIDER, prose.WEIGHT, scoring.MODEL_WEIGHT = _SHIPPED_QUERY
     _alike(None)
     if value.startswith("wider="):
         store_module._WIDER = int(value.split("=", 1)[1])
     elif value.startswith("prose="):
         prose.WEIGHT = float(value.split("=", 1)[1])
+    elif value.startswith("model="):
+        scoring.MODEL_WEIGHT = float(value.split("=", 1)[1])
     else:
         _alike(value)
 
@@ -482,10 +486,16 @@ async def main() -> int:
         "--wider", help="with --scale: the fielded query's first pass, N x the limit (0: none), several side by side"
     )
     parser.add_argument(
-        "--time", help="with --scale: settings timed side by side (wider=N, prose=W, an --alike value), the first kept"
+        "--time",
+        help="with --scale: settings timed side by side (wider=N, prose=W, model=W, an --alike value), the first kept",
     )
     parser.add_argument(
         "--prose", help=f"the checkouts' docs: bm25 weight[,half] (shipped: {prose.WEIGHT},half; 0: left out)"
+    )
+    parser.add_argument(
+        "--model",
+        help=f"the model's share of a score the words found (shipped: {scoring.MODEL_WEIGHT}; 0: the words alone); "
+        "with read-off, without the two abbreviation groups written after the paraphrased half's misses were read",
     )
     parser.add_argument("--parts", help="ask only these parts of the questions (1,2,3,4; the methods take all)")
     args = parser.parse_args()
@@ -511,6 +521,12 @@ async def main() -> int:
         prose.WEIGHT = float(weight)
         if not half or half[0] != "half":  # its words as whole words in coverage
             reasons._MINOR = frozenset(reasons._MINOR - {"prose"})
+    if args.model:
+        weight, *read_off = args.model.split(",")
+        scoring.MODEL_WEIGHT = float(weight)
+        if read_off == ["read-off"]:
+            abbr.GROUPS = tuple(g for g in abbr.GROUPS if g[0] not in ("identifier", "parameter"))
+            abbr._BY_STEM = abbr._by_stem()
     if args.parts:
         parts = {int(p) for p in args.parts.split(",")}
         data["queries"] = [q for q in data["queries"] if q.get("half", 1) in parts]

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from aiohttp.test_utils import TestClient
 
+import gateway.index.semantic as semantic
 from gateway.config import CacheConfig, Config, IndexConfig, config_from_env, parse_config
 from gateway.http.app import create_app
 from gateway.index.builder import Builder, BuildStats
@@ -22,7 +23,7 @@ from gateway.index.fields import WEIGHTS, field_texts, match_expression
 from gateway.index.files import Source
 from gateway.index.intents import embed_pending, intents_id
 from gateway.index.reasons import explain, idf, word_weights
-from gateway.index.semantic import WEAK_RAW, Intents, bm25_score, calibrated, score_of
+from gateway.index.semantic import WEAK_RAW, Intents, calibrated, score_of, words_score
 from gateway.index.store import Candidate, Store
 from gateway.index.words import document, query_terms, split_words, terms_in
 from gateway.query.request import SearchRequest, parse_request
@@ -259,7 +260,7 @@ class TestCalibration:
         """The calibration set's rotate_file (one rare word of ten held: bm25 16.8, coverage 0.234) is shown at
         the default threshold; its bytes2human (bm25 5.2 over seven words, coverage 0.086) stays weak."""
         default = SearchRequest.model_fields["threshold"].default
-        assert bm25_score(16.829, 10, 0.234) >= default > bm25_score(5.164, 7, 0.086)
+        assert words_score(16.829, 10, 0.234) >= default > words_score(5.164, 7, 0.086)
 
 
 class TestIntentIndex:
@@ -347,8 +348,12 @@ class TestSearch:
         assert high["note"].startswith("everything matched was weak")
         assert all(h["score"] >= 0.6 for h in _hits(await _semantic(service, "split a header", threshold=0.6)))
 
-    async def test_a_word_no_declaration_holds_changes_no_score(self, service: SearchService) -> None:
-        """A word of the question that nothing in the index holds leaves every score as it was."""
+    async def test_a_word_no_declaration_holds_changes_no_score(
+        self, service: SearchService, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A word of the question that nothing in the index holds leaves the words' score as it was (the model's
+        vector is the whole question's, so its part is left out here)."""
+        monkeypatch.setattr(semantic, "MODEL_WEIGHT", 0.0)
         plain = _hits(await _semantic(service, "sleep longer between attempts", threshold=0.0))
         padded = _hits(await _semantic(service, "sleep longer between attempts zorblaxing", threshold=0.0))
         assert [(h["qualified_name"], h["score"]) for h in padded] == [(h["qualified_name"], h["score"]) for h in plain]

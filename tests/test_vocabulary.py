@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+import gateway.index.semantic as semantic
 import gateway.index.vocabulary as vocab
 from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index.builder import Builder, BuildStats
@@ -158,6 +159,7 @@ class TestBuilt:
             return hit
 
         monkeypatch.setattr(vocab, "MAX_SHARE", 1.0)  # in 8 declarations every word is common
+        monkeypatch.setattr(semantic, "MODEL_WEIGHT", 0.0)  # the expansion alone (the model knows begin too)
         service = SearchService(config)
         try:
             hit = await first(service)

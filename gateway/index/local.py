@@ -140,7 +140,7 @@ class IntentSearch:
         files = intents.search(
             store,
             query.text,
-            lambda: encoder.embed_one(query.text),  # the model is asked only where no word of the query is indexed
+            lambda: encoder.embed_one(query.text),  # the question's vector, made once a search has candidates
             query.max_files,
             None if accept.is_open else accept,
             self._vocabulary,

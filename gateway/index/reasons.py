@@ -6,7 +6,7 @@ says, best field first, which of the question's words each holds (compared by st
 version of it." (filename, secure) · body: path``. A docstring or doc names the
 sentence that holds the most of them. With no word found (an exact name, or an answer
 by the model alone) the reason is the declaration's intent, else its signature.
-The words' *coverage* is half a hit's score (:func:`gateway.index.semantic.bm25_score`):
+The words' *coverage* is half a hit's score (:func:`gateway.index.semantic.words_score`):
 bm25 alone depends on the checkout's size. It is the share of what the question's words
 say that the declaration holds, each word weighed by how rare it is in the index (its
 :func:`idf`, as bm25 weighs it: ``value`` or ``function`` say less than ``gzip``), a word

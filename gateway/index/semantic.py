@@ -14,13 +14,15 @@ code's words nearest to each by the model's vectors at a lower weight
 docs that name a declaration (:mod:`gateway.index.prose`, their bm25 at half weight);
 it reads the best :func:`depth` of them, and
 the declarations whose name *is* a one-word query. Each gets a score in [0, 1]
-(:func:`bm25_score`): half from its bm25 per word of the question the index holds
-(:data:`BM25_HALF` gives 0.25), half the share of what the question's words say that
-it holds (each word weighed by its rarity in the index, a word no declaration holds
-left out; those only in its body, path or docs count half), put on the answer's scale by
-:func:`calibrated` (:data:`WEAK_RAW` is the default threshold, 0.5); and 1 for a
-declaration whose name is the query (an exact name still wins); its reason says which
-words were found in which field (:func:`gateway.index.reasons.explain`).
+(:func:`words_score`): its words' raw score, half from its bm25 per word of the question
+the index holds (:data:`BM25_HALF` gives 0.25), half the share of what the question's words
+say that it holds (each word weighed by its rarity in the index, a word no declaration
+holds left out; those only in its body, path or docs count half), mixed with the cosine
+of its vector and the query's (:func:`cosine_part`, :data:`MODEL_WEIGHT` of the whole: the
+model reranks what the words found), put on the answer's scale by :func:`calibrated`
+(:data:`WEAK_RAW` is the default threshold, 0.5); and 1 for a declaration whose name is
+the query (an exact name still wins); its reason says which words were found in which
+field (:func:`gateway.index.reasons.explain`).
 
 Where no word of the question is in the index, the model answers instead: the cosine
 of the query's vector and each declaration's (a matrix-vector product; 100,000
@@ -28,7 +30,8 @@ declarations take a few milliseconds), the best :func:`depth` scored by
 :func:`score_of`: the cosine mapped piecewise linearly (:data:`COS_FLOOR` and under to
 0, :data:`COS_HALF` to 0.5, :data:`COS_FULL` and over to 1), lifted by the query's
 words in the name, signature and intent. Fusing the two rankings (reciprocal rank
-fusion) did not pay on the paraphrased questions (bench/README.md, issue 39).
+fusion) did not pay on the paraphrased questions, nor did the model's own best
+declarations added to what the words found (bench/README.md, issue 39).
 
 Declarations scoring 0 are not hits; the rest are, those under the request's threshold
 included (ranking counts those in ``weak_filtered``); a file shows its :data:`PER_FILE` best,
@@ -60,13 +63,16 @@ __all__ = [
     "COS_FLOOR",
     "COS_FULL",
     "COS_HALF",
+    "MODEL_WEIGHT",
     "PER_FILE",
     "WEAK_RAW",
     "Intents",
     "Scored",
     "calibrated",
+    "cosine_part",
     "depth",
     "score_of",
+    "words_score",
 ]
 
 #: Cosines at or under COS_FLOOR score 0, COS_HALF 0.5, COS_FULL and over 1. Measured on
@@ -84,12 +90,18 @@ TEXT_WEIGHT = 0.5
 #: bench/semantic.py's questions (the names half) for recall@10 and MRR@10 at the default threshold (0.5),
 #: among 1.0, 0.7, 0.5, 0.4 and 0.3 (bench/README.md, issue 39); the paraphrased half checks it.
 BM25_HALF = 0.7
-#: The raw score (half bm25, half coverage) that the default threshold (0.5) stands for: under it a hit is
-#: weak. Chosen on the calibration set (the third part of bench/semantic.py's questions, over other
-#: declarations than the two halves, which check it): the first quartile of the right answers' scores where
-#: the ranking puts them in the first ten (0.4496), and where a hit stops being right more often than the
-#: first ten's average hit (bench/README.md, issue 39).
-WEAK_RAW = 0.45
+#: The share of a declaration's raw score that is its vector's cosine to the query's (:func:`cosine_part`), the
+#: rest its words' (half bm25, half coverage): the model reranks what the words found. Chosen on the names half
+#: and the calibration set with every hit shown, among 0, 0.1, 0.15, 0.2, 0.25 and 0.3 (0, 0.15 and 0.2 tie on
+#: recall, the best; 0.2 has the best MRR; bench/README.md, issue 39); the paraphrased half and the fresh part
+#: check it.
+MODEL_WEIGHT = 0.2
+#: The raw score that the default threshold (0.5) stands for: under it a hit is weak. Chosen on the calibration
+#: set (the third part of bench/semantic.py's questions, over other declarations than the two halves, which
+#: check it): the first quartile of the right answers' scores where the ranking puts them in the first ten
+#: (0.4257; a bar at or under it keeps three in four), and where a hit stops being right more often than the first
+#: ten's average hit (0.42; bench/README.md, issue 39).
+WEAK_RAW = 0.425
 #: Hits a file shows at most (its best ones).
 PER_FILE = 3
 #: Words whose counts (of the declarations holding them) a checkout's searches keep, at most.
@@ -107,12 +119,25 @@ def depth(max_files: int) -> int:
     return min(MAX_DEPTH, max(MIN_DEPTH, max_files))
 
 
-def bm25_score(bm25: float, terms: int, coverage: float) -> float:
+def words_score(bm25: float, terms: int, coverage: float, cosine: float | None = None) -> float:
     """A declaration's score in [0, 1], :func:`calibrated`: half from its bm25 per word of the query the index
     holds and the FTS5 query asks for, itself or a form of it (``terms`` of them; BM25_HALF gives 0.25), half
-    the share of what the query's words say that it holds (``coverage``, :func:`gateway.index.reasons.explain`)."""
+    the share of what the query's words say that it holds (``coverage``, :func:`gateway.index.reasons.explain`);
+    with the ``cosine`` of its vector and the query's, that much mixed with :func:`cosine_part` at
+    :data:`MODEL_WEIGHT` (None: no vector yet, the words alone)."""
     per_word = max(0.0, bm25) / max(1, terms)
-    return calibrated(0.5 * per_word / (per_word + BM25_HALF) + 0.5 * min(1.0, coverage))
+    raw = 0.5 * per_word / (per_word + BM25_HALF) + 0.5 * min(1.0, coverage)
+    if cosine is not None:
+        raw = (1.0 - MODEL_WEIGHT) * raw + MODEL_WEIGHT * cosine_part(cosine)
+    return calibrated(raw)
+
+
+def cosine_part(cosine: float) -> float:
+    """A cosine in [0, 1]: piecewise linear, :data:`COS_FLOOR` and under 0, :data:`COS_HALF` 0.5,
+    :data:`COS_FULL` and over 1."""
+    if cosine <= COS_HALF:
+        return max(0.0, 0.5 * (cosine - COS_FLOOR) / (COS_HALF - COS_FLOOR))
+    return min(1.0, 0.5 + 0.5 * (cosine - COS_HALF) / (COS_FULL - COS_HALF))
 
 
 def calibrated(raw: float) -> float:
@@ -138,10 +163,7 @@ class Scored:
 
 def score_of(cosine: float, terms: Sequence[str], query: str, candidate: Candidate) -> Scored:
     """The hybrid score of one declaration (see the module docstring), its reason and matched terms."""
-    if cosine <= COS_HALF:
-        semantic = max(0.0, 0.5 * (cosine - COS_FLOOR) / (COS_HALF - COS_FLOOR))
-    else:
-        semantic = min(1.0, 0.5 + 0.5 * (cosine - COS_HALF) / (COS_FULL - COS_HALF))
+    semantic = cosine_part(cosine)
     named = terms_in(terms, split_words(candidate.qualified_name)) if terms else []
     in_signature = terms_in(terms, candidate.signature) if terms else []
     in_intent = terms_in(terms, candidate.intent) if terms and candidate.intent else []
@@ -251,8 +273,8 @@ class Intents:
     ) -> list[FileMatch]:
         """The files holding the best declarations for ``query``, best first, each with its hits in line order:
         ranked by the fielded BM25 index, the question's words and their neighbours in ``vocabulary`` (the
-        words' vectors by ``embed``); by the model's cosine (``vector()``, the query's) only where no word
-        of the query is in it."""
+        words' vectors by ``embed``), mixed with the model's cosine (``vector()``, the query's); by the cosine
+        alone where no word of the query is in it."""
         terms = query_terms(query)
         same = alike(terms)
         total, held = self._count(store, _with_forms(terms, same))
@@ -264,19 +286,21 @@ class Intents:
         by_file: dict[int, list[Hit]] = {}
         if found or exact:
             chosen = {(h.file_id, h.ordinal): h for h in found}
-            ids = [h.declaration_id for h in found]
+            candidates = store.candidates([*chosen, *exact])
+            ids = [c.id for c in candidates]
             fields = store.words_of(ids) if ids else {}
+            cosines = self._cosines(vector, candidates) if MODEL_WEIGHT > 0 else {}
             # coverage weighs a word with alike forms by its most held form; the bm25 part divides by the words
             # asked for, themselves or by a form
             weights = word_weights(total, {t: max(held[f] for f in (t, *same.get(t, ()))) for t in terms})
             asked_for = sum(1 for t in weights if any(held[f] and f in asked for f in (t, *same.get(t, ()))))
             share = vocab.EXPANSION_WEIGHT
-            for candidate in store.candidates([*chosen, *exact]):
+            for candidate in candidates:
                 key = (candidate.file_id, candidate.ordinal)
                 word_hit = chosen.get(key)
-                texts = fields.get(word_hit.declaration_id, ()) if word_hit else ()
+                texts = fields.get(candidate.id, ())
                 reason, matched, coverage = explain(terms, texts, candidate, weights, near, share, same)
-                score = bm25_score(word_hit.score if word_hit else 0.0, asked_for, coverage)
+                score = words_score(word_hit.score if word_hit else 0.0, asked_for, coverage, cosines.get(key))
                 scored = Scored(1.0 if key in exact else round(score, 4), reason, matched)
                 by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
         else:
@@ -362,6 +386,21 @@ class Intents:
         out += [WordHit(h.declaration_id, h.file_id, h.ordinal, prose.WEIGHT * h.score) for h in named.values()]
         out.sort(key=lambda h: -h.score)
         return out if wanted is None else out[:wanted]
+
+    def _cosines(
+        self, vector: Callable[[], np.ndarray], candidates: Sequence[Candidate]
+    ) -> dict[tuple[int, int], float]:
+        """The cosine of each candidate's vector and the query's (``vector()``), by (file id, ordinal): those of
+        its rows the matrix holds (a file whose words are written before its vectors has none yet)."""
+        rows: dict[tuple[int, int], int] = {}
+        for c in candidates:
+            at = self._start.get(c.file_id, -1) + c.ordinal
+            if 0 <= at < len(self.file_of) and self.file_of[at] == c.file_id:  # its file's rows, one per declaration
+                rows[(c.file_id, c.ordinal)] = at
+        if not rows:
+            return {}
+        values = self.matrix[list(rows.values())] @ vector()
+        return dict(zip(rows, values.tolist(), strict=True))
 
     def _exact(self, store: Store, query: str, accept: Callable[[str], bool] | None) -> set[tuple[int, int]]:
         """Declarations named exactly what a one-word query says (an exact name still wins)."""

@@ -197,6 +197,7 @@ class Candidate(msgspec.Struct, frozen=True):
     end_line: int
     intent: str
     signature: str
+    id: int = 0  # the declaration's id (0 where it was not read)
 
 
 class WordHit(msgspec.Struct, frozen=True):
@@ -606,7 +607,7 @@ class Store:
             for i in range(0, len(ordinals), _CHUNK):
                 chunk = ordinals[i : i + _CHUNK]
                 rows = self._db.execute(
-                    "SELECT file_id, ordinal, kind, name, qualified_name, start_line, end_line, intent, signature "
+                    "SELECT file_id, ordinal, kind, name, qualified_name, start_line, end_line, intent, signature, id "
                     f"FROM declarations WHERE file_id = ? AND ordinal IN ({','.join('?' * len(chunk))})",
                     (file_id, *chunk),
                 )
