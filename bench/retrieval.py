@@ -1,4 +1,4 @@
-"""Each way of ranking declarations by meaning, alone and fused, on both halves of the questions.
+"""Each way of ranking declarations by meaning, alone and fused, on every part of the questions.
 
 Used by ``bench/semantic.py --methods`` (and ``make bench``). One index (declarations,
 fields, intent vectors) is built for every repository present; then each question is
@@ -10,10 +10,11 @@ asked of its own repository by each method, each giving declarations best first:
 - **bm25**: the fielded BM25 index (SQLite FTS5, :mod:`gateway.index.fields`);
 - **bm25+wordllama**, **bm25+minilm**: reciprocal rank fusion (k = 60) of the two rankings;
 - **bm25+prose**: bm25 plus that of the sentences of the checkout's docs, other
-  docstrings and test names that name the declaration (:mod:`bench.prose`; not shipped);
-- **shipped**: what a semantic search answers (:meth:`Intents.search`: bm25 and the
-  share of the question's words found, each by its idf; the model only where no word
-  is indexed);
+  docstrings and test names that name the declaration (:mod:`bench.prose`, read here on
+  its own; the service asks its own table, :mod:`gateway.index.prose`);
+- **shipped**: what a semantic search answers (:meth:`Intents.search`: bm25 with the
+  prose's, the share of the question's words found, each by its idf, and a fifth from the
+  model's cosine; the model alone where no word is indexed);
 - **minilm**: all-MiniLM-L6-v2 in numpy (:mod:`bench.models`), with ``--minilm`` only.
 
 Tests, examples and docs are demoted as ranking demotes them (score x 0.3). Printed per
