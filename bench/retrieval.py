@@ -290,6 +290,7 @@ def evaluate_methods(corpus_dir: Path, data: dict[str, Any], *, minilm: bool, tu
         "second (paraphrased)": [q for q in queries if q.get("half", 1) == 2],
         "third (calibration)": [q for q in queries if q.get("half", 1) == 3],
         "fourth (fresh)": [q for q in queries if q.get("half", 1) == 4],
+        "fifth (calibration-2)": [q for q in queries if q.get("half", 1) == 5],
     }
     with tempfile.TemporaryDirectory() as folder:
         corpus = build(corpus_dir, names, folder)

@@ -147,7 +147,9 @@ def summary(ranks: Sequence[int | None]) -> tuple[float, float]:
 
 
 #: The parts of the questions (``half`` in the file; none is 1): what each is for.
-PARTS = {1: "names", 2: "paraphrased", 3: "calibration", 4: "fresh"}
+PARTS = {1: "names", 2: "paraphrased", 3: "calibration", 4: "fresh", 5: "calib-2"}
+#: The parts WEAK_RAW is read on (the calibration set and its second part).
+CALIBRATION = (3, 5)
 
 
 @dataclass
@@ -209,7 +211,7 @@ def lexical_request(query: str, repo: str) -> dict[str, Any]:
     }
 
 
-def calibration(scored: Sequence[list[tuple[float, bool, bool]]], weak_raw: float) -> None:
+def calibration(scored: Sequence[list[tuple[float, bool, bool]]], weak_raw: float, title: str) -> None:
     """What chose WEAK_RAW, on the calibration set's answers at threshold 0 (each hit's raw score, whether it is
     an expected declaration, whether it is in an expected file): the first quartile of the right answers' best
     scores in the first ten, and how often a hit is right by band of scores against the first ten's average."""
@@ -219,7 +221,7 @@ def calibration(scored: Sequence[list[tuple[float, bool, bool]]], weak_raw: floa
     best = sorted(max(s for s, right, _ in answer if right) for answer in scored if any(r for _, r, _ in answer))
     quartiles = statistics.quantiles(best, n=4) if len(best) > 1 else best * 3
     print(
-        f"calibration (part 3, threshold 0, raw scores: WEAK_RAW {weak_raw} undone): {len(best)} right answers "
+        f"{title} (threshold 0, raw scores: WEAK_RAW {weak_raw} undone): {len(best)} right answers "
         f"in the first {TOP}, their best scores' quartiles {', '.join(f'{q:.4f}' for q in quartiles)}; "
         f"the first {TOP}'s {len(hits)} hits: right {sum(r for _, r, _ in hits) / len(hits):.3f}, "
         f"in the right file {sum(f for _, _, f in hits) / len(hits):.3f}"
@@ -266,7 +268,7 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
         shown: dict[tuple[int, str], Tally] = {}  # (part, language or "all") -> at the default threshold
         every: dict[tuple[int, str], Tally] = {}  # the same at threshold 0
         lexical_ranks: dict[int, list[int | None]] = {}
-        scored: list[list[tuple[float, bool, bool]]] = []  # the calibration set at threshold 0
+        scored: dict[int, list[list[tuple[float, bool, bool]]]] = {}  # the calibration parts at threshold 0
         lost: list[str] = []
         hidden = 0
         took: list[int] = []
@@ -289,8 +291,10 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
                 whole = flatten_hits(await service.search(parse_request({**asked, "threshold": 0.0})))
                 for key in ((part, lang), (part, "all")):
                     anyway = every.setdefault(key, Tally()).add(whole, q["expect"], found)
-                if part == 3:
-                    scored.append([(raw(s), name in q["expect"], path in found) for path, name, s in whole[:TOP]])
+                if part in CALIBRATION:
+                    scored.setdefault(part, []).append(
+                        [(raw(s), name in q["expect"], path in found) for path, name, s in whole[:TOP]]
+                    )
                 hidden += anyway is not None and rank is None
                 lexical = await service.search(parse_request(lexical_request(q["query"], q["repo"])))
                 base = rank_in(flatten_lexical(lexical, query_terms(q["query"])), q["expect"])
@@ -319,7 +323,10 @@ async def evaluate(corpus: Path, data: dict[str, Any], misses: bool) -> None:
         print(f"lexical (words), {PARTS[part]:<11} n={len(ranks):<3} recall {recall:.3f} MRR {mrr:.3f}")
     print(f"expected answers in the first {TOP} at threshold 0 but not at the default threshold: {hidden}")
     print(f"whole answer took_ms (warm after the first): median {statistics.median(took)} ms, max {max(took)} ms")
-    calibration(scored, scoring.WEAK_RAW)
+    for parts in ((3,), (5,), CALIBRATION):
+        answers = [a for p in parts for a in scored.get(p, [])]
+        if answers:
+            calibration(answers, scoring.WEAK_RAW, "+".join(PARTS[p] for p in parts))
     if lost:
         print("misses (either side):" if not misses else "every question:")
         print("\n".join(lost))
