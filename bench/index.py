@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.corpus import build, size, wait_for_index
 from gateway.config import CacheConfig, IndexConfig, config_from_env
-from gateway.index.builder import Builder, BuilderProcess
+from gateway.index.background import BuilderProcess
+from gateway.index.builder import Builder
 from gateway.index.files import Source, find_rg
 from gateway.index.store import Store
 from gateway.log import configure

@@ -38,7 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gateway.index import roots
-from gateway.index.builder import Builder, BuilderProcess
+from gateway.index.background import BuilderProcess
+from gateway.index.builder import Builder
 from gateway.index.content.build import ContentBuilder
 from gateway.index.files import Source
 from gateway.index.prune import DAY_S, folder_bytes

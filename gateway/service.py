@@ -227,8 +227,9 @@ class SearchService:
         index = self.index
         for item in items:
             source = index.sources.get(item["name"]) if index is not None else None
-            if source is not None:
-                item["index"] = self.content.describe(source.root) if self.content is not None else dict(INDEX_OFF)
+            if index is not None and source is not None:
+                content = self.content
+                item["index"] = content.describe(source.root, index.builder_pid()) if content else dict(INDEX_OFF)
             elif (entry := self._entries.get(item["name"])) is not None and entry.backend.tree() is not None:
                 item["index"] = dict(INDEX_OFF)  # local, no index
         return items

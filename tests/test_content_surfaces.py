@@ -130,12 +130,12 @@ class TestCli:
         assert code == 0 and " read)" not in out
 
     def test_index_while_a_server_builds_says_so_and_ends(self, corpus: Path, tmp_path: Path, capsys: Capture) -> None:
-        """Another builder holding the folder (a running server's, for its whole life): `fedsearch index`
-        waits --wait seconds, says a server keeps these indexes itself, builds nothing and exits 1; once
-        the lock is free it builds."""
-        import fcntl
-
-        from gateway.index.builder import LOCK_NAME
+        """Another process holding the root's lock (a running server's builder holds it for the server's life):
+        `fedsearch index` waits --wait seconds naming its pid, says a server keeps these indexes itself, builds
+        nothing and exits 1; once that process is killed (SIGKILL: the kernel lets go of its lock) it builds."""
+        import signal
+        import subprocess
+        import sys
 
         folder = tmp_path / "idx"
         folder.mkdir()
@@ -144,15 +144,25 @@ class TestCli:
             f'[index]\ndir = "{folder}"\n'
             f'[[namespaces]]\nname = "alpha"\nbackend = "ripgrep"\nroot = "{corpus / "alpha"}"\n'
         )
-        held = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            code, out, err = run(capsys, "index", "--config", str(config), "--wait", "0.3")
-        finally:
-            os.close(held)
-        assert code == 1 and out == "" and "waiting for another builder" in err and "nothing built" in err
+        hold = (
+            "import sys\nfrom gateway.index.locks import RootLock\n"
+            "assert RootLock(sys.argv[1], sys.argv[2]).take()\nprint('held', flush=True)\nsys.stdin.read()\n"
+        )
+        with subprocess.Popen(
+            [sys.executable, "-c", hold, str(folder), str(corpus / "alpha")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as holder:
+            try:
+                assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+                code, out, err = run(capsys, "index", "--config", str(config), "--wait", "0.3")
+            finally:
+                holder.send_signal(signal.SIGKILL)
+        assert code == 1 and out == ""
+        assert f"waiting for another builder (pid {holder.pid})" in err and "nothing built" in err
         code, out, _ = run(capsys, "index", "--config", str(config), "--wait", "0.3")
-        assert code == 0 and out.startswith("alpha:")
+        assert code == 0 and out.startswith("alpha:") and "content index ready" in out
 
     def test_index_in_a_folder_that_cannot_be_written(self, corpus: Path, tmp_path: Path, capsys: Capture) -> None:
         """An [index] dir that cannot be made: `fedsearch index` says so and exits 2; check-config warns."""

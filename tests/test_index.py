@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.index.builder import Builder, BuilderProcess
+from gateway.index.background import BuilderProcess
+from gateway.index.builder import Builder
 from gateway.index.files import Source, index_file
 from gateway.index.hits import Outline
 from gateway.index.parse import Declaration
@@ -320,7 +321,7 @@ class TestConcurrentWriters:
 class TestBuilderParts:
     def test_requests_are_json_lines_read_without_blocking(self) -> None:
         """Lines `[namespace, path]` as they come (garbage passed over); EOF closes."""
-        from gateway.index.builder import _Requests
+        from gateway.index.background import _Requests
 
         read, write = os.pipe()
         requests = _Requests(read)

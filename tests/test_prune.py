@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from gateway.config import CacheConfig, IndexConfig, config_from_env
 from gateway.index import roots
-from gateway.index.builder import Builder, BuilderProcess
+from gateway.index.background import BuilderProcess
+from gateway.index.builder import Builder
 from gateway.index.content.build import SIZE_GUESS, ContentBuilder
 from gateway.index.content.layout import read_state
 from gateway.index.content.paths import root_dir

@@ -7,6 +7,8 @@ import itertools
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from gateway.config import CacheConfig, Config, IndexConfig, config_from_env, pa
 from gateway.http.app import create_app
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.fields import WEIGHTS, field_texts, match_expression
-from gateway.index.files import Source
+from gateway.index.files import Source, find_rg, list_files
 from gateway.index.intents import embed_pending, intents_id
 from gateway.index.reasons import explain, idf, word_weights
 from gateway.index.semantic import WEAK_RAW, Intents, calibrated, score_of, words_score
@@ -416,15 +418,41 @@ class TestBuilding:
             await svc.aclose()
 
     async def test_nothing_built_yet(self, waiting: SearchService) -> None:
-        """Before anything is embedded, the namespace is unavailable and says the index is building."""
-        answer = await _semantic(waiting, "retry after failure", namespaces=["web"])
+        """Before anything is embedded, the search waits within its deadline, then answers capped: it says the
+        index is building and how far, and offers to search again (unavailable is for what cannot answer)."""
+        answer = await _semantic(waiting, "retry after failure", namespaces=["web"], timeout_ms=1500)
         status = answer["namespaces"][0]
-        assert status["status"] == "unavailable" and "intent index is still building" in status["error"]
-        assert "intent index is still building" in answer["note"]
-        assert (
-            answer["next"][0]["reason"].startswith("web failed")
-            and "retry it alone after 5 s" in answer["next"][0]["reason"]
-        )
+        assert status["status"] == "capped"
+        assert status["error"] == "the intent index is still building: its files are not listed yet"
+        assert "web: the intent index is still building" in answer["note"] and answer["truncated"]
+        assert answer["next"][0]["reason"].endswith("search it again")
+
+    async def test_nothing_built_yet_waits_for_the_first_files(self, waiting: SearchService, corpus: Path) -> None:
+        """A search that comes before any file is embedded answers as soon as some are (another thread builds,
+        as the background builder would), from what is there, saying how far the build is."""
+        index = waiting.index
+        assert index is not None
+        source = Source("web", str(corpus / "web"))
+
+        def build_later() -> None:  # what a pass does before it marks the checkout built
+            time.sleep(0.3)
+            store = Store.open(index.directory)
+            store.mark(source.root, listed=10)
+            Builder(store, [source])._index(source, list(list_files(source, find_rg())), BuildStats(), None)
+            embed_pending(store, source.root, lambda: False, BuildStats())
+            store.close()
+
+        thread = threading.Thread(target=build_later)
+        thread.start()
+        try:
+            answer = await _semantic(
+                waiting, "retry after failure", namespaces=["web"], threshold=0.0, timeout_ms=30_000
+            )
+        finally:
+            thread.join()
+        status = answer["namespaces"][0]
+        assert status["status"] == "capped" and answer["files"]
+        assert status["error"] == "the intent index is still building: declarations of 3 of 10 files so far"
 
     async def test_partly_built(self, waiting: SearchService, corpus: Path) -> None:
         """While some of it is embedded, the answer is what is there, capped, and the note says it is building."""
@@ -436,7 +464,8 @@ class TestBuilding:
         store.mark(source.root, listed=10, built=False)
         answer = await _semantic(waiting, "retry after failure", namespaces=["web"], threshold=0.0)
         status = answer["namespaces"][0]
-        assert status["status"] == "capped" and status["error"] == "the intent index is still building: 3 of 10 files"
+        assert status["status"] == "capped"
+        assert status["error"] == "the intent index is still building: declarations of 3 of 10 files so far"
         assert answer["files"] and "web: the intent index is still building" in answer["note"]
         assert answer["truncated"] and answer["next"][-1]["reason"].endswith("search it again")
 

@@ -2,10 +2,13 @@
 
 A server keeps its indexes up to date in the background; this is how a user of the
 one-shot CLI gets them (a one-shot search then reads them: content narrows its scans,
-declarations shape its hits), and how anyone gets them before serving. It takes the
-index folder's lock as the background builder does, waiting (and saying so) while
-another builder works. On a terminal it shows a progress line per namespace as its
-files are read; otherwise it prints one line a namespace when that one is done.
+declarations shape its hits), and how anyone gets them before serving. It takes each
+root's lock as the background builder does (:mod:`gateway.index.locks`) and builds the
+roots it holds; a root another process holds (a running server's builder, which keeps it
+up to date itself) is waited for, up to ``--wait`` seconds, saying which process holds
+it: built here if that process lets go, reported as it is once that process has built it.
+On a terminal it shows a progress line per namespace as its files are read; otherwise it
+prints one line a namespace when that one is done.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from gateway.cli.scope import load
 
 if TYPE_CHECKING:
     from gateway.index.builder import BuildStats
+    from gateway.index.locks import RootLock
     from gateway.index.resolve import DeclarationIndex
 
 __all__ = ["run"]
@@ -60,26 +64,29 @@ class _Progress:
             self.shown = False
 
 
-def _line(name: str, stats: BuildStats, content: dict[str, object] | None, seconds: float) -> str:
-    parts = [f"{name}: {plural(stats.listed, 'file')} with a grammar"]
+def _line(name: str, stats: BuildStats, content: dict[str, object] | None, seconds: float, by: str = "") -> str:
+    """One namespace's line (``by``: it was built by another process, which says so instead of counts)."""
+    parts = [name + ":" if by else f"{name}: {plural(stats.listed, 'file')} with a grammar"]
     if content is not None:
         size = int(str(content["bytes"])) / 1e6
         parts.append(
             f"content index {content['state']}, {plural(int(str(content['files'])), 'file')}, {size:.1f} MB"
             + (f" ({plural(stats.content_read, 'file')} read)" if stats.content_read else "")
         )
+    if by:
+        return " ".join(parts[:1]) + " " + "; ".join([*parts[1:], by]) + "\n"
     parts.append(f"{plural(stats.parsed, 'file')} parsed, {stats.embedded:,} declarations embedded")
     return "; ".join(parts) + f" ({seconds:.1f} s)\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build every local index of the config now; 0 when done, 1 when another builder (a running server's)
-    held the folder past ``--wait``, 2 when the folder cannot be written."""
+    """Build every local index of the config now; 0 when every root is built (here or by the process holding
+    it), 1 when another process still held one unbuilt past ``--wait``, 2 when the folder cannot be written."""
     if args.status or args.prune:
         from gateway.cli import folder
 
         return folder.status(args) if args.status else folder.prune(args)
-    from gateway.index.builder import hold_lock
+    from gateway.index.locks import RootLock
     from gateway.index.setup import index_for
 
     config = load(args)
@@ -88,29 +95,26 @@ def run(args: argparse.Namespace) -> int:
         warn("no local namespace to index" if config.index.enabled else "[index] enabled = false: nothing to build")
         return 0
     directory = os.path.expanduser(index.directory)
+    locks = {s.root: RootLock(directory, s.root) for s in index.sources.values()}
     try:
         os.makedirs(directory, exist_ok=True)
-        lock = hold_lock(
-            directory, lambda: warn(f"waiting for another builder of {directory} to finish its pass"), args.wait
-        )
+        for lock in locks.values():
+            lock.take()
     except OSError as exc:
         sys.stderr.write(f"fedsearch: cannot write the index folder {directory}: {exc.strerror or exc}\n")
+        for lock in locks.values():
+            lock.release()
         return 2
-    if lock is None:  # a running server's builder: it keeps these indexes up to date itself
-        warn(
-            f"another builder still holds {directory} after {args.wait:g} s (a running fedsearch serve keeps "
-            "its indexes up to date itself): nothing built here"
-        )
-        return 1
     try:
-        _build(index, directory, content=config.index.content)
+        return _build(index, directory, locks, content=config.index.content, wait_s=args.wait)
     finally:
-        os.close(lock)
-    return 0
+        for lock in locks.values():
+            lock.release()
 
 
-def _build(index: DeclarationIndex, directory: str, *, content: bool) -> None:
+def _build(index: DeclarationIndex, directory: str, locks: dict[str, RootLock], *, content: bool, wait_s: float) -> int:
     from gateway.index.builder import Builder, BuildStats
+    from gateway.index.locks import holder
     from gateway.index.roots import register
     from gateway.index.setup import content_for
     from gateway.index.store import Store
@@ -128,21 +132,55 @@ def _build(index: DeclarationIndex, directory: str, *, content: bool) -> None:
     builder = Builder(store, list(index.sources.values()), workers=index.build_workers, content=content_builder)
     reader = content_for(index)
     progress = _Progress(sys.stderr.isatty())
+    said: set[int] = set()
+    ends = time.monotonic() + wait_s
+    todo = dict(index.sources)
+    code = 0
     try:
-        for name, source in index.sources.items():
-            started = time.monotonic()
-            stats = BuildStats()
-            if content_builder is not None:
-                content_builder.progress = progress.reading(name)
-            listed = builder.refresh_content(source, stats) if content_builder is not None else None
-            progress.show(f"{name}: parsing declarations")
-            builder.refresh_one(source, stats, None, listed)
-            progress.clear()
-            described = reader.describe(source.root) if reader is not None else None
-            sys.stdout.write(_line(name, stats, described, time.monotonic() - started))
-            sys.stdout.flush()
+        while todo:
+            for name, source in list(todo.items()):
+                lock = locks[source.root]
+                if not lock.held and not lock.take():
+                    other = holder(directory, source.root)
+                    described = reader.describe(source.root) if reader is not None else None
+                    if other is not None and (described is None or described["state"] != "ready"):
+                        if other.pid not in said:
+                            said.add(other.pid)
+                            warn(f"waiting for another builder (pid {other.pid}) of {source.root}: {other.words()}")
+                        continue
+                    by = f"built by pid {other.pid}" if other is not None else "built by another process"
+                    sys.stdout.write(_line(name, BuildStats(), described, 0.0, by))
+                    del todo[name]
+                    continue
+                started = time.monotonic()
+                stats = BuildStats()
+                if content_builder is not None:
+                    content_builder.progress = progress.reading(name)
+                listed = builder.refresh_content(source, stats) if content_builder is not None else None
+                progress.show(f"{name}: parsing declarations")
+                builder.refresh_one(source, stats, None, listed)
+                progress.clear()
+                described = reader.describe(source.root) if reader is not None else None
+                sys.stdout.write(_line(name, stats, described, time.monotonic() - started))
+                sys.stdout.flush()
+                del todo[name]
+            if not todo:
+                break
+            if time.monotonic() >= ends:
+                held = ", ".join(
+                    f"{name} (pid {p.pid})" for name, s in todo.items() if (p := holder(directory, s.root))
+                )
+                warn(
+                    f"another builder still holds {held or ', '.join(todo)} after {wait_s:g} s (a running fedsearch "
+                    "serve keeps its indexes up to date itself): nothing built here for "
+                    + ("it" if len(todo) == 1 else "them")
+                )
+                code = 1
+                break
+            time.sleep(min(0.2, max(0.0, ends - time.monotonic())))
     finally:
         progress.clear()
         store.close()
         if reader is not None:
             reader.close()
+    return code

@@ -79,7 +79,7 @@ class ContentIndexCollector:
             for outcome, count in sorted(content.outcomes.items()):
                 searches.add_metric([outcome], count)
             for name, source in service.index.sources.items():
-                index = content.describe(source.root)
+                index = content.describe(source.root, service.index.builder_pid())
                 families["files"].add_metric([name], index["files"])
                 families["bytes"].add_metric([name], index["bytes"])
                 families["build_seconds"].add_metric([name], index["built_s"])

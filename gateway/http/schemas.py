@@ -9,7 +9,7 @@ are built for a schema only (``defer_build``), never on a request.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +52,32 @@ class QueryParts(BaseModel):
     filters: list[Filter]
 
 
+class IndexHolder(BaseModel):
+    """The process holding a local namespace's root lock (gateway.index.locks)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
+    pid: int
+    since: str | None = Field(default=None, description="When it took the lock (UTC, ISO 8601).")
+    held_s: float | None = None
+    renewed_s: float | None = Field(default=None, description="Seconds since it last renewed its lease.")
+    stuck: bool = Field(description="Its lease ran out: alive, holding, and not renewing.")
+
+
+class IndexState(BaseModel):
+    """A local namespace's content index (SPEC §5)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=True)
+    state: Literal["off", "building", "waiting", "ready", "stale"] = Field(
+        description="ready: searches use it; waiting: another process holds this root's lock (holder); "
+        "off and stale say why in reason. Until ready, the namespace is scanned: answers are the same."
+    )
+    files: int
+    bytes: int
+    built_s: float
+    reason: str | None = None
+    holder: IndexHolder | None = None
+
+
 class Namespace(BaseModel):
     """One visible namespace: its backend kind, health and capabilities (a local one's index too)."""
 
@@ -61,9 +87,7 @@ class Namespace(BaseModel):
     health: str
     capabilities: dict[str, Any] | None = None
     file_paths: str | None = Field(default=None, description="<path>, <repository>/<path> or <namespace>/<path>.")
-    index: dict[str, Any] | None = Field(
-        default=None, description="A local namespace's index: {state: off|building|ready|stale, files, bytes, built_s}."
-    )
+    index: IndexState | None = Field(default=None, description="A local namespace's content index.")
 
 
 class NamespaceList(BaseModel):

@@ -1,7 +1,7 @@
-"""``python -m gateway.index``: the background builder process (see :mod:`gateway.index.builder`)."""
+"""``python -m gateway.index``: the background builder process (see :mod:`gateway.index.background`)."""
 
 import sys
 
-from gateway.index.builder import main
+from gateway.index.background import main
 
 sys.exit(main())

@@ -6,14 +6,16 @@ regex searches go straight to it, and a semantic search is answered by
 :class:`IntentSearch` from the intent index, in a thread (the event loop never waits
 on a matrix product or the database).
 
-Until a checkout's intent index is built, a search says so: with some of it embedded,
-the answer is what that part holds, ``capped``, its reason "the intent index is still
-building: N of M files"; with none, the namespace is ``unavailable`` with the same words
-and a retry delay. A process with no background builder (the CLI) first catches up:
-it starts a one-pass builder for its local namespaces in the background
-(:func:`~gateway.index.builder.start_once`) and waits until the namespace is built, no
-builder is at work any more, or shortly before the deadline; a builder not done by
-then goes on alone, at low priority, and the next search finds more.
+Until a checkout's intent index is built, a search answers from what is embedded so far,
+``capped``, its reason saying how far the build is ("the intent index is still building:
+declarations of 412 of 1,310 files so far", and who builds it when another process does).
+With nothing embedded yet it first waits for the first files, within its deadline (less
+what the search itself needs); ``unavailable`` is kept for a namespace that truly cannot
+answer (its database cannot be read). A process with no background builder (the CLI)
+first catches up: it starts a one-pass builder for its local namespaces
+(:func:`~gateway.index.background.start_once`) and waits until the namespace is built, no
+builder is at work any more, or shortly before the deadline; the builder ends with the CLI,
+and the next search finds what it committed.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from msgspec.structs import replace
 
 from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.dedup.identity import Identities
-from gateway.errors import BackendError, BackendUnavailable
-from gateway.index.builder import Builder, BuildStats, lock_held, start_once
+from gateway.errors import BackendError
+from gateway.index.background import BuilderProcess, start_once
+from gateway.index.builder import Builder, BuildStats
 from gateway.index.intents import intents_id
+from gateway.index.locks import Holder, holder
 from gateway.index.semantic import SYNC_S, Intents
 from gateway.index.store import Progress, Store
 from gateway.index.vocabulary import Vocabulary
@@ -42,10 +46,7 @@ from gateway.query.globs import PathFilter
 if TYPE_CHECKING:
     from gateway.index.resolve import DeclarationIndex
 
-__all__ = ["RETRY_AFTER_S", "IntentSearch", "SemanticBackend", "building", "with_semantic"]
-
-#: The retry delay of a namespace whose intent index has nothing in it yet (seconds).
-RETRY_AFTER_S = 5.0
+__all__ = ["IntentSearch", "SemanticBackend", "building", "with_semantic"]
 #: Time kept back from the deadline for the search itself when catching up: this share, at least the floor.
 KEEP_SHARE = 0.3
 KEEP_FLOOR_S = 0.5
@@ -53,11 +54,16 @@ KEEP_FLOOR_S = 0.5
 WAIT_STEP_S = 0.05
 
 
-def building(progress: Progress) -> str:
-    """The words for an intent index that is not built yet."""
+def building(progress: Progress, by: Holder | None = None) -> str:
+    """The words for an intent index that is not built yet (``by``: another process holding its root)."""
     if progress.listed is None:
-        return "the intent index is still building: no file of it is listed yet"
-    return f"the intent index is still building: {min(progress.done, progress.listed):,} of {progress.listed:,} files"
+        words = "the intent index is still building: its files are not listed yet"
+    else:
+        done = min(progress.done, progress.listed)
+        words = f"the intent index is still building: declarations of {done:,} of {progress.listed:,} files so far"
+    if by is not None and not by.mine:
+        words += f" ({by.words()})" if by.stuck() else f" (by pid {by.pid})"
+    return words
 
 
 class IntentSearch:
@@ -70,7 +76,7 @@ class IntentSearch:
         self._progress: dict[str, tuple[float, int, Progress]] = {}  # root -> (when, data_version, progress)
         self._lock = threading.Lock()
         self._store: Store | None = None
-        self._started: asyncio.Future[bool] | None = None  # a one-pass builder started by catch_up
+        self._builder: BuilderProcess | None = None  # a one-pass builder started by catch_up (the CLI's)
 
     def store(self) -> Store:
         """A connection of its own (the index's, when that one is in memory)."""
@@ -80,6 +86,9 @@ class IntentSearch:
         return self._store
 
     def close(self) -> None:
+        builder, self._builder = self._builder, None
+        if builder is not None:  # nothing a search started outlives it
+            builder.stop()
         store, self._store = self._store, None
         if store is not None and store is not self.index._store:
             store.close()
@@ -100,18 +109,24 @@ class IntentSearch:
         self._progress[root] = (now, version, progress)
         return progress
 
-    def _built(self, namespace: str, fresh: bool = False) -> bool:
-        """Whether the namespace's intent index is built (``fresh``: read now, not remembered)."""
+    def _built(self, namespace: str, fresh: bool = False, begun: bool = False) -> bool:
+        """Whether the namespace's intent index is built (``fresh``: read now, not remembered; ``begun``:
+        or has any file done)."""
         with self._lock:
             if fresh:
                 self._progress.pop(self.index.sources[namespace].root, None)
             try:
-                return self.progress(namespace).built
+                progress = self.progress(namespace)
             except sqlite3.Error:
                 return False
+            return progress.built or (begun and progress.done > 0)
+
+    def _holder(self, namespace: str) -> Holder | None:
+        directory = self.index.directory
+        return holder(directory, self.index.sources[namespace].root) if directory is not None else None
 
     def answer(self, namespace: str, query: SearchQuery) -> BackendResult:
-        """The namespace's semantic answer (raises BackendUnavailable while nothing of it is embedded)."""
+        """The namespace's semantic answer (capped, saying how far, while its index is still building)."""
         from gateway.index.model import model
 
         with self._lock:
@@ -135,7 +150,7 @@ class IntentSearch:
             intents.sync(store, encoder.dim)
             self._vocabulary.sync(store, encoder.dim)
         if not len(intents) and not progress.built:
-            raise BackendUnavailable(building(progress), retry_after=RETRY_AFTER_S)
+            return BackendResult(files=(), status="capped", reason=building(progress, self._holder(namespace)))
         accept = PathFilter.build(query.paths, query.languages)
         files = intents.search(
             store,
@@ -148,12 +163,15 @@ class IntentSearch:
         )
         if progress.built:
             return BackendResult(files=files)
-        return BackendResult(files=files, status="capped", reason=building(progress))
+        return BackendResult(files=files, status="capped", reason=building(progress, self._holder(namespace)))
 
     async def catch_up(self, namespace: str, deadline: float) -> None:
-        """Bring the namespace's intent index up to date before searching, where no builder does (the CLI)."""
+        """Wait, within the deadline, for what the namespace's intent index can give: a server for the first
+        files its builder (or another process) embeds; a process with no builder (the CLI) starts a one-pass
+        builder and waits until the namespace is built or no builder is at work on it."""
         index = self.index
-        if index.building() or await asyncio.to_thread(self._built, namespace):
+        serving = index.building()  # a background builder keeps the index up to date: it is at work
+        if await asyncio.to_thread(self._built, namespace, False, serving):
             return
         left = deadline - time.monotonic()
         until = deadline - max(KEEP_FLOOR_S, KEEP_SHARE * left)
@@ -170,25 +188,20 @@ class IntentSearch:
             await asyncio.to_thread(builder.refresh_one, source, BuildStats())
         else:
             directory = index.directory
-            if self._started is None:  # one builder for every local namespace, started by the first to ask
-                sources = list(index.sources.values())
-                self._started = asyncio.ensure_future(
-                    asyncio.to_thread(
-                        start_once,
-                        directory,
-                        sources,
-                        index.build_workers,
-                        index.content,
-                        max_bytes=index.max_bytes,
-                        keep_days=index.keep_days,
-                    )
+            if not serving and self._builder is None:  # one builder for every local namespace, by the first to ask
+                self._builder = start_once(
+                    directory,
+                    list(index.sources.values()),
+                    index.build_workers,
+                    index.content,
+                    max_bytes=index.max_bytes,
+                    keep_days=index.keep_days,
                 )
-            await asyncio.shield(self._started)
             while time.monotonic() < until:
-                if await asyncio.to_thread(self._built, namespace, True):
+                if await asyncio.to_thread(self._built, namespace, True, serving):
                     break
-                if not await asyncio.to_thread(lock_held, directory):
-                    break  # no builder at work (it is done, or could not start)
+                if not serving and not self._at_work(directory, source.root):
+                    break  # no builder at work on it (done, or could not start)
                 await asyncio.sleep(WAIT_STEP_S)
         self._progress.pop(source.root, None)
         intents = self._intents.get(source.root)
@@ -196,6 +209,11 @@ class IntentSearch:
             intents.changed()
         with contextlib.suppress(Exception):  # a model that cannot load says so in the answer
             await loading
+
+    def _at_work(self, directory: str, root: str) -> bool:
+        """Whether a builder works on ``root``: this process's one-pass builder runs, or a process holds it."""
+        builder = self._builder
+        return (builder is not None and builder.running()) or holder(directory, root) is not None
 
 
 class SemanticBackend(AsyncBackend[Any]):

@@ -17,9 +17,10 @@ it, whatever its config) is never dropped, for any reason. A root of this proces
 not fit the bound is not dropped either: its content index is not built, and its
 ``index.state`` says why (:meth:`gateway.index.content.build.ContentBuilder`).
 
-:class:`Pruner` carries a plan out, in the background builder, which holds the index lock
-(no other builder writes meanwhile): each root's declaration rows are deleted in short
-transactions, its content index folder removed, its marker forgotten; then one ``VACUUM``
+:class:`Pruner` carries a plan out, in the background builder (or ``fedsearch index --prune``):
+each root is dropped under its own lock (:mod:`gateway.index.locks`; a root whose lock another
+process holds is in use, and kept), its declaration rows deleted in short transactions, its
+content index folder removed, its marker forgotten; then one ``VACUUM``
 gives the database's space back to the disk. Searches never wait: SQLite in WAL mode lets
 readers read their snapshot through a VACUUM, and a content index folder removed under a
 reader is read through the files it holds open, or scanned (bench/README.md: issue 41).
@@ -41,6 +42,7 @@ from dataclasses import dataclass, field
 from gateway.index import roots as markers
 from gateway.index.content.layout import read_state
 from gateway.index.content.paths import content_dir
+from gateway.index.locks import RootLock
 from gateway.index.roots import folder_bytes
 from gateway.index.store import Store
 from gateway.log import get_logger
@@ -260,7 +262,7 @@ def _remove(path: str) -> None:
 
 
 class Pruner:
-    """Prunes the index folder of one builder (which holds the index lock while it does)."""
+    """Prunes the index folder of one builder, each root under its lock."""
 
     def __init__(
         self,
@@ -307,10 +309,19 @@ class Pruner:
             info = by_root[drop.root]
             if self._used_since(info):
                 continue  # a search or build used it since the survey: kept
-            done.files += self.store.drop_root(drop.root)
-            if info.content:
-                shutil.rmtree(info.content, ignore_errors=True)
-            markers.remove(self.directory, drop.root)
+            lock = RootLock(self.directory, drop.root)
+            try:
+                if not lock.take():
+                    continue  # another process builds it: in use
+            except OSError:
+                continue
+            try:
+                done.files += self.store.drop_root(drop.root)
+                if info.content:
+                    shutil.rmtree(info.content, ignore_errors=True)
+                markers.remove(self.directory, drop.root)
+            finally:
+                lock.release()
             done.dropped.append(drop)
             log.info("index_root_pruned", root=drop.root, reason=drop.reason, mb=round(drop.bytes / 1e6, 1))
         if done.files:

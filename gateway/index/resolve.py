@@ -39,7 +39,7 @@ from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Reso
 from gateway.signals import query_name
 
 if TYPE_CHECKING:  # types only: a one-shot search reads the index without pydantic or tree-sitter
-    from gateway.index.builder import BuilderProcess
+    from gateway.index.background import BuilderProcess
     from gateway.query.request import SearchRequest
 
 __all__ = ["LOAD_ALLOWANCE_S", "PARSE_RATE", "DeclarationIndex"]
@@ -156,7 +156,7 @@ class DeclarationIndex:
             return
         if self.store().path is None:
             return  # in memory: a builder process could not share it
-        from gateway.index.builder import BuilderProcess  # a server's: the CLI never starts one
+        from gateway.index.background import BuilderProcess  # a server's: the CLI never starts one
 
         sources = list(self.sources.values())
         self._builder = BuilderProcess(
@@ -173,6 +173,12 @@ class DeclarationIndex:
     def building(self) -> bool:
         """Whether a background builder keeps the index up to date (a server's)."""
         return self._builder is not None
+
+    def builder_pid(self) -> int | None:
+        """The pid of this process's background builder, while it runs (what ``/v1/namespaces`` tells from
+        another process holding a root's lock)."""
+        builder = self._builder
+        return builder.pid if builder is not None else None
 
     def close(self) -> None:
         if self.semantic is not None:

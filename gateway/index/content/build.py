@@ -50,6 +50,7 @@ from gateway.index.content.layout import (
 from gateway.index.content.paths import USABLE
 from gateway.index.content.records import Record, read_record
 from gateway.index.files import Source
+from gateway.index.lifetime import die_with_parent
 from gateway.index.prune import DEFAULT_MAX_BYTES
 from gateway.index.roots import folder_bytes
 from gateway.log import get_logger
@@ -146,6 +147,9 @@ class ContentBuilder:
         self.make_room: Callable[[int], object] | None = None
         #: Told (files read, files to read) after each batch (``fedsearch index`` on a terminal).
         self.progress: Callable[[int, int], object] = lambda done, total: None
+        #: Held around a call that may be long and cannot ask ``should_stop`` (a commit, the merges before
+        #: a writer closes): the builder's leases are renewed meanwhile (gateway.index.locks).
+        self.cover: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
         self._warned: set[str] = set()
 
     # --- passes ---------------------------------------------------------------------
@@ -285,7 +289,8 @@ class ContentBuilder:
                     stats.bytes += record.entry.size
                     since_commit += record.entry.size
                 if since_commit >= COMMIT_BYTES:
-                    writer.commit()
+                    with self.cover():
+                        writer.commit()
                     self._write_manifest(folder, source.root, files, manifest.folders)
                     since_commit = 0
                 if self.should_stop():
@@ -295,10 +300,12 @@ class ContentBuilder:
                 writer = self._writer(folder)
                 writer.remove(gone)
             if writer is not None:
-                writer.commit()
+                with self.cover():
+                    writer.commit()
         finally:
             if writer is not None:
-                writer.close()
+                with self.cover():
+                    writer.close()
         stats.removed += len(gone)
         if listed is not None:
             folders = _folders(source.root, _with_parents(listed), listed_ns)
@@ -345,7 +352,12 @@ class ContentBuilder:
             return
         import multiprocessing
 
-        pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+        pool = ProcessPoolExecutor(
+            self.workers,
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=die_with_parent,  # a worker ends with its builder, however that one ends
+            initargs=(os.getpid(),),
+        )
         self._pool = pool
         try:
             yield pool

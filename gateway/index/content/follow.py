@@ -61,6 +61,11 @@ class Follower:
     def fileno(self) -> int:
         return self.watcher.fileno()
 
+    def follow(self, sources: Iterable[Source]) -> None:
+        """Follow these checkouts too (roots a builder took since), from its next :meth:`watch`."""
+        for source in sources:
+            self.sources.setdefault(source.root, source)
+
     def watch(self) -> None:
         """Watch the folders of every complete index not watched yet (after a pass listed them); the files
         a pass read too soon after they were written are read again RACY_NS later."""

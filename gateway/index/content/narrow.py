@@ -57,6 +57,8 @@ MOST_FOLDERS = 256
 PLANS = 256
 #: How often a server looks for checkouts whose index became complete, to follow them (seconds).
 ADOPT_S = 1.0
+#: How often ``/v1/namespaces`` looks again whether the index folder can be written (seconds).
+PROBE_S = 5.0
 
 log = get_logger("fedsearch.index")
 
@@ -131,6 +133,7 @@ class ContentIndex:
         self._watch_lock = threading.Lock()
         self._wake: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
+        self._probed: tuple[float, str] = (-PROBE_S, "")  # (when, why the folder cannot be written)
         if follow:
             self.follow()
 
@@ -354,8 +357,9 @@ class ContentIndex:
 
     # --- what it says of itself -----------------------------------------------------
 
-    def describe(self, root: str) -> dict[str, Any]:
-        """``index`` of a local namespace in ``/v1/namespaces`` (SPEC §5)."""
+    def describe(self, root: str, builder: int | None = None) -> dict[str, Any]:
+        """``index`` of a local namespace in ``/v1/namespaces`` (SPEC §5); ``builder``: this process's
+        background builder's pid (another process holding the root's lock makes it ``waiting``)."""
         view = self.views.get(root)
         if view is None:
             return {"state": "off", "files": 0, "bytes": 0, "built_s": 0.0}
@@ -378,7 +382,47 @@ class ContentIndex:
                     out.update(state="stale", reason="folders changed: scanned until the index lists them again")
                 elif self._watcher is None or view.following == "ready":
                     out["state"] = "ready"
+        if out["state"] == "building":
+            self._building(root, builder, out)
         return out
+
+    def _building(self, root: str, builder: int | None, out: dict[str, Any]) -> None:
+        """A root not indexed yet: who builds it (another process: ``waiting``), or why nobody can (``off``)."""
+        from gateway.index.locks import holder
+
+        by = holder(self.directory, root)
+        if by is not None:
+            out["holder"] = by.describe()
+            if by.pid != builder and not by.mine:
+                out.update(state="waiting", reason=by.words())
+                return
+            if by.stuck():
+                out["reason"] = by.words()
+        why = self._unwritable()
+        if why:
+            out.update(state="off", reason=f"not indexed: the index folder cannot be written ({why}); scanned")
+
+    def _unwritable(self) -> str:
+        """Why the index folder cannot be written now ("" when it can), looked at every PROBE_S at most: a
+        builder that cannot write cannot say so in the folder itself."""
+        now = time.monotonic()
+        if now - self._probed[0] < PROBE_S:
+            return self._probed[1]
+        probe = os.path.join(self.directory, f".probe-{os.getpid()}")
+        why = ""
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, b"x")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        self._probed = (now, why)
+        return why
 
     def close(self) -> None:
         if self._wake is not None:

@@ -1,0 +1,286 @@
+"""One lock a root: who builds a checkout's indexes, whether it is alive, and whether it is stuck.
+
+Each indexed checkout (a *root*) has its own lock file under ``[index] dir``::
+
+    locks/<digest of the real root path>.lock   {"pid": 123, "since": 1796000000.0, "root": "/abs"}
+                                                its mtime: the holder's last renewal of its lease
+
+A builder takes a root's lock before it writes anything of that root (its content index, its
+declaration rows, its prose) and holds it as long as it keeps the root up to date: a server's
+builder for the server's life, ``fedsearch index`` for its pass. Roots are locked one by
+one, so a builder that waits for one root (another process builds it) builds the others
+meanwhile, and nothing one stuck process holds stalls the rest of the folder.
+
+- **A holder that died lets go.** The lock is a POSIX record lock (``fcntl.lockf``): the kernel
+  releases it when its process ends, however it ends, and a forked child never inherits it (a
+  reading worker left behind by a killed builder holds nothing). Its holder's pid is the
+  kernel's answer (``F_GETLK``), not what a file says.
+- **A holder that is alive but stuck is seen.** Holding is a lease: the holder renews it
+  (:meth:`RootLock.renew`, the file's mtime, no bytes written: it works on a full disk)
+  between files and batches, at most every :data:`RENEW_S`; a lease not renewed for
+  :data:`LEASE_S` is *stuck* (:attr:`Holder.stuck`). A long call that cannot renew on its
+  own (a commit, a merge, a VACUUM) is :meth:`RootLock.covering`: a thread renews meanwhile,
+  for :data:`COVER_S` at most, so a call that never returns is stuck in the end.
+- POSIX locks belong to a process, and closing ANY descriptor of the file lets go of them. So a
+  process opens each lock file once (:data:`_held`), never to read it while it holds it, and
+  two holders in one process (tests, the CLI) exclude each other through that table.
+
+Standard library only: the one-shot CLI and ``/v1/namespaces`` read holders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from gateway.index.content.paths import digest
+
+__all__ = ["COVER_S", "LEASE_S", "LOCKS", "RENEW_S", "Claims", "Holder", "RootLock", "holder", "lock_path"]
+
+#: The folder of lock files under ``[index] dir``.
+LOCKS = "locks"
+#: A lease not renewed for this long is stuck (seconds): longer than any step between two renewals.
+LEASE_S = 60.0
+#: A holder renews at most this often (seconds).
+RENEW_S = 1.0
+#: The longest a thread renews the lease through one long call (:meth:`RootLock.covering`).
+COVER_S = 600.0
+
+#: ``struct flock`` on Linux (short type, short whence, off_t start, off_t len, pid_t pid, padding).
+_FLOCK = "hhqqi4x"
+
+#: lock path -> the lock this process holds on it (a POSIX lock is the process's: one opening a file).
+_held: dict[str, RootLock] = {}
+_table = threading.Lock()
+
+
+def lock_path(directory: str, root: str) -> str:
+    """The lock file of one root (the same file by any symlink to it, as its content index folder)."""
+    return os.path.join(os.path.expanduser(directory), LOCKS, f"{digest(os.path.realpath(root))}.lock")
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    """The process holding a root's lock: its pid, since when and when it last renewed (epoch seconds,
+    0 where it could not be read, as on a full disk)."""
+
+    pid: int
+    since: float
+    renewed: float
+    mine: bool = False  # this process holds it
+
+    def stuck(self, now: float | None = None) -> bool:
+        """Whether its lease ran out: alive, holding, and not renewing."""
+        if not self.renewed:
+            return False
+        return (time.time() if now is None else now) - self.renewed > LEASE_S
+
+    def describe(self, now: float | None = None) -> dict[str, object]:
+        """``holder`` of ``/v1/namespaces`` (SPEC §5): the pid, since when (UTC), for how long, the lease."""
+        now = time.time() if now is None else now
+        out: dict[str, object] = {"pid": self.pid}
+        if self.since:
+            out["since"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))
+            out["held_s"] = round(max(0.0, now - self.since), 1)
+        if self.renewed:
+            out["renewed_s"] = round(max(0.0, now - self.renewed), 1)
+        out["stuck"] = self.stuck(now)
+        return out
+
+    def words(self, now: float | None = None) -> str:
+        """What a namespace waiting for it says."""
+        now = time.time() if now is None else now
+        held = f" for {_span(now - self.since)}" if self.since else ""
+        if self.stuck(now):
+            return (
+                f"pid {self.pid} has held this checkout's index lock{held} and has not renewed its lease for "
+                f"{_span(now - self.renewed)}: it looks stuck (searches scan meanwhile)"
+            )
+        return f"another process (pid {self.pid}) builds this checkout's index{held}; searches scan meanwhile"
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+class RootLock:
+    """This process's hold (or wish to hold) on one root's lock."""
+
+    def __init__(self, directory: str, root: str) -> None:
+        self.root = root
+        self.path = lock_path(directory, root)
+        self.fd: int | None = None
+        self.since = 0.0
+        self._renewed = 0.0  # time.monotonic() of the last renewal
+
+    @property
+    def held(self) -> bool:
+        return self.fd is not None
+
+    def take(self) -> bool:
+        """Take the lock if nobody holds it (at once, never waiting); whether this holds it now.
+        Raises OSError when the lock file cannot be made (a folder that cannot be written)."""
+        if self.fd is not None:
+            return True
+        with _table:
+            if self.path in _held:  # another holder in this process (a POSIX lock would let both in)
+                return False
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno in (errno.EACCES, errno.EAGAIN):
+                    return False
+                raise
+            self.fd = fd
+            _held[self.path] = self
+        self.since = time.time()
+        with contextlib.suppress(OSError):  # who holds it, for readers (on a full disk they read the pid alone)
+            record = json.dumps({"pid": os.getpid(), "since": self.since, "root": self.root}).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, record, 0)
+        self._renewed = 0.0
+        self.renew()
+        return True
+
+    def renew(self) -> None:
+        """Renew the lease (at most every RENEW_S; the file's mtime: nothing written, never raises)."""
+        fd = self.fd
+        now = time.monotonic()
+        if fd is None or now - self._renewed < RENEW_S:
+            return
+        self._renewed = now
+        with contextlib.suppress(OSError):
+            os.utime(fd)
+
+    def covering(self, limit_s: float = COVER_S) -> contextlib.AbstractContextManager[None]:
+        """Renew from a thread through a long call that cannot renew itself, for ``limit_s`` at most."""
+        return _renewing(self.renew, limit_s)
+
+    def release(self) -> None:
+        """Let go (the file stays: removing it could part two processes that opened it from a third)."""
+        with _table:
+            fd, self.fd = self.fd, None
+            if fd is None:
+                return
+            _held.pop(self.path, None)
+            with contextlib.suppress(OSError):
+                fcntl.lockf(fd, fcntl.LOCK_UN)
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _renewing(renew: Callable[[], None], limit_s: float) -> Iterator[None]:
+    """``renew`` called every RENEW_S from a thread while the block runs, for ``limit_s`` at most."""
+    done = threading.Event()
+
+    def renewing() -> None:
+        ends = time.monotonic() + limit_s
+        while not done.wait(RENEW_S) and time.monotonic() < ends:
+            renew()
+
+    thread = threading.Thread(target=renewing, name="lease", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def holder(directory: str, root: str) -> Holder | None:
+    """Who holds a root's lock (None: nobody, or it cannot be known); never raises."""
+    path = lock_path(directory, root)
+    with _table:
+        mine = _held.get(path)
+    if mine is not None:
+        return Holder(os.getpid(), mine.since, time.time(), mine=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        probe = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        try:
+            answer = fcntl.fcntl(fd, fcntl.F_GETLK, probe)
+        except OSError:
+            return None
+        kind, _, _, _, pid = struct.unpack(_FLOCK, answer)
+        if kind == fcntl.F_UNLCK:
+            return None
+        since = 0.0
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+            record = json.loads(os.pread(fd, 4096, 0) or b"{}")
+            if record.get("pid") == pid or pid <= 0:
+                pid = pid if pid > 0 else int(record["pid"])
+                since = float(record.get("since", 0.0))
+        renewed = 0.0
+        with contextlib.suppress(OSError):
+            renewed = os.fstat(fd).st_mtime
+        return Holder(pid, since, renewed)
+    finally:
+        os.close(fd)
+
+
+class Claims:
+    """One builder's locks on its roots: those it holds, and those it waits for (another process holds
+    them; taken when they are let go)."""
+
+    def __init__(self, directory: str, roots: Iterable[str]) -> None:
+        self.locks = {root: RootLock(directory, root) for root in dict.fromkeys(roots)}
+        self.error = ""  # why no lock could be made, if none could (a folder that cannot be written)
+        self._renewed = 0.0  # time.monotonic() of the last renewal
+
+    def take(self) -> list[str]:
+        """Take what is free of the roots not held yet; the roots taken now."""
+        taken = []
+        for root, lock in self.locks.items():
+            if lock.held:
+                continue
+            try:
+                if lock.take():
+                    taken.append(root)
+                self.error = ""
+            except OSError as exc:
+                self.error = exc.strerror or str(exc)
+        return taken
+
+    def holds(self, root: str) -> bool:
+        lock = self.locks.get(root)
+        return lock is not None and lock.held
+
+    def waiting(self) -> list[str]:
+        """The roots another process holds."""
+        return [root for root, lock in self.locks.items() if not lock.held]
+
+    def renew(self) -> None:
+        """Renew every held lease (at most every RENEW_S: cheap enough to ask between any two files)."""
+        now = time.monotonic()
+        if now - self._renewed < RENEW_S:
+            return
+        self._renewed = now
+        for lock in self.locks.values():
+            lock.renew()
+
+    def covering(self, limit_s: float = COVER_S) -> contextlib.AbstractContextManager[None]:
+        """Renew every held lease from one thread through a long call (see :meth:`RootLock.covering`)."""
+        return _renewing(self.renew, limit_s)
+
+    def release(self) -> None:
+        for lock in self.locks.values():
+            lock.release()
