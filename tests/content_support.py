@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings
 from gateway.index.content.build import ContentBuilder, ContentStats
 from gateway.index.content.narrow import ContentIndex
 from gateway.index.files import Source, find_rg, list_all
+from gateway.models import BackendResult, SearchQuery
 
 
 def build(directory: Path, root: Path, exclude: tuple[str, ...] = (), workers: int = 1) -> ContentStats:
@@ -38,3 +41,15 @@ def age(root: Path, seconds: float = 10.0) -> None:
         for name in filenames:
             os.utime(os.path.join(dirpath, name), (then, then), follow_symlinks=False)
         os.utime(dirpath, (then, then))
+
+
+async def answers(root: Path, narrower: ContentIndex | None, q: SearchQuery) -> list[tuple[str, Any]]:
+    """Every file and hit of one search (line, column, text, context), in path order; without a narrower,
+    rg's own answer over the whole checkout."""
+    backend = RipgrepBackend("repo", RipgrepSettings(root=str(root)))
+    if narrower is not None:
+        backend.use_index(narrower)
+    async with backend:
+        result: BackendResult = await backend.search(q)
+    assert result.status == "ok", result.reason
+    return sorted((f.path, [(h.line, h.column, h.text, h.before, h.after) for h in f.hits]) for f in result.files)

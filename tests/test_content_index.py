@@ -15,16 +15,16 @@ import re2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from adapters.ripgrep.backend import RipgrepBackend, RipgrepSettings, find_rg
+from adapters.ripgrep.backend import find_rg
 from gateway.index.content import fresh, records
 from gateway.index.content.build import ContentBuilder, ContentStats
 from gateway.index.content.grams import KELVIN
 from gateway.index.content.layout import Kind, read_manifest, read_state, root_dir
 from gateway.index.content.narrow import ContentIndex
 from gateway.index.files import Source, list_all
-from gateway.models import BackendResult, SearchQuery
+from gateway.models import SearchQuery
 from gateway.narrowing import Narrowed
-from tests.content_support import age, build, indexed
+from tests.content_support import age, answers, build, indexed
 from tests.helpers import git_repo
 
 pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
@@ -483,17 +483,6 @@ def real_index(real: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         index = indexed(folder, real)
         yield index
     index.close()
-
-
-async def answers(root: Path, narrower: ContentIndex | None, q: SearchQuery) -> list[tuple[str, Any]]:
-    """Every file and hit of one search (hits as line, column, text, context), in path order."""
-    backend = RipgrepBackend("real", RipgrepSettings(root=str(root)))
-    if narrower is not None:
-        backend.use_index(narrower)
-    async with backend:
-        result: BackendResult = await backend.search(q)
-    assert result.status == "ok", result.reason
-    return sorted((f.path, [(h.line, h.column, h.text, h.before, h.after) for h in f.hits]) for f in result.files)
 
 
 QUERIES = [

@@ -61,6 +61,9 @@ class IndexHolder(BaseModel):
     held_s: float | None = None
     renewed_s: float | None = Field(default=None, description="Seconds since it last renewed its lease.")
     stuck: bool = Field(description="Its lease ran out: alive, holding, and not renewing.")
+    phase: str | None = Field(default=None, description="What it is doing: content, declarations, embedding.")
+    done: int | None = Field(default=None, description="Files of this phase done so far.")
+    total: int | None = Field(default=None, description="Files of this phase in all.")
 
 
 class IndexState(BaseModel):

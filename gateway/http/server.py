@@ -11,6 +11,8 @@ Signals, the way a process manager (systemd, Kubernetes, a container runtime) se
 With ``--workers N`` the parent binds the socket once and forks N workers that all
 accept on it (the kernel spreads connections); it forwards the three signals to
 them, restarts a worker that dies, and exits 0 once all have stopped after SIGTERM.
+A worker ends when the parent does, however it ends (SIGKILL too: the kernel's
+parent-death signal, :mod:`gateway.index.lifetime`), and so does each worker's index builder.
 Each worker has its own event loop, backends and connection pools.
 
 Slow and hostile clients (:class:`ClientLimits`, applied by :func:`guard` and
@@ -56,6 +58,7 @@ from gateway.http.app import create_app
 from gateway.http.auth import refusal, warn_if_open
 from gateway.http.protocol import GatewayRunner
 from gateway.http.reload import SERVICE, reload_config
+from gateway.index.lifetime import die_with_parent
 from gateway.log import get_logger
 from gateway.serving import settle_heap
 
@@ -363,10 +366,12 @@ class _Supervisor:
     def _spawn(self, index: int) -> None:
         if self.sock is None:  # stopping: nothing to serve on
             return
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; covered by the subprocess tests
             code = 1
             try:
+                die_with_parent(parent)  # a supervisor killed (SIGKILL) leaves no worker serving on
                 for signum in (signal.SIGTERM, signal.SIGINT):
                     signal.signal(signum, signal.SIG_DFL)
                 signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -44,10 +44,10 @@ from typing import TYPE_CHECKING, Any
 from gateway.index.builder import Builder
 from gateway.index.files import Source
 from gateway.index.lifetime import GRACE_S, die_with_parent, end_group, watch_stdin
-from gateway.index.locks import Claims
+from gateway.index.locks import Claims, holder
 from gateway.index.prune import DEFAULT_KEEP_DAYS, DEFAULT_MAX_BYTES, Pruner
 from gateway.index.roots import Live, register
-from gateway.index.store import Store
+from gateway.index.store import Store, damaged
 from gateway.log import get_logger
 
 if TYPE_CHECKING:  # the content index's (tantivy, numpy): imported only where it is built
@@ -137,11 +137,12 @@ def main() -> int:
 
 
 def _builder(
-    spec: dict[str, Any], directory: str, sources: list[Source], names: dict[str, list[str]]
+    spec: dict[str, Any], directory: str, sources: list[Source], names: dict[str, list[str]], again: bool = False
 ) -> Builder | None:
-    """The builder over the folder's database (None: it cannot be on disk, nobody could read it)."""
+    """The builder over the folder's database (None: it cannot be on disk, nobody could read it; ``again``:
+    asked again after that, said quietly)."""
     workers = int(spec.get("workers", 1))
-    store = Store.open(directory, busy_s=10.0)
+    store = Store.open(directory, busy_s=10.0, check=True, quiet=again)  # a damaged database is rebuilt
     if store.path is None:
         store.close()
         return None
@@ -172,6 +173,9 @@ def _serve(
     claims.take()
     if claims.error:
         log.warning("index_builder_off", error=claims.error)
+    elif waiting := claims.waiting():  # another process holds them: taken when it lets go
+        holders = {root: by.pid for root in waiting if (by := holder(directory, root)) is not None}
+        log.info("index_roots_waiting", roots=waiting, holders=holders)
 
     def should_stop() -> bool:
         claims.renew()  # asked between any two files: the leases show it is alive and not stuck
@@ -179,9 +183,11 @@ def _serve(
 
     builder: Builder | None = None
     follower: Follower | None = None
+    tries = 0
     while not requests.closed:
-        if builder is None:
-            builder = _builder(spec, directory, sources, names)
+        if builder is None:  # again each pass while the folder cannot hold the database (a full disk)
+            builder = _builder(spec, directory, sources, names, again=tries > 0)
+            tries += 1
             if builder is not None:
                 builder.claims = claims
                 builder.should_stop = should_stop
@@ -190,7 +196,7 @@ def _serve(
             try:
                 builder.refresh(requests.poll)
             except Exception as exc:  # a pass that failed (a worker died, the disk is full) is tried again later
-                log.warning("index_pass_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+                _failed(builder, exc)
             if follower is not None:
                 follower.follow([s for s in sources if claims.holds(s.root)])
                 follower.watch()
@@ -223,10 +229,17 @@ def _take_over(builder: Builder, follower: Follower | None, sources: list[Source
     try:
         builder.refresh(requests.poll, sources=sources)
     except Exception as exc:
-        log.warning("index_pass_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+        _failed(builder, exc)
     if follower is not None:
         follower.follow(sources)
         follower.watch()
+
+
+def _failed(builder: Builder, exc: Exception) -> None:
+    """A pass that failed, logged; a database it found damaged is let go of, so the next pass builds a new one."""
+    log.warning("index_pass_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+    if damaged(exc):
+        builder.store.discard(str(exc)[:200])
 
 
 def content_builder(spec: dict[str, Any], directory: str, workers: int) -> ContentBuilder | None:

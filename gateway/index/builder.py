@@ -36,7 +36,7 @@ from gateway.index.lifetime import die_with_parent
 from gateway.index.locks import Claims
 from gateway.index.prose import write_prose
 from gateway.index.prune import Pruner
-from gateway.index.store import FileRecord, Store
+from gateway.index.store import FileRecord, Store, damaged
 from gateway.log import get_logger
 
 __all__ = ["BATCH_FILES", "BuildStats", "Builder", "Poll"]
@@ -116,11 +116,19 @@ class Builder:
                 for source in todo:
                     if self.should_stop():
                         break
-                    listings[source.namespace] = self.refresh_content(source, stats)
+                    try:
+                        listings[source.namespace] = self.refresh_content(source, stats)
+                    except (OSError, ValueError) as exc:  # this root's (a full disk): the others go on
+                        self._failed(source, "content", exc)
         for source in todo:
             if self.should_stop():
                 break
-            self.refresh_one(source, stats, poll, listings.get(source.namespace))
+            try:
+                self.refresh_one(source, stats, poll, listings.get(source.namespace))
+            except sqlite3.Error as exc:
+                if damaged(exc):
+                    raise  # the whole database's: let go of by the builder process, built anew
+                self._failed(source, "declarations", exc)
         if self.pruner is not None and not self.should_stop():  # its own indexes first; then the others'
             self.prune(stats)
         stats.seconds = time.monotonic() - started
@@ -171,9 +179,12 @@ class Builder:
             self.store.mark(source.root, listed=sum(1 for _ in list_files(source, self.rg, listed)))
         done = ContentStats()
         self.content.should_stop = self.should_stop
-        if self.claims is not None:
-            self.content.cover = self.claims.covering
+        if (claims := self.claims) is not None:
+            self.content.cover = claims.covering
+            self.content.progress = lambda read, total: claims.report(source.root, "content", read, total)
         self.content.refresh(source, listed, listed_ns, done)
+        if done.read or done.removed:
+            log.info("content_index_read", root=source.root, read=done.read, removed=done.removed, files=len(listed))
         stats.content_read += done.read
         stats.content_bytes += done.bytes
         stats.content_s += time.monotonic() - started
@@ -193,15 +204,33 @@ class Builder:
         if gone:
             self.store.forget(source.root, gone)
             stats.forgotten += len(gone)
+        parsed = stats.parsed
         self._index(source, changed(states, source, listed), stats, poll)
+        if stats.parsed > parsed:
+            log.info("declarations_parsed", root=source.root, parsed=stats.parsed - parsed, files=len(listed))
         if self.should_stop():
             return False
+        self._report(source, "embedding", 0, 0)
         done = embed_pending(self.store, source.root, self.should_stop, stats)
         if done:
             self.store.mark(source.root, built=True)
             files = (lambda: listed_all) if listed_all is not None else (lambda: list_all(source, self.rg))
             write_prose(self.store, source.root, files, self.should_stop)
+        self._report(source, "", 0, 0)
         return done
+
+    def _failed(self, source: Source, part: str, exc: Exception) -> None:
+        """One root's part failed this pass (tried again at the next): logged, and said in its lock's record,
+        the one place a builder that cannot write its index folder can say why."""
+        why = _why(exc, self.store.path)
+        log.warning("index_root_failed", root=source.root, part=part, error=why)
+        if self.claims is not None:
+            self.claims.fail(source.root, f"{part}: {why}")
+
+    def _report(self, source: Source, phase: str, done: int, total: int) -> None:
+        """How far the work on a root is, for whoever reads its lock (gateway.index.locks)."""
+        if self.claims is not None:
+            self.claims.report(source.root, phase, done, total)
 
     def requested(self, pairs: Sequence[tuple[str, str]]) -> int:
         """Index files a search asked for, if they are stale; how many were parsed."""
@@ -222,7 +251,8 @@ class Builder:
         batch: list[FileRecord] = []
         since = time.monotonic()
         with self._parsed(source, paths) as records:
-            for record in records:
+            for done, record in enumerate(records, 1):
+                self._report(source, "declarations", done, len(paths))
                 if poll is not None and (asked := poll()):
                     self.requested(asked)
                 if self.should_stop():
@@ -257,6 +287,22 @@ class Builder:
             yield pool.map(index_file, itertools.repeat(source.root), paths, chunksize=16)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: Free bytes under which a write that failed is put down to a full disk (tantivy says only that its writer died).
+FULL_BELOW = 1 << 20
+
+
+def _why(exc: Exception, path: str | None) -> str:
+    """Why a write failed, in words: the system's for an OSError, "No space left on device" where the disk is
+    (nearly) full whatever the library said."""
+    why = exc.strerror or str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+    if path is not None and "No space left" not in why:
+        with contextlib.suppress(OSError):
+            fs = os.statvfs(os.path.dirname(path))
+            if fs.f_bavail * fs.f_frsize < FULL_BELOW:
+                why = f"No space left on device ({why})"
+    return why[:300]
 
 
 def _rss_mb() -> float | None:

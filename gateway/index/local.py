@@ -37,7 +37,7 @@ from gateway.index.builder import Builder, BuildStats
 from gateway.index.intents import intents_id
 from gateway.index.locks import Holder, holder
 from gateway.index.semantic import SYNC_S, Intents
-from gateway.index.store import Progress, Store
+from gateway.index.store import Progress, Store, damaged
 from gateway.index.vocabulary import Vocabulary
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.narrowing import Narrower
@@ -99,9 +99,9 @@ class IntentSearch:
         store = self.store()
         now = time.monotonic()
         seen = self._progress.get(root)
-        if seen is not None and (seen[2].built or now - seen[0] < SYNC_S):
+        if seen is not None and now - seen[0] < SYNC_S:
             return seen[2]
-        version = store.data_version()
+        version = store.data_version()  # first the store follows a file another process replaced (rebuilt)
         if seen is not None and seen[1] == version:
             self._progress[root] = (now, version, seen[2])
             return seen[2]
@@ -132,10 +132,11 @@ class IntentSearch:
         with self._lock:
             try:
                 return self._answer(namespace, query, model())
-            except (sqlite3.OperationalError, sqlite3.ProgrammingError) as exc:  # busy, or closed under it
-                raise BackendError(f"the index database is busy: {exc}"[:200]) from None
             except sqlite3.DatabaseError as exc:
+                if not damaged(exc):  # busy, or closed under it
+                    raise BackendError(f"the index database is busy: {exc}"[:200]) from None
                 self._store = None
+                self._progress.clear()
                 self.index._fault(exc)
                 raise BackendError(f"the index database failed: {exc}"[:200]) from None
 

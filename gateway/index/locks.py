@@ -2,7 +2,8 @@
 
 Each indexed checkout (a *root*) has its own lock file under ``[index] dir``::
 
-    locks/<digest of the real root path>.lock   {"pid": 123, "since": 1796000000.0, "root": "/abs"}
+    locks/<digest of the real root path>.lock   {"pid": 123, "since": 1796000000.0, "root": "/abs",
+                                                 "phase": "content", "done": 412, "total": 1310}
                                                 its mtime: the holder's last renewal of its lease
 
 A builder takes a root's lock before it writes anything of that root (its content index, its
@@ -21,6 +22,10 @@ meanwhile, and nothing one stuck process holds stalls the rest of the folder.
   :data:`LEASE_S` is *stuck* (:attr:`Holder.stuck`). A long call that cannot renew on its
   own (a commit, a merge, a VACUUM) is :meth:`RootLock.covering`: a thread renews meanwhile,
   for :data:`COVER_S` at most, so a call that never returns is stuck in the end.
+- **How far it is.** The holder's record says what it is doing (``phase``: content, declarations,
+  embedding) and how far (``done`` of ``total`` files), rewritten in place at renewals: the record
+  is padded to :data:`RECORD_BYTES` when the lock is taken, so a rewrite never needs a new block
+  (a full disk does not stop it).
 - POSIX locks belong to a process, and closing ANY descriptor of the file lets go of them. So a
   process opens each lock file once (:data:`_held`), never to read it while it holds it, and
   two holders in one process (tests, the CLI) exclude each other through that table.
@@ -54,6 +59,9 @@ RENEW_S = 1.0
 #: The longest a thread renews the lease through one long call (:meth:`RootLock.covering`).
 COVER_S = 600.0
 
+#: The holder's record is padded to this many bytes when it takes the lock (rewrites stay in place).
+RECORD_BYTES = 512
+
 #: ``struct flock`` on Linux (short type, short whence, off_t start, off_t len, pid_t pid, padding).
 _FLOCK = "hhqqi4x"
 
@@ -76,6 +84,10 @@ class Holder:
     since: float
     renewed: float
     mine: bool = False  # this process holds it
+    phase: str = ""  # what it is doing: content, declarations, embedding ("" unknown)
+    done: int = 0
+    total: int = 0
+    failed: str = ""  # why its last try at the root failed (a full disk), until it gets further
 
     def stuck(self, now: float | None = None) -> bool:
         """Whether its lease ran out: alive, holding, and not renewing."""
@@ -93,6 +105,10 @@ class Holder:
         if self.renewed:
             out["renewed_s"] = round(max(0.0, now - self.renewed), 1)
         out["stuck"] = self.stuck(now)
+        if self.phase:
+            out.update(phase=self.phase, done=self.done, total=self.total)
+        if self.failed:
+            out["failed"] = self.failed
         return out
 
     def words(self, now: float | None = None) -> str:
@@ -125,6 +141,8 @@ class RootLock:
         self.fd: int | None = None
         self.since = 0.0
         self._renewed = 0.0  # time.monotonic() of the last renewal
+        self._doing: tuple[str, int, int, str] = ("", 0, 0, "")  # (phase, done, total, failed) reported
+        self._written: tuple[str, int, int, str] | None = None  # what the record on disk says
 
     @property
     def held(self) -> bool:
@@ -150,13 +168,37 @@ class RootLock:
             self.fd = fd
             _held[self.path] = self
         self.since = time.time()
+        self._doing, self._written = ("", 0, 0, ""), None
         with contextlib.suppress(OSError):  # who holds it, for readers (on a full disk they read the pid alone)
-            record = json.dumps({"pid": os.getpid(), "since": self.since, "root": self.root}).encode()
             os.ftruncate(fd, 0)
-            os.pwrite(fd, record, 0)
+            self._write(fd)
         self._renewed = 0.0
         self.renew()
         return True
+
+    def _write(self, fd: int) -> None:
+        """The record, padded to RECORD_BYTES, written over the old one in place."""
+        phase, done, total, failed = self._doing
+        record: dict[str, object] = {"pid": os.getpid(), "since": self.since, "root": self.root}
+        if phase:
+            record.update(phase=phase, done=done, total=total)
+        if failed:
+            record["failed"] = failed[:300]
+        data = json.dumps(record).encode()
+        os.pwrite(fd, data + b" " * max(0, RECORD_BYTES - len(data)), 0)
+        self._written = self._doing
+
+    def report(self, phase: str, done: int, total: int) -> None:
+        """Say how far the work on this root is (written at the next renewal); a failure said before is over."""
+        self._doing = (phase, done, total, "")
+
+    def fail(self, why: str) -> None:
+        """Say why the work on this root failed (a full disk), at once: the one place a builder that cannot write
+        its index can say so (the record is rewritten in place)."""
+        self._doing = (self._doing[0], self._doing[1], self._doing[2], why)
+        if self.fd is not None:
+            with contextlib.suppress(OSError):
+                self._write(self.fd)
 
     def renew(self) -> None:
         """Renew the lease (at most every RENEW_S; the file's mtime: nothing written, never raises)."""
@@ -166,7 +208,10 @@ class RootLock:
             return
         self._renewed = now
         with contextlib.suppress(OSError):
-            os.utime(fd)
+            if self._doing != self._written:
+                self._write(fd)  # in place: its mtime is the renewal too
+            else:
+                os.utime(fd)
 
     def covering(self, limit_s: float = COVER_S) -> contextlib.AbstractContextManager[None]:
         """Renew from a thread through a long call that cannot renew itself, for ``limit_s`` at most."""
@@ -209,7 +254,7 @@ def holder(directory: str, root: str) -> Holder | None:
     with _table:
         mine = _held.get(path)
     if mine is not None:
-        return Holder(os.getpid(), mine.since, time.time(), mine=True)
+        return Holder(os.getpid(), mine.since, time.time(), True, *mine._doing)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -223,16 +268,21 @@ def holder(directory: str, root: str) -> Holder | None:
         kind, _, _, _, pid = struct.unpack(_FLOCK, answer)
         if kind == fcntl.F_UNLCK:
             return None
-        since = 0.0
-        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError):
+        since, phase, done, total = 0.0, "", 0, 0
+        with contextlib.suppress(OSError, ValueError, TypeError, AttributeError, KeyError):
             record = json.loads(os.pread(fd, 4096, 0) or b"{}")
             if record.get("pid") == pid or pid <= 0:
                 pid = pid if pid > 0 else int(record["pid"])
                 since = float(record.get("since", 0.0))
+                phase, done, total = (
+                    str(record.get("phase", "")),
+                    int(record.get("done", 0)),
+                    int(record.get("total", 0)),
+                )
         renewed = 0.0
         with contextlib.suppress(OSError):
             renewed = os.fstat(fd).st_mtime
-        return Holder(pid, since, renewed)
+        return Holder(pid, since, renewed, False, phase, done, total)
     finally:
         os.close(fd)
 
@@ -263,6 +313,18 @@ class Claims:
     def holds(self, root: str) -> bool:
         lock = self.locks.get(root)
         return lock is not None and lock.held
+
+    def report(self, root: str, phase: str, done: int, total: int) -> None:
+        """How far the work on ``root`` is (see :meth:`RootLock.report`)."""
+        lock = self.locks.get(root)
+        if lock is not None:
+            lock.report(phase, done, total)
+
+    def fail(self, root: str, why: str) -> None:
+        """Why the work on ``root`` failed (see :meth:`RootLock.fail`)."""
+        lock = self.locks.get(root)
+        if lock is not None:
+            lock.fail(why)
 
     def waiting(self) -> list[str]:
         """The roots another process holds."""

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from gateway.index import roots as markers
 from gateway.index.content.layout import read_state
-from gateway.index.content.paths import content_dir
+from gateway.index.content.paths import content_dir, digest
 from gateway.index.locks import RootLock
 from gateway.index.roots import folder_bytes
 from gateway.index.store import Store
@@ -178,7 +178,9 @@ def _du(folder: str) -> int:
 
 
 def _content_roots(directory: str) -> dict[str, str]:
-    """This version's content index folders: root -> folder (its ``root`` file names it)."""
+    """This version's content index folders: root -> folder (its ``root`` file names it). A folder whose
+    ``root`` file does not hash to the folder's name (cut short, a byte changed) is left out: it would name
+    another root, whose files this would then count, or drop. The next builder of its root writes it again."""
     out: dict[str, str] = {}
     with contextlib.suppress(OSError), os.scandir(content_dir(directory)) as entries:
         for entry in entries:
@@ -186,10 +188,22 @@ def _content_roots(directory: str) -> dict[str, str]:
                 continue
             try:
                 with open(os.path.join(entry.path, "root"), "rb") as handle:
-                    out[os.fsdecode(handle.read())] = entry.path
+                    root = os.fsdecode(handle.read())
             except OSError:
                 continue
+            if _names(entry.name, root):
+                out[root] = entry.path
     return out
+
+
+def _names(name: str, root: str) -> bool:
+    """Whether a content index folder ``name`` is ``root``'s (named by its real path: ``root_dir``)."""
+    if digest(root) == name:
+        return True
+    try:
+        return digest(os.path.realpath(root)) == name
+    except (OSError, ValueError):  # not a path at all (a NUL in it)
+        return False
 
 
 def _state(folder: str) -> tuple[str, str, int]:

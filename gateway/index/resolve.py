@@ -17,22 +17,29 @@ mode, answered from the intent index (:mod:`gateway.index.local`).
 Nothing here makes a search wait or fail: the database is read in well under a
 millisecond a page, and a file a page read before is held in the process (HELD_FILES:
 checked against the file at each use) rather than read again; a busy or broken database
-costs only the declarations (a broken one is deleted and built again, with one warning).
+costs only the declarations. Declarations only group rg's lines into hits: whatever the
+database holds, a page lists rg's files and lines.
+
+A broken database (:func:`~gateway.index.store.damaged`, or an outline that does not hold
+together) is deleted and built again, with one warning (:meth:`DeclarationIndex._fault`);
+a process that deleted it, or replaced it, leaves the others on the old file, which they
+leave for the new one at their next look (:meth:`~gateway.index.store.Store.follow`: here
+at most every FOLLOW_S, and wherever the database's version is read).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+import msgspec
+
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import grammar, language_of
 from gateway.index.hits import Outline, as_declarations
-from gateway.index.store import FileRecord, Store, Stored
+from gateway.index.store import FileRecord, Store, Stored, damaged
 from gateway.log import get_logger
 from gateway.models import FileMatch
 from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Resolve
@@ -60,6 +67,14 @@ LOAD_ALLOWANCE_S = 0.02
 #: Each use checks it against the file's (size, mtime) as before, and reads the database again
 #: when they differ (the builder may have indexed the file as it is now).
 HELD_FILES = 2048
+#: How often an index whose database had to be in memory tries the disk again (seconds).
+ON_DISK_S = 30.0
+#: How often the index looks whether its database file was replaced (seconds; a stat): another process
+#: that found it damaged deleted it and made a new one (gateway.index.store, "Replacing a file").
+FOLLOW_S = 1.0
+#: What a page's grouping by an outline that is not one we wrote raises (msgpack that does not decode, offsets
+#: out of range): damage, as SQLite's own.
+_GARBLED = (msgspec.DecodeError, IndexError, ValueError, TypeError)
 
 log = get_logger("fedsearch.index")
 
@@ -141,21 +156,47 @@ class DeclarationIndex:
         self.semantic: Closing | None = None
         #: (root, path) -> the file as the index held it when a page last read it (HELD_FILES at most)
         self._held: dict[tuple[str, str], Stored] = {}
+        self._followed = 0.0  # time.monotonic() of the last look at the database's file
+        #: The file last checked whole after a fault of another connection (:meth:`_fault`).
+        self._checked: tuple[int, int] | None = None
 
     # --- life -----------------------------------------------------------------------
 
     def store(self) -> Store:
-        """The database, opened on first use (in memory if it cannot be on disk)."""
-        if self._store is None:
-            self._store = Store.open(self.directory, busy_s=0.05)
-        return self._store
+        """The database, opened on first use (in memory if it cannot be on disk); where its file was replaced
+        (looked at every FOLLOW_S), the new one."""
+        store = self._store
+        now = time.monotonic()
+        if store is None:
+            store = self._store = Store.open(self.directory, busy_s=0.05)
+            self._followed = now
+        elif store.path is None and self.directory is not None and now - self._followed >= ON_DISK_S:
+            self._followed = now  # in memory (a full disk, a folder that could not be written): on disk once it can
+            again = Store.open(self.directory, busy_s=0.05, quiet=True)
+            if again.path is not None:
+                store.close()
+                store = self._store = again
+                self._forget()
+                self._held.clear()
+            else:
+                again.close()
+        elif now - self._followed >= FOLLOW_S:
+            self._followed = now
+            if store.follow():
+                self._forget()
+        return store
+
+    def _forget(self) -> None:
+        """Drop what was read from the database (the files held are checked against the files themselves, and
+        were right for them whatever the database: kept, unless it is damaged)."""
+        self._parsed, self._parsed_version = {}, -1
+        self._defining.clear()
+        self._found, self._parsed_ahead = None, {}
 
     def start(self) -> None:
         """Start building in the background (a server's job; the CLI only parses what it shows)."""
         if self._builder is not None or not self.sources or self.directory is None:
-            return
-        if self.store().path is None:
-            return  # in memory: a builder process could not share it
+            return  # (a database in memory here, a full disk say: the builder tries the disk at each pass)
         from gateway.index.background import BuilderProcess  # a server's: the CLI never starts one
 
         sources = list(self.sources.values())
@@ -190,22 +231,35 @@ class DeclarationIndex:
             self._store.close()
             self._store = None
 
-    def _fault(self, exc: sqlite3.Error) -> None:
-        """A database error during a search: a busy one costs nothing more; a broken one is rebuilt."""
-        if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
+    def _fault(self, exc: sqlite3.Error, store: Store | None = None) -> None:
+        """A database error during a search, raised by ``store`` (None: a connection of this process that is not
+        the index's, the intent search's). Busy, locked or closed, it costs that search's declarations, nothing
+        more. Damage (:func:`~gateway.index.store.damaged`): the file is deleted and built again, with one
+        warning, if it is the file the path names; a store still on a file another process replaced only
+        follows it. For a fault of another connection, which file it read is not known (it may be a replaced
+        one, until it follows): the file the path names is checked (quick_check, in the caller's thread: the
+        intent search's), deleted if damaged; if the check finds it whole and the same file fails again (that
+        connection has opened it again since), the damage is in what quick_check does not read (an FTS5
+        index's content): it is deleted then."""
+        if not damaged(exc):
             return
-        store, self._store = self._store, None
-        self._parsed, self._parsed_version = {}, -1
-        self._defining.clear()
-        self._found, self._parsed_ahead = None, {}
+        self._forget()
         self._held.clear()
-        if store is not None:
-            store.close()
-            if store.path is not None:
-                log.warning("index_rebuilt", path=store.path, error=str(exc)[:200])
-                for suffix in ("", "-wal", "-shm"):
-                    with contextlib.suppress(OSError):
-                        os.remove(store.path + suffix)
+        own = self._store
+        if own is None or own.path is None:
+            return
+        if store is own or (store is None and self._checked == own.identity and not own.replaced()):
+            self._store = None
+            own.discard(str(exc))
+            own.close()  # the next search opens the file the path names (made anew; or still this one: again)
+            self._checked = None
+            return
+        if store is not None:  # a store of this index, not its current one: nothing of the file the path names
+            return
+        fresh = Store.open(self.directory, busy_s=0.05, check=True)  # deletes the file the path names if damaged
+        self._store = fresh
+        self._checked = fresh.identity
+        own.close()
 
     # --- ranking --------------------------------------------------------------------
 
@@ -255,7 +309,7 @@ class DeclarationIndex:
                     self._defining.clear()
                 self._defining[(name, sensitive)] = views
         except sqlite3.Error as exc:
-            self._fault(exc)
+            self._fault(exc, self._store)
             return None
         return views
 
@@ -268,7 +322,7 @@ class DeclarationIndex:
         try:
             self._found = (*asked, self.store().defining_paths(*asked))
         except sqlite3.Error as exc:
-            self._fault(exc)
+            self._fault(exc, self._store)
 
     def prefetch_parsed(self, namespace: str, paths: Sequence[str]) -> None:
         """Read which of ``paths`` (files rg found in ``namespace``, so far) have their declarations
@@ -279,7 +333,7 @@ class DeclarationIndex:
         try:
             parsed = self.store().parsed_among(source.root, paths)
         except sqlite3.Error as exc:
-            self._fault(exc)
+            self._fault(exc, self._store)
             return
         asked, known = self._parsed_ahead.setdefault(namespace, (set(), set()))
         asked.update(paths)
@@ -326,7 +380,7 @@ class DeclarationIndex:
             try:
                 return self._resolve(ordered, offset, files, budget, since_ns)
             except sqlite3.Error as exc:
-                self._fault(exc)
+                self._fault(exc, self._store)
                 return ordered
 
         return resolve
@@ -357,7 +411,10 @@ class DeclarationIndex:
                 outline = self._outline(item, language, records[item.namespace], since_ns, parsing, parsed_now, later)
                 if outline is not None and outline.starts:
                     file = item.file
-                    grouped = as_declarations(file.hits, outline)
+                    try:
+                        grouped = as_declarations(file.hits, outline)
+                    except _GARBLED as exc:  # names that do not decode: not what was written
+                        raise sqlite3.DatabaseError(f"database disk image is malformed: {file.path}'s outline") from exc
                     item = item._replace(file=FileMatch(path=file.path, hits=grouped, namespace=file.namespace))
                     out[offset + k] = item
             n = len(item.file.hits)
@@ -415,7 +472,10 @@ class DeclarationIndex:
             if record is not None:
                 self._hold(source.root, record)
         if record is not None and (record.size, record.mtime_ns) == now:
-            return record.outline
+            outline = record.outline
+            if record.damaged:  # the page is answered with line hits, the database built again
+                raise sqlite3.DatabaseError(f"database disk image is malformed: {path}'s outline")
+            return outline
         size = now[0]
         if size <= MAX_PARSE_BYTES and parsing.fits(size, self._rate):
             parsing.ready(language)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+import msgspec
+
 from gateway.index.files import index_file, stat_of
 from gateway.index.grammars import language_of
 from gateway.index.hits import Outline
@@ -61,7 +63,10 @@ def outline_of(index: DeclarationIndex | None, namespace: str, path: str) -> lis
     except sqlite3.Error:
         stored = None  # the index is busy or broken: the file is parsed here instead
     if stored is not None and (stored.size, stored.mtime_ns) == now and stored.outline is not None:
-        return _symbols(stored.outline)
+        try:
+            return _symbols(stored.outline)
+        except (msgspec.DecodeError, IndexError, ValueError, TypeError):
+            pass  # an outline that is not one we wrote (a damaged database, rebuilt by the builder): parsed here
     fresh = index_file(root, path)
     if fresh is None or fresh.declarations is None:
         return None

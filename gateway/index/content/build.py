@@ -10,11 +10,38 @@ engine's writer starts its threads), in batches, so memory stays bounded whateve
 checkout's size; the engine is committed every :data:`COMMIT_BYTES` read (a long first
 build resumes where it stopped), then the manifest and the state are written, in that order.
 
-Faults: an engine that cannot be opened (damaged, truncated, another layout) is deleted
-and built again; a folder that cannot be written (or a full disk) leaves the checkout
-scanned, its state saying why, one warning in the log; a checkout whose index would
-take every index file together past ``[index] max_bytes`` is not indexed, and says so, once
-the builder's pruner (``make_room``) has dropped what roots no process uses it could.
+Faults: an engine that cannot be trusted is deleted and built again (logged
+``content_index_rebuilt``): one tantivy cannot open (another layout), one whose files are not
+whole (:mod:`~gateway.index.content.verify`, before the builder writes into it), one that is
+not the commit its manifest describes or holds another number of files. A folder that cannot
+be written (or a full disk) leaves the checkout scanned, its state saying why, one warning in
+the log; a checkout whose index would take every index file together past ``[index]
+max_bytes`` is not indexed, and says so, once the builder's pruner (``make_room``) has dropped
+what roots no process uses it could.
+
+Killed at any point. Every file is replaced whole (written aside, renamed), and tantivy's
+commit is one rename of meta.json, so a builder killed (SIGKILL, a power cut) leaves each
+file old or new, never half. :meth:`ContentBuilder._apply` writes, in order:
+
+1. ``pending.msgpack``: the paths it removed from or added to the engine since the manifest on
+   disk, and that manifest's engine commit (``base``). Killed after it: the engine is still
+   ``base``, which the manifest describes; the list is never used.
+2. the engine's commit (meta.json). Killed after it: the engine is a commit past the manifest.
+   Readers scan (the manifest names another commit: :meth:`~.narrow.RootView.agrees`); the next
+   builder finds the list's ``base`` is the manifest's, so it knows which paths the lost commit
+   touched: it removes them from the engine and marks them never clean in the manifest (read
+   again by the pass; searched through their folders until then), and resumes. Without a list
+   that fits, the engine is rebuilt from nothing.
+3. after the last commit, the writer closed (merges done: a merge keeps the commit's opstamp),
+   every file of the engine verified, and their signatures in ``verified.msgpack``. Killed
+   after it: as 2 (the record only spares readers a read, it never vouches for a file that changed).
+4. the manifest, naming the commit. Killed after it: engine and manifest agree; a complete
+   index is searched with them (the state's counts lag), an incomplete one resumes next pass.
+5. the state, then ``usable``. Killed between: the one-shot CLI's guess of the bytes indexed lags.
+
+Rebuilding from nothing first marks the state incomplete (readers scan: a partial manifest
+never narrows a checkout), then deletes the manifest, then the engine: killed in between,
+the next builder finds no manifest and rebuilds.
 """
 
 from __future__ import annotations
@@ -36,19 +63,31 @@ from gateway.index.content import fresh
 from gateway.index.content.engine import Writer
 from gateway.index.content.fresh import parent, stale
 from gateway.index.content.layout import (
+    ENGINE,
+    MANIFEST,
+    PENDING,
+    STATE,
     Entry,
     Folder,
+    Kind,
     Manifest,
+    Pending,
     State,
     content_dir,
+    documents,
     encode_manifest,
+    encode_state,
+    path_hash,
     read_manifest,
+    read_pending,
     read_state,
     root_dir,
     write_atomic,
+    write_pending,
 )
 from gateway.index.content.paths import USABLE
 from gateway.index.content.records import Record, read_record
+from gateway.index.content.verify import RECORD, EngineDamaged, Verifier
 from gateway.index.files import Source
 from gateway.index.lifetime import die_with_parent
 from gateway.index.prune import DEFAULT_MAX_BYTES
@@ -119,7 +158,7 @@ def _with_parents(paths: Iterable[str]) -> set[str]:
 
 
 class Damaged(Exception):
-    """The engine of a checkout cannot be opened for writing (damaged, or another layout)."""
+    """The engine of a checkout cannot be trusted, or opened for writing (damaged, or another layout)."""
 
 
 class ContentBuilder:
@@ -151,6 +190,7 @@ class ContentBuilder:
         #: a writer closes): the builder's leases are renewed meanwhile (gateway.index.locks).
         self.cover: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
         self._warned: set[str] = set()
+        self._verifiers: dict[str, Verifier] = {}  # by root folder: each engine file read once by this process
 
     # --- passes ---------------------------------------------------------------------
 
@@ -161,8 +201,10 @@ class ContentBuilder:
         started = time.monotonic()
         try:
             manifest = self._open(folder, source.root)
-            if manifest is None:
-                return False
+            try:
+                manifest, purge = self._trusted(folder, manifest)
+            except Damaged as exc:
+                manifest, purge = self._rebuild(folder, source.root, str(exc)), None
             present = set(listed)
             gone = [p for p in manifest.files if p not in present]
             changed, adding = stale(source.root, listed, manifest)
@@ -170,12 +212,14 @@ class ContentBuilder:
             if changed and not self._fits(folder, source.root, adding):
                 return False
             try:
-                complete = self._apply(folder, source, manifest, changed, gone, listed, listed_ns, stats)
+                complete = self._apply(folder, source, manifest, changed, gone, listed, listed_ns, stats, purge=purge)
             except Damaged as exc:
-                log.warning("content_index_rebuilt", root=source.root, reason=str(exc)[:200])
-                shutil.rmtree(os.path.join(folder, "engine"), ignore_errors=True)
-                manifest = Manifest(source.root)
-                complete = self._apply(folder, source, manifest, listed, [], listed, listed_ns, stats)
+                manifest = self._rebuild(folder, source.root, str(exc))
+                try:
+                    complete = self._apply(folder, source, manifest, listed, [], listed, listed_ns, stats)
+                except Damaged as again:  # not even a new engine can be trusted
+                    self._say(folder, source.root, f"not indexed: {again}"[:300])
+                    return False
         except OSError as exc:
             self._failed(folder, source.root, exc)
             return False
@@ -202,12 +246,13 @@ class ContentBuilder:
         listed = self._list(source, rels)
         if listed is None:
             return []
-        wanted = set(rels)
-        present = set(listed)
-        gone = [p for p in manifest.files if parent(p) in wanted and p not in present]
-        changed = stale(source.root, listed, manifest)[0]
         try:
-            self._apply(folder, source, manifest, changed, gone, None, listed_ns, stats, rels)
+            manifest, purge = self._trusted(folder, manifest)
+            wanted = set(rels)
+            present = set(listed)
+            gone = [p for p in manifest.files if parent(p) in wanted and p not in present]
+            changed = stale(source.root, listed, manifest)[0]
+            self._apply(folder, source, manifest, changed, gone, None, listed_ns, stats, rels, purge=purge)
         except Damaged:
             self._say(folder, source.root, "the index is being rebuilt: it was damaged")
             return []
@@ -221,19 +266,69 @@ class ContentBuilder:
 
     # --- the work -------------------------------------------------------------------
 
-    def _open(self, folder: str, root: str) -> Manifest | None:
+    def _open(self, folder: str, root: str) -> Manifest:
         """The checkout's manifest (a new one when there is none; an index without one is rebuilt)."""
         os.makedirs(folder, exist_ok=True)
         marker = os.path.join(folder, "root")
-        if not os.path.exists(marker):
+        if _read_bytes(marker) != os.fsencode(root):  # missing, or damaged: the pruner would not know it
             write_atomic(marker, os.fsencode(root))
         manifest = read_manifest(folder)
         if manifest is None or manifest.root != root:
-            if os.path.exists(os.path.join(folder, "engine")):
-                log.warning("content_index_rebuilt", root=root, reason="no readable manifest")
-                shutil.rmtree(os.path.join(folder, "engine"), ignore_errors=True)
+            if os.path.exists(os.path.join(folder, ENGINE)):
+                return self._rebuild(folder, root, "no readable manifest")
+            state = read_state(folder)
+            if state is not None and state.complete:  # the engine was deleted with it: readers scan until built
+                self._forget(folder)
             manifest = Manifest(root)
         return manifest
+
+    def _verifier(self, folder: str) -> Verifier:
+        verifier = self._verifiers.get(folder)
+        if verifier is None:
+            verifier = self._verifiers[folder] = Verifier(folder)
+        return verifier
+
+    def _trusted(self, folder: str, manifest: Manifest) -> tuple[Manifest, list[str] | None]:
+        """The manifest to build on, once the engine is verified and found to be the commit it describes
+        (or one past it, which the pending list tells: see the module), with the paths to purge from the
+        engine first (None: it is the commit described, nothing to purge); raises :class:`Damaged` when the
+        engine cannot be trusted."""
+        try:
+            meta = self._verifier(folder).verify()
+        except FileNotFoundError:
+            if manifest.engine or manifest.files:
+                raise Damaged("the engine is missing") from None
+            return manifest, None  # nothing built yet
+        except EngineDamaged as exc:
+            raise Damaged(str(exc)) from exc
+        if meta.opstamp == manifest.engine:
+            held = documents(manifest.files)
+            if meta.docs != held:
+                raise Damaged(f"the engine holds {meta.docs} files, its manifest {held}")
+            return manifest, None
+        pending = read_pending(folder)
+        if pending is None or pending.base != manifest.engine or meta.opstamp < manifest.engine:
+            raise Damaged(f"the engine is commit {meta.opstamp}, its manifest describes {manifest.engine}")
+        files = dict(manifest.files)
+        for path in pending.paths:
+            files[path] = _purged(path)
+        return msgspec.structs.replace(manifest, files=files), list(pending.paths)
+
+    def _rebuild(self, folder: str, root: str, reason: str) -> Manifest:
+        """The engine forgotten (logged), to be built again from nothing: the manifest to start from."""
+        log.warning("content_index_rebuilt", root=root, reason=reason[:200])
+        self._forget(folder)
+        return Manifest(root)
+
+    def _forget(self, folder: str) -> None:
+        """The state made incomplete (readers scan), then the manifest, the pending list, the record and the
+        engine deleted, in that order (see the module)."""
+        self._write_state(folder, State())
+        for name in (MANIFEST, PENDING, RECORD):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, name))
+        shutil.rmtree(os.path.join(folder, ENGINE), ignore_errors=True)
+        self._verifier(folder).forget()
 
     def _fits(self, folder: str, root: str, adding: int) -> bool:
         """Whether the index would stay within ``max_bytes`` with ``adding`` bytes of files read (else it
@@ -262,13 +357,20 @@ class ContentBuilder:
         listed_ns: int,
         stats: ContentStats,
         rels: Sequence[str] = (),
+        *,
+        purge: Sequence[str] | None = None,
     ) -> bool:
-        """Write ``changed`` files again and drop ``gone`` ones; the folders recorded anew (all of them
-        when ``listed`` is the whole checkout, else ``rels``); whether it got to the end."""
+        """Write ``changed`` files again and drop ``gone`` ones; the folders recorded anew (all of them when
+        ``listed`` is the whole checkout, else ``rels``) once it got to the end; whether it did. ``purge``
+        (the engine is a commit past the manifest): paths to remove from the engine first, whose manifest
+        entries say they are not in it; the engine is committed even if that is none, so that the manifest
+        names its commit. Each commit is preceded by the pending list and followed by the manifest (see the
+        module)."""
         files = dict(manifest.files)
         for path in gone:
             files.pop(path, None)
-        engine = os.path.join(folder, "engine")
+        engine = manifest.engine
+        touched = [*(purge or ()), *gone]  # what the engine's next commit changes, since the manifest of ``engine``
         writer: Writer | None = None
         since_commit = 0
         done = True
@@ -277,8 +379,9 @@ class ContentBuilder:
                 self.progress(stats.read + len(records), len(changed))
                 if writer is None:  # after the workers were forked: the writer starts threads
                     writer = self._writer(folder)
-                    writer.remove(gone)
+                    writer.remove(touched)
                 writer.remove(p for p in paths if p in manifest.files)  # each file's older version, if any
+                touched += paths
                 for path in paths:
                     files.pop(path, None)
                 for record in records:
@@ -289,33 +392,55 @@ class ContentBuilder:
                     stats.bytes += record.entry.size
                     since_commit += record.entry.size
                 if since_commit >= COMMIT_BYTES:
-                    with self.cover():
-                        writer.commit()
-                    self._write_manifest(folder, source.root, files, manifest.folders)
-                    since_commit = 0
+                    engine = self._commit(folder, writer, engine, touched)
+                    self._write_manifest(folder, source.root, files, manifest.folders, engine)
+                    touched, since_commit = [], 0
                 if self.should_stop():
                     done = False
                     break
-            if writer is None and (gone or not os.path.exists(os.path.join(engine, "meta.json"))):
+            if writer is None and (
+                touched or purge is not None or not os.path.exists(os.path.join(folder, ENGINE, "meta.json"))
+            ):
                 writer = self._writer(folder)
-                writer.remove(gone)
+                writer.remove(touched)
             if writer is not None:
-                with self.cover():
-                    writer.commit()
+                self._commit(folder, writer, engine, touched)
         finally:
             if writer is not None:
                 with self.cover():
                     writer.close()
+        if writer is not None:
+            engine = self._settled(folder, files)
         stats.removed += len(gone)
-        if listed is not None:
+        folders = dict(manifest.folders)  # stopped: the folders as they were (files came that it did not read)
+        if listed is not None and done:
             folders = _folders(source.root, _with_parents(listed), listed_ns)
-        else:
-            folders = dict(manifest.folders)
+        elif done:
             folders.update(_folders(source.root, rels, listed_ns))
-        self._write_manifest(folder, source.root, files, folders)
+        self._write_manifest(folder, source.root, files, folders, engine)
         if listed is None:  # an update: the state keeps its listing time, its counts change
             self._finish(folder, None, None)
         return done
+
+    def _commit(self, folder: str, writer: Writer, base: int, touched: Sequence[str]) -> int:
+        """The pending list written, then the engine committed: the commit's opstamp."""
+        write_pending(folder, Pending(base, tuple(touched)))
+        with self.cover():
+            return writer.commit()
+
+    def _settled(self, folder: str, files: dict[str, Entry]) -> int:
+        """The engine as its closed writer left it, verified (its files' signatures recorded) and found to hold
+        one document for each of ``files`` but the binary ones; its commit. Raises :class:`Damaged` if not."""
+        verifier = self._verifier(folder)
+        try:
+            meta = verifier.verify(own=True)
+        except (EngineDamaged, FileNotFoundError) as exc:
+            raise Damaged(f"the engine it wrote: {exc}") from exc
+        held = documents(files)
+        if meta.docs != held:
+            raise Damaged(f"the engine it wrote holds {meta.docs} files, its manifest {held}")
+        verifier.record()
+        return meta.opstamp
 
     def _writer(self, folder: str) -> Writer:
         """The engine's writer; a damaged engine raises :class:`Damaged` (the caller rebuilds it)."""
@@ -389,8 +514,10 @@ class ContentBuilder:
 
     # --- writing the manifest and the state -----------------------------------------
 
-    def _write_manifest(self, folder: str, root: str, files: dict[str, Entry], folders: dict[str, Folder]) -> None:
-        write_atomic(os.path.join(folder, "manifest.msgpack"), encode_manifest(Manifest(root, files, folders)))
+    def _write_manifest(
+        self, folder: str, root: str, files: dict[str, Entry], folders: dict[str, Folder], engine: int
+    ) -> None:
+        write_atomic(os.path.join(folder, MANIFEST), encode_manifest(Manifest(root, files, folders, engine)))
 
     def _finish(self, folder: str, listed_ns: int | None, built_s: float | None) -> None:
         """The state after a pass (``listed_ns`` None: an update, which keeps the last listing time)."""
@@ -405,15 +532,17 @@ class ContentBuilder:
             indexed_bytes=sum(e.size for e in files.values()),
             built_s=round(built_s, 3) if built_s is not None else before.built_s,
         )
-        write_atomic(os.path.join(folder, "state.json"), msgspec.json.encode(state))
+        self._write_state(folder, state)
+
+    def _write_state(self, folder: str, state: State) -> None:
+        """The state, then its summary for the one-shot CLI."""
+        write_atomic(os.path.join(folder, STATE), encode_state(state))
         _usable(folder, state)
 
     def _say(self, folder: str, root: str, reason: str) -> None:
         with contextlib.suppress(OSError):
             before = read_state(folder) or State()
-            state = msgspec.structs.replace(before, complete=False, reason=reason)
-            write_atomic(os.path.join(folder, "state.json"), msgspec.json.encode(state))
-            _usable(folder, state)
+            self._write_state(folder, msgspec.structs.replace(before, complete=False, reason=reason))
         if root not in self._warned:
             self._warned.add(root)
             log.warning("content_index_off", root=root, reason=reason)
@@ -431,6 +560,20 @@ def _usable(folder: str, state: State) -> None:
     else:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
+
+
+def _purged(path: str) -> Entry:
+    """The manifest's entry for a file purged from the engine: not in it (as a BINARY file), never clean
+    (mtime -1), so a search reads its folder and the next pass reads it again."""
+    return Entry(0, -1, -1, int(Kind.BINARY), 0, path_hash(path))
+
+
+def _read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def _read_batch(root: str, paths: Sequence[str]) -> list[Record]:

@@ -6,15 +6,29 @@
         <digest of the root>/
             root              the checkout's absolute path (what the digest stands for)
             engine/           the tantivy index (its own files, meta.json, lock)
-            manifest.msgpack  every file as indexed, every folder as listed (:class:`Manifest`)
+            manifest.msgpack  every file as indexed, every folder as listed, and the engine's
+                              commit they describe (:class:`Manifest`)
             state.json        what a reader needs to know first (:class:`State`), small
             usable            the bytes indexed, while the index is complete (the one-shot CLI's
                               question, answered without json: :func:`~.paths.usable_bytes`)
+            pending.msgpack   the paths a builder was about to commit (:class:`Pending`): what the
+                              next builder purges if it died before the manifest said so
+            verified.msgpack  the engine files a builder verified (:mod:`~.verify`)
 
 A builder commits the engine, then writes the manifest, then the state, each file
 replaced whole (written aside, then renamed): a reader that reads the state, then the
 manifest, then (re)opens the engine sees an engine at least as new as the manifest,
-which is what freshness relies on (:mod:`gateway.index.content.fresh`).
+which is what freshness relies on (:mod:`gateway.index.content.fresh`). The manifest
+names the engine's commit it describes (tantivy's opstamp, which merges keep), and a
+reader narrows only with that very engine: one a commit newer (a builder between its
+commit and its manifest, or killed there) or older (a copy put back) is scanned around.
+
+Nothing read here is believed unchecked: the manifest and the pending list begin with
+a blake2b of the rest, and the state (kept readable JSON) ends with ``check``, a blake2b
+of the encoding of its other fields; msgspec encodes a struct the same way every time, so
+a state is believed only when it is the very bytes its fields and check encode to.
+A file truncated or with a byte changed reads as absent (None), never as other data:
+no manifest rebuilds the engine, no state scans until the next pass writes one.
 
 Two versions of fedsearch sharing one ``[index] dir`` use two format folders: neither
 reads, changes or deletes the other's files.
@@ -26,7 +40,7 @@ import base64
 import contextlib
 import enum
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import msgspec
@@ -40,23 +54,35 @@ from gateway.index.content.paths import FORMAT, content_dir, root_dir
 
 __all__ = [
     "ALWAYS",
+    "CHECK_BYTES",
+    "ENGINE",
     "FOLDER",
     "FORMAT",
+    "MANIFEST",
+    "PENDING",
+    "STATE",
     "Entry",
     "Folder",
     "Kind",
     "Manifest",
+    "Pending",
     "State",
     "content_dir",
     "decode_path",
+    "documents",
     "encode_manifest",
     "encode_path",
+    "encode_state",
     "path_hash",
     "read_manifest",
+    "read_pending",
     "read_state",
     "root_dir",
+    "seal",
     "signature",
+    "unseal",
     "write_atomic",
+    "write_pending",
 ]
 
 T = TypeVar("T")
@@ -65,6 +91,13 @@ V = TypeVar("V")
 #: The engine's word on a file every search reads (it has no grams); on a file searched through its folder.
 ALWAYS = "~all"
 FOLDER = "~dir"
+#: The files of a root folder (see the module).
+ENGINE = "engine"
+MANIFEST = "manifest.msgpack"
+STATE = "state.json"
+PENDING = "pending.msgpack"
+#: Bytes of the blake2b a sealed file begins with (:func:`seal`).
+CHECK_BYTES = 16
 
 
 class Kind(enum.IntEnum):
@@ -112,11 +145,23 @@ class Folder(msgspec.Struct, array_like=True, frozen=True):
 
 
 class Manifest(msgspec.Struct, frozen=True):
-    """Every file of a checkout as the engine holds it, and every folder that holds one (root-relative)."""
+    """Every file of a checkout as the engine holds it, and every folder that holds one (root-relative);
+    ``engine``: the engine's commit (tantivy's opstamp) it describes, 0 before the engine's first."""
 
     root: str
     files: dict[str, Entry] = {}
     folders: dict[str, Folder] = {}
+    engine: int = 0
+
+
+class Pending(msgspec.Struct, frozen=True):
+    """What a builder was about to commit: the paths it removed from or added to the engine since the
+    manifest whose engine commit is ``base`` (kept as :func:`encode_path` writes them). A builder that
+    finds the engine past ``base`` while the manifest still says ``base`` died between the two: it
+    purges these paths from the engine and reads them again (:mod:`~gateway.index.content.build`)."""
+
+    base: int
+    paths: tuple[str, ...] = ()
 
 
 class State(msgspec.Struct, frozen=True):
@@ -132,6 +177,18 @@ class State(msgspec.Struct, frozen=True):
     indexed_bytes: int = 0
     built_s: float = 0.0
     reason: str = ""
+
+
+class _CheckedState(State, frozen=True):
+    """A state as state.json holds it: its fields, then the hex blake2b of their encoding."""
+
+    check: str = ""
+
+
+def documents(files: Mapping[str, Entry]) -> int:
+    """The documents the engine holds for a manifest's ``files``: one a file, but a BINARY one (never searched)."""
+    binary = Kind.BINARY
+    return sum(1 for entry in files.values() if entry.kind != binary)
 
 
 def encode_path(path: str) -> str:
@@ -175,8 +232,32 @@ def encode_manifest(manifest: Manifest) -> bytes:
         encode_path(manifest.root),
         _keys(manifest.files, encode_path),
         _folders_through(manifest.folders, encode_path),
+        manifest.engine,
     )
-    return _encoder.encode(kept)
+    return seal(_encoder.encode(kept))
+
+
+def encode_state(state: State) -> bytes:
+    """The state as state.json holds it: JSON, its ``check`` last (see the module)."""
+    fields = msgspec.structs.asdict(state)
+    return msgspec.json.encode(_CheckedState(**fields, check=_check(msgspec.json.encode(state))))
+
+
+def seal(payload: bytes) -> bytes:
+    """``payload`` after its blake2b (:data:`CHECK_BYTES`), as manifest.msgpack and pending.msgpack are kept."""
+    return blake2b(payload, digest_size=CHECK_BYTES).digest() + payload
+
+
+def unseal(data: bytes) -> bytes | None:
+    """What :func:`seal` sealed; None when any byte of it changed, or it was cut short."""
+    check, payload = data[:CHECK_BYTES], data[CHECK_BYTES:]
+    if len(check) != CHECK_BYTES or blake2b(payload, digest_size=CHECK_BYTES).digest() != check:
+        return None
+    return payload
+
+
+def _check(body: bytes) -> str:
+    return blake2b(body, digest_size=CHECK_BYTES).hexdigest()
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -205,25 +286,60 @@ def signature(path: str) -> tuple[int, int, int] | None:
 
 _encoder = msgspec.msgpack.Encoder()
 _manifest_decoder = msgspec.msgpack.Decoder(Manifest)
-_state_decoder = msgspec.json.Decoder(State)
+_pending_decoder = msgspec.msgpack.Decoder(Pending)
+_state_decoder = msgspec.json.Decoder(_CheckedState)
 
 
 def read_manifest(folder: str) -> Manifest | None:
-    """The manifest of one checkout's index (None: none, or unreadable: the index is rebuilt)."""
-    kept = _read(os.path.join(folder, "manifest.msgpack"), _manifest_decoder)
+    """The manifest of one checkout's index (None: none, or damaged: the index is rebuilt)."""
+    kept = _read_sealed(os.path.join(folder, MANIFEST), _manifest_decoder)
     if kept is None:
         return None
-    return Manifest(decode_path(kept.root), _keys(kept.files, decode_path), _folders_through(kept.folders, decode_path))
+    return Manifest(
+        decode_path(kept.root),
+        _keys(kept.files, decode_path),
+        _folders_through(kept.folders, decode_path),
+        kept.engine,
+    )
 
 
 def read_state(folder: str) -> State | None:
-    """The state of one checkout's index (None: none yet, or unreadable)."""
-    return _read(os.path.join(folder, "state.json"), _state_decoder)
+    """The state of one checkout's index (None: none yet, or damaged: not the very bytes :func:`encode_state`
+    writes for what it says, so a changed name, value or ``check`` all fail)."""
+    try:
+        with open(os.path.join(folder, STATE), "rb") as handle:
+            data = handle.read()
+        kept = _state_decoder.decode(data)
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    state = State(**{name: getattr(kept, name) for name in State.__struct_fields__})
+    return state if encode_state(state) == data else None
 
 
-def _read(path: str, decoder: msgspec.msgpack.Decoder[T] | msgspec.json.Decoder[T]) -> T | None:
+def read_pending(folder: str) -> Pending | None:
+    """What the last builder was about to commit (paths decoded; None: nothing, or damaged)."""
+    kept = _read_sealed(os.path.join(folder, PENDING), _pending_decoder)
+    if kept is None:
+        return None
+    return Pending(kept.base, tuple(map(decode_path, kept.paths)))
+
+
+def write_pending(folder: str, pending: Pending) -> None:
+    kept = Pending(pending.base, tuple(map(encode_path, pending.paths)))
+    write_atomic(os.path.join(folder, PENDING), seal(_encoder.encode(kept)))
+
+
+def _read_sealed(path: str, decoder: msgspec.msgpack.Decoder[T]) -> T | None:
+    """A file :func:`seal` wrote, decoded (None: absent, or damaged)."""
     try:
         with open(path, "rb") as handle:
-            return decoder.decode(handle.read())
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+            data = handle.read()
+    except OSError:
+        return None
+    payload = unseal(data)
+    if payload is None:
+        return None
+    try:
+        return decoder.decode(payload)
+    except (msgspec.DecodeError, msgspec.ValidationError):
         return None

@@ -7,7 +7,10 @@ adds what the engine cannot vouch for: the folders of files changed since they w
 indexed (rg reads those folders one level deep, exactly as a scan would), and the files
 that are searched every time (too large, UTF-16, a NUL after 64 KiB). It answers the reason
 instead when the checkout must be scanned whole: no complete index yet, no gram to
-require, a folder the index never listed, too many candidates to be worth it.
+require, a folder the index never listed, too many candidates to be worth it, or an index
+that cannot be trusted: an engine whose files are not whole (``unreadable``,
+:mod:`~gateway.index.content.verify`), or that is not the commit its manifest describes
+(``stale``, :meth:`RootView.agrees`). Such an index is scanned around, never believed.
 
 Knowing what changed: a *following* index (a server) watches every indexed folder with
 inotify (:mod:`gateway.index.content.watch`) from the moment it first reads a checkout's index,
@@ -36,8 +39,11 @@ from gateway.index.content import paths
 from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
 from gateway.index.content.layout import (
+    MANIFEST,
+    STATE,
     Manifest,
     State,
+    documents,
     read_manifest,
     read_state,
     root_dir,
@@ -76,6 +82,7 @@ class RootView:
         self.manifest: Manifest | None = None
         self._manifest_seen: tuple[int, int, int] | None = None
         self._paths: dict[int, str] | None = None  # path hash -> path, of the manifest's files
+        self._documents: int | None = None  # the documents the manifest says the engine holds
         #: Changed since indexed (root-relative): files and folders found not clean against ``checked_for``,
         #: files the watcher reported since (not looked at yet); a tree change's time (0: none).
         self.files: set[str] = set()
@@ -88,23 +95,36 @@ class RootView:
         self.watched: set[str] = set()
         self.watched_for: Manifest | None = None  # the manifest whose folders are all watched
         self.broken = ""  # the engine could not be read: why
+        self.disagrees = False  # the engine open was not the commit its manifest describes, at the last search
 
     def sync_state(self) -> State | None:
-        seen = signature(os.path.join(self.folder, "state.json"))
+        seen = signature(os.path.join(self.folder, STATE))
         if seen != self._state_seen:
             self.state, self._state_seen = read_state(self.folder), seen
         return self.state
 
     def sync_manifest(self) -> Manifest | None:
-        seen = signature(os.path.join(self.folder, "manifest.msgpack"))
+        seen = signature(os.path.join(self.folder, MANIFEST))
         if seen != self._manifest_seen:
             self.manifest, self._manifest_seen = read_manifest(self.folder), seen
-            self._paths = None
+            self._paths = self._documents = None
         return self.manifest
 
+    def agrees(self) -> bool:
+        """Whether the engine open is the one the manifest describes: the very commit it was written after,
+        holding one document for each of its files but the binary ones. Anything else (a builder between its
+        commit and its manifest, or killed there; an older engine put back; a meta.json changed that still
+        parses) cannot be narrowed with: the checkout is scanned until a builder makes them agree."""
+        manifest = self.manifest
+        if manifest is None:
+            return False
+        if self._documents is None:
+            self._documents = documents(manifest.files)
+        return self.reader.opstamp == manifest.engine and self.reader.files == self._documents
+
     def paths_of(self, hashes: list[int]) -> list[tuple[int, str]] | None:
-        """The files the engine named (by path hash), from the manifest; None when one is not in it
-        (the engine committed a file whose manifest is not written yet: the caller scans, to be safe)."""
+        """The files the engine named (by path hash), from the manifest; None when one is not in it (an engine
+        that :meth:`agrees` never names one: a hash shared by two paths, or damage; the caller scans, to be safe)."""
         if self._paths is None:
             manifest = self.manifest
             if manifest is None:
@@ -262,18 +282,22 @@ class ContentIndex:
             try:
                 if not view.reader.refresh():
                     return "building"
-                hashes = view.reader.candidates(need, int(COMMON_SHARE * view.reader.files))
-            except (OSError, ValueError) as exc:  # damaged: scanned until a builder rebuilds it
+                agrees = view.agrees()
+                hashes = view.reader.candidates(need, int(COMMON_SHARE * view.reader.files)) if agrees else None
+            except (OSError, ValueError) as exc:  # damaged (verify.py): scanned until a builder rebuilds it
                 if not view.broken:
                     log.warning("content_index_unreadable", root=root, error=str(exc)[:200])
                 view.broken = str(exc)[:200] or type(exc).__name__
                 return "unreadable"
             view.broken = ""
+            view.disagrees = not agrees
+            if not agrees:
+                return "stale"  # the engine is not the one the manifest describes (a commit a moment ago)
             if hashes is None:
                 return "common"
             named = view.paths_of(hashes)
             if named is None:
-                return "stale"  # committed a moment ago, its manifest not written yet
+                return "stale"
             return self._narrowed(view, named, accept)
 
     def _plan(self, query: SearchQuery) -> Any:
@@ -374,8 +398,19 @@ class ContentIndex:
             if state is not None and state.reason and not state.complete:
                 out.update(state="off", reason=state.reason)
             elif state is not None and state.complete:
-                if view.broken:
+                if view.broken and (why := self._unwritable()):  # tantivy opens nothing where it cannot lock
+                    out.update(
+                        state="off",
+                        reason=f"the index folder cannot be written ({why}), and its index not opened: scanned",
+                    )
+                elif view.broken:
                     out.update(state="stale", reason=f"the index could not be read: {view.broken}")
+                elif view.disagrees:
+                    out.update(
+                        state="stale",
+                        reason="its engine is not the commit its manifest describes (a build stopped between them): "
+                        "scanned until a builder makes them agree",
+                    )
                 elif self._watcher is not None and view.following not in ("", "checking", "ready"):
                     out.update(state="stale", reason=view.following)
                 elif view.tree_ns and state.listed_ns <= view.tree_ns:
@@ -395,6 +430,9 @@ class ContentIndex:
             out["holder"] = by.describe()
             if by.pid != builder and not by.mine:
                 out.update(state="waiting", reason=by.words())
+                return
+            if by.failed:  # what its builder could not write (a full disk): tried again at each pass
+                out.update(state="off", reason=f"not indexed: {by.failed}; scanned")
                 return
             if by.stuck():
                 out["reason"] = by.words()
