@@ -58,7 +58,8 @@ fuzz: $(STAMP)
 # an index file damaged every 5 kills, and each kind of damage 5 times over a whole index; prints the figures
 # (kills survived, corruptions, time to recover, processes left behind, answers that differed from rg).
 chaos: $(STAMP)
-	FEDSEARCH_CHAOS_KILLS=500 FEDSEARCH_CHAOS_ROUNDS=5 FEDSEARCH_CHAOS_SEED=random $(BIN)/pytest tests/test_chaos.py \
+	FEDSEARCH_LOG_LEVEL=warning FEDSEARCH_CHAOS_KILLS=500 FEDSEARCH_CHAOS_ROUNDS=5 FEDSEARCH_CHAOS_SEED=random \
+		$(BIN)/pytest tests/test_chaos.py \
 		-p no:cacheprovider -s --timeout=7200
 
 bench: $(STAMP)

@@ -211,8 +211,8 @@ def _garble_page(path: Path, rng: random.Random) -> None:
 def _complete(folder: Path, roots: dict[str, Path]) -> bool:
     """Whether every root's content index is complete and its declarations built."""
     store = Store.open(str(folder))
-    try:
-        built = all(store.progress(str(root)).built for root in roots.values())
+    try:  # the database whole (a page overwritten may hide from what a search reads) and every root built in it
+        built = store.check() == [] and all(store.progress(str(root)).built for root in roots.values())
     finally:
         store.close()
     folders = [root_dir(str(folder), str(root)) for root in roots.values()]

@@ -4,7 +4,10 @@
 - :mod:`~gateway.index.parse`: a file's declarations (kind, name, span, intent);
 - :mod:`~gateway.index.store`: the SQLite database under ``[index] dir``;
 - :mod:`~gateway.index.files`: which files to index, and one file read and parsed;
-- :mod:`~gateway.index.builder`: the background builder process;
+- :mod:`~gateway.index.builder`: building the indexes of local namespaces;
+- :mod:`~gateway.index.background`: the background builder process;
+- :mod:`~gateway.index.locks`: one lock a root, with a lease (who builds it, alive or stuck);
+- :mod:`~gateway.index.lifetime`: every process a build starts ends with its parent;
 - :mod:`~gateway.index.roots`: each indexed checkout's last use, and which a running builder holds;
 - :mod:`~gateway.index.prune`: the folder kept within ``keep_days`` and ``max_bytes``;
 - :mod:`~gateway.index.hits`: matched lines grouped into declaration hits;
