@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/stream.py
 	$(BIN)/python bench/page.py --against HEAD~1 --rounds 5
 	$(BIN)/python bench/cli.py
+	$(BIN)/python bench/globs.py
 	$(BIN)/python bench/remote_read.py
 	$(BIN)/python bench/load.py
 

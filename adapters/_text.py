@@ -3,7 +3,11 @@
 Writing: the path and language filters as regexes (:func:`path_regexes`, one
 :func:`glob_union` of ``(?:...)`` alternatives), a literal as a Go regex
 (:func:`go_quote_meta`), a term bare or quoted (:func:`quote_term`), a glob as a
-qualifier (:func:`glob_qualifier`).
+qualifier (:func:`glob_qualifier`). A backend's own path filter may only ever keep more
+than :class:`gateway.query.globs.PathFilter`, which always runs last on what it sends: the
+include and language regexes match at least every file the globs keep, the exclude regex
+only paths they certainly drop (the excludes no later include overrides), and a qualifier
+selects a superset.
 
 Reading: GitHub sends fragments without line numbers, GitLab sends chunks without
 offsets: both find the term again line by line (:func:`literal_matcher`,
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 import re2
 
 from gateway.models import Hit, SearchQuery, cut_text
-from gateway.query.globs import glob_to_regex
+from gateway.query.globs import drops_at_most, keeps_at_least
 from gateway.query.languages import globs_for
 
 __all__ = [
@@ -140,23 +144,25 @@ def go_quote_meta(text: str) -> str:
 
 
 def glob_union(globs: Iterable[str]) -> str:
-    """One regex matching a path selected by any of ``globs`` (empty if there are none)."""
-    return "|".join(f"(?:{glob_to_regex(g)})" for g in globs)
+    """One regex matching at least every file that one of the include ``globs`` matches (empty if
+    there are none): :func:`gateway.query.globs.keeps_at_least`."""
+    return keeps_at_least(globs)
 
 
 @dataclass(frozen=True, slots=True)
 class PathRegexes:
     """A query's path filters as regexes for a backend that takes them: each empty when there is none."""
 
-    include: str  # the include globs
-    language: str  # the languages' globs
-    exclude: str  # the ``!`` globs
+    include: str  # at least every file the include globs keep
+    language: str  # at least every file of the languages
+    exclude: str  # only paths the ``!`` globs certainly drop
 
 
 def path_regexes(query: SearchQuery) -> PathRegexes:
-    """The query's include, language and exclude globs, each as one regex (:func:`glob_union`)."""
+    """The query's include, language and exclude globs, each as one regex a remote backend may filter
+    with: never dropping a file :class:`~gateway.query.globs.PathFilter` keeps."""
     return PathRegexes(
         include=glob_union(g for g in query.paths if not g.startswith("!")),
         language=glob_union(globs_for(query.languages)),
-        exclude=glob_union(g[1:] for g in query.paths if g.startswith("!")),
+        exclude=drops_at_most(query.paths),
     )

@@ -507,7 +507,8 @@ def _widen(request: SearchRequest, outcome: Outcome) -> list[dict[str, Any]]:
             actions.append(
                 _action(
                     f"{ns} was {status}{said}: narrow to {top}/",
-                    request.args(**base, paths=[*request.paths, f"{top}/**"]),
+                    # first: the request's excludes after it still hold (the last glob matching a path decides)
+                    request.args(**base, paths=[f"{top}/**", *request.paths]),
                 )
             )
         actions.append(

@@ -102,7 +102,7 @@ class TestAnswer:
 class TestOutput:
     def test_files_are_grouped_under_paths_relative_to_here(self, corpus: Path, capsys: Capture) -> None:
         """Each file is printed under its path relative to the current directory, its lines numbered."""
-        code, out, _ = run(capsys, "search", "register_widget", "--page-files", "1")
+        code, out, _ = run(capsys, "search", "register_widget", "--page-files", "1", "--heading")
         assert code == 0
         lines = out.splitlines()
         assert lines[0] == "alpha/src/widgets.py"
@@ -115,13 +115,13 @@ class TestOutput:
     def test_paths_from_inside_a_checkout_open_from_there(self, corpus: Path, capsys: Capture) -> None:
         """Run in a subfolder, a file of another folder named by PATH is printed with ../ so an editor opens it."""
         os.chdir(corpus / "alpha" / "src")
-        _, out, _ = run(capsys, "search", "register_widget", ".", "..")
+        _, out, _ = run(capsys, "search", "register_widget", ".", "..", "--heading")
         assert "widgets.py" in out.splitlines() and "../README.md" in out.splitlines()
         assert (Path.cwd() / "../README.md").is_file()
 
     def test_context_blocks_are_merged_with_separators(self, corpus: Path, capsys: Capture) -> None:
         """-C 1 prints each line once, matches as N:, context as N-, and -- between blocks, as rg does."""
-        _, out, _ = run(capsys, "search", "needle", "-C", "1")
+        _, out, _ = run(capsys, "search", "needle", "-C", "1", "--heading")
         block = out.split("\n\n")[0].splitlines()
         assert block == [
             "alpha/notes.txt",
@@ -137,14 +137,14 @@ class TestOutput:
 
     def test_after_and_before_context_are_one_sided(self, corpus: Path, capsys: Capture) -> None:
         """-A 2 shows two lines after each match and none before; -B 1 the other way."""
-        _, out, _ = run(capsys, "search", "needle", "-A", "2")
+        _, out, _ = run(capsys, "search", "needle", "-A", "2", "--heading")
         assert out.split("\n\n")[0].splitlines()[1:5] == ["3:line 3 needle", "4:line 4 needle", "5-line 5", "6-line 6"]
-        _, out, _ = run(capsys, "search", "needle", "-B", "1")
+        _, out, _ = run(capsys, "search", "needle", "-B", "1", "--heading")
         assert out.split("\n\n")[0].splitlines()[1:4] == ["2-line 2", "3:line 3 needle", "4:line 4 needle"]
 
     def test_color_always_colours_as_rg(self, corpus: Path, capsys: Capture) -> None:
         """--color always: the path magenta, a declaration's header dim, line numbers green, matches bold red."""
-        _, out, _ = run(capsys, "search", "register_widget", "--color", "always", "--page-files", "1")
+        _, out, _ = run(capsys, "search", "register_widget", "--color", "always", "--page-files", "1", "--heading")
         first, header, second = out.splitlines()[:3]
         assert first == "\x1b[35malpha/src/widgets.py\x1b[0m"
         assert header == "\x1b[2mregister_widget  function  4-5\x1b[0m"
@@ -207,7 +207,7 @@ class TestRgFlags:
     def test_a_query_after_double_dash_may_start_with_a_dash(self, corpus: Path, capsys: Capture) -> None:
         """After --, a query such as -x is the query, as in rg; options before it still count."""
         code, out, err = run(capsys, "search", "-i", "--", "-x", "alpha")
-        assert (code, out) == (1, "") and "nothing matched '-x' in 1 namespace" in err
+        assert (code, out) == (1, "") and "nothing matched '-x' in alpha" in err  # the PATH as typed
 
     def test_ignore_case_and_case_sensitive(self, corpus: Path, capsys: Capture) -> None:
         """-i matches any case; -s only the case given."""

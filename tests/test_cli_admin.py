@@ -185,7 +185,7 @@ class TestRead:
 
     def test_json(self, corpus: Path, capsys: Capture) -> None:
         """--json prints what the service's read_file gives (and /v1/files, MCP read_file)."""
-        code, out, _ = run(capsys, "read", "team/beta/lib/registry.go:3", "--json")
+        code, out, _ = run(capsys, "read", "team/beta/lib/registry.go:3-", "--json")
         result = json.loads(out)
         assert code == 0
         assert (result["namespace"], result["path"], result["start_line"]) == ("team/beta", "lib/registry.go", 3)

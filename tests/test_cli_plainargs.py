@@ -23,6 +23,8 @@ from gateway.cli.parser import command_parser, parse
 from gateway.cli.plainargs import DEFAULTS, SWITCHES, plain_args
 from tests.cli_support import Capture, run, stand_in_corpus
 
+#: The attributes of rg's output flags (issue 49: gateway.cli.rgflags).
+_OUTPUT = frozenset({"heading", "column", "filename", "null", "trim", "quiet"})
 #: Positionals as people type them (never a leading "-": those are argparse's).
 _POSITIONAL = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\0"), max_size=12).filter(
     lambda text: not text.startswith("-")
@@ -94,6 +96,17 @@ class TestSameReading:
             ["search", "x", "-u", "-u"],
             ["search", "-1"],
             ["search", "x", "-"],
+            # rg's output flags taking a value, or two setting one attribute (the last wins: argparse's)
+            ["search", "x", "-M", "80"],
+            ["search", "x", "--max-columns=80"],
+            ["search", "x", "--sort", "path"],
+            ["search", "x", "--max-depth", "2"],
+            ["search", "x", "-d", "2"],
+            ["search", "x", "--heading", "--no-heading"],
+            ["search", "x", "-H", "-I"],
+            ["search", "x", "-q0"],
+            ["search", "--version"],
+            ["--version"],
             ["read", "flask/app.py"],
             ["namespaces"],
             [],
@@ -101,6 +114,22 @@ class TestSameReading:
     )
     def test_anything_else_is_argparses(self, argv: list[str]) -> None:
         assert plain_args(argv) is None
+
+    @pytest.mark.parametrize("switch", [s for s, (name, _, _) in SWITCHES.items() if name in _OUTPUT])
+    def test_an_output_switch_asks_the_same_rg(self, switch: str) -> None:
+        """rg's output flags read on the fast path (gateway.cli.rgflags) leave the request as it was: the rg
+        gateway.cli.early starts from it is the very rg the search asks for (adopted, never a wrong one)."""
+        from gateway.cli.early import _guess
+        from gateway.cli.flags import normalise, request_data
+
+        def data(argv: list[str]) -> dict[str, object]:
+            args = plain_args(["search", *argv])
+            assert args is not None
+            normalise(args)
+            return request_data(args)
+
+        plain, flagged = data(["Url_for", "-w"]), data(["Url_for", "-w", switch])
+        assert flagged == plain and _guess(flagged) == _guess(plain) is not None
 
     def test_a_word_character_is_a_regexs(self) -> None:
         """-w's word boundary at each end of literal text: ``\\w`` as re reads it, without re."""

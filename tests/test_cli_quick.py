@@ -188,7 +188,7 @@ REQUESTS: list[dict[str, Any]] = [
     {"query": "-repo:alpha lang:go register_widget"},
     {"query": "sym:register register_widget"},
     {"query": "sym:register_widget"},  # the declarations named so: found only once files are made final
-    {"query": "file:src/ register_widget", "paths": ["**/*.py"]},
+    {"query": "file:src/** register_widget", "paths": ["**/*.py"]},
     {"query": "needle"},
 ]
 

@@ -113,7 +113,7 @@ def same_lines(cwd: Path, ours: list[str], theirs: list[str]) -> list[str]:
 class TestInASubfolder:
     def test_search_covers_the_folder_and_below_with_paths_relative_to_it(self, pkg: Path) -> None:
         """From src/pkg with no --root, a ranked page holds the files there and below, printed relative to it."""
-        done = fedsearch(pkg, "search", "url_for", "--page-files", "50")
+        done = fedsearch(pkg, "search", "url_for", "--page-files", "50", "--heading")
         heads = [block.splitlines()[0] for block in done.stdout.split("\n\n") if block]
         assert done.returncode == 0 and sorted(heads) == ["app.py", "helpers.py", "sub/deep.py"]
 
@@ -226,10 +226,12 @@ class TestRgFlags:
         assert fedsearch(pkg, "search", "url_for", "-t", "py", "-l").returncode == 0
 
     def test_line_numbers_are_rgs_n(self, pkg: Path) -> None:
-        """-n is line numbers (no namespace); -N prints the lines without them, as rg -N."""
-        assert fedsearch(pkg, "search", "note", "-n").stdout == "notes.txt\n1:a note\n"
+        """-n is line numbers (no namespace); -N prints the lines without them, as rg -N (off a terminal, without
+        a heading unless --heading, as rg: tests/test_cli_rg_flags.py)."""
+        assert fedsearch(pkg, "search", "note", "-n", "--heading").stdout == "notes.txt\n1:a note\n"
+        assert fedsearch(pkg, "search", "note", "-n").stdout == "notes.txt:1:a note\n" == rg(pkg, "-n", "note").stdout
         assert (
-            fedsearch(pkg, "search", "note", "-N").stdout
+            fedsearch(pkg, "search", "note", "-N", "--heading").stdout
             == "notes.txt\na note\n"
             == rg(pkg, "-N", "--heading", "note").stdout
         )
@@ -291,7 +293,7 @@ class TestContext:
         The declarations are indexed first: a one-shot search parses on the spot only what its time
         allows, which a loaded machine may leave at none (then no header is printed at all)."""
         assert fedsearch(proj, "index").returncode == 0
-        done = fedsearch(pkg, "search", "url_for", "-C", "2")
+        done = fedsearch(pkg, "search", "url_for", "-C", "2", "--heading")
         header = re.compile(r"\S+  [a-z_]+  \d+-\d+")
         found = self.blocks(done.stdout)
         assert any(header.fullmatch(line) for line in found["helpers.py"])
@@ -318,11 +320,11 @@ class TestContext:
 
     def test_only_matching_and_max_count_in_a_page(self, pkg: Path) -> None:
         """-o prints each matched part as N:part; -m 1 one matched line a file (as rg's)."""
-        found = self.blocks(fedsearch(pkg, "search", "url_for", "-o").stdout)
+        found = self.blocks(fedsearch(pkg, "search", "url_for", "-o", "--heading").stdout)
         assert [line for line in found["app.py"] if line[0].isdigit()] == rg(
             pkg, "-S", "-F", "-o", "-n", "url_for", "app.py"
         ).stdout.splitlines()
-        found = self.blocks(fedsearch(pkg, "search", "url_for", "-m", "1", "-N").stdout)
+        found = self.blocks(fedsearch(pkg, "search", "url_for", "-m", "1", "-N", "--heading").stdout)
         assert found["app.py"] == ["from helpers import url_for"]
 
 

@@ -93,7 +93,7 @@ class TestOneJson:
 class TestHumanCli:
     def test_also_in_names_the_other_copy(self, root: Path) -> None:
         """Under the file's path, ``also in:`` names the other copy as its path is printed."""
-        proc = cli(root, "register_widget", "-g", "src/widgets.py")
+        proc = cli(root, "register_widget", "-g", "*/src/widgets.py", "--heading")
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
         at = lines.index("main/src/widgets.py")
@@ -102,7 +102,7 @@ class TestHumanCli:
 
     def test_no_dedup_prints_every_copy(self, root: Path) -> None:
         """``--no-dedup`` prints both copies as files of their own, and no ``also in:``."""
-        proc = cli(root, "register_widget", "-g", "src/widgets.py", "--no-dedup")
+        proc = cli(root, "register_widget", "-g", "*/src/widgets.py", "--no-dedup", "--heading")
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
         assert "main/src/widgets.py" in lines and "sat/src/widgets.py" in lines

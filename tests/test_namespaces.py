@@ -174,8 +174,8 @@ class TestInsideTheRepository:
         assert not any(p and any(g.startswith(("acme", "!acme")) for g in p) for p in paths)
 
     def test_the_querys_file_filter_matches_inside_the_repository(self) -> None:
-        """`file:src/` in the query (beside the request's own paths) keeps files under src/ of their repository."""
-        request = parse_request({"query": "register_widget file:src/", "paths": ["*.py"]})
+        """`file:src/**` in the query (beside the request's own paths) keeps files under src/ of their repository."""
+        request = parse_request({"query": "register_widget file:src/**", "paths": ["*.py"]})
         [refined] = refine(request.criteria, [self.outcome("src/a.py", "tests/src_b.py", "docs/x.py")])
         assert refined.result is not None
         assert [f.inner_path for f in refined.result.files] == ["src/a.py"]
@@ -191,7 +191,7 @@ class TestInsideTheRepository:
         children = (ChildStatus(name="zk", backend="zoekt", status="ok"),)
         result = BackendResult(files=files, children=children)
         outcome = Outcome(namespace="peer", backend="gateway", status="ok", took_ms=1, result=result)
-        request = parse_request({"query": "x file:src/", "paths": ["*.py"]})
+        request = parse_request({"query": "x file:src/**", "paths": ["*.py"]})
         [refined] = refine(request.criteria, [outcome])
         assert refined.result is not None and [f.path for f in refined.result.files] == ["github.com/acme/w/src/a.py"]
 

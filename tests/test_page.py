@@ -220,7 +220,7 @@ class TestSearching:
         """repo: and file: typed in the box narrow the search; a bad filter shows the 400 naming the field."""
         base, _ = site
         page, _ = await open_page(browser, base)
-        await page.goto(base + "?q=" + "repo:fast file:src/ needle".replace(" ", "+"))
+        await page.goto(base + "?q=" + "repo:fast file:src/** needle".replace(" ", "+"))
         await expect(page.locator("#status")).to_contain_text("in 1 namespace")
         assert sorted(await page.locator(".file .path").all_text_contents()) == ["src/app.py", "src/util.py"]
         await page.locator("#q").fill("lang:klingon needle")

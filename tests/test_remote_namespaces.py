@@ -389,4 +389,4 @@ class TestAfiSearch:
             scope = await _scope(service, target, service.visible(), None)
         finally:
             await service.aclose()
-        assert (scope.patterns, scope.paths) == (["peer/alpha"], ["/src"])
+        assert (scope.patterns, scope.paths) == (["peer/alpha"], ["/src", "/src/**"])  # the file, or all in the folder

@@ -122,9 +122,11 @@ class TestFileSelection:
         assert paths(await search(root, paths=("src/**",))) == ["src/a.py"]
 
     async def test_include_directory_glob(self, make_repo: Make) -> None:
-        """A glob with a slash selects a directory and everything under it."""
-        root = make_repo({"src/api/x.go": "needle\n", "src/web/y.go": "needle\n"})
-        assert paths(await search(root, paths=("src/api",))) == ["src/api/x.go"]
+        """A glob with a slash is anchored; as rg's -g, an include naming a folder keeps nothing by that (its
+        files must match themselves): ``src/api/**`` keeps what it holds."""
+        root = make_repo({"src/api/x.go": "needle\n", "src/web/y.go": "needle\n", "lib/src/api/z.go": "needle\n"})
+        assert paths(await search(root, paths=("src/api",))) == []
+        assert paths(await search(root, paths=("src/api/**",))) == ["src/api/x.go"]
 
     async def test_exclude_glob(self, make_repo: Make) -> None:
         """A leading '!' removes matching files."""

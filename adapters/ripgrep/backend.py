@@ -1,15 +1,21 @@
 """The ``ripgrep`` backend: a local directory searched by the ``rg`` binary.
 
 Files are selected exactly as ``rg`` does by default: ignore files honoured, hidden
-and binary files skipped, symlinks not followed. Exclude globs (the request's ``!``
-globs and the settings' ``exclude``) are passed to rg as ``-g '!glob'``, which can
-only remove files. Include globs and languages are *not* passed to rg: ``-g glob``
-whitelists a path over every ignore rule (``-g 'src/**'`` searches gitignored and
-hidden files under ``src/``), ``-t``/``--type-add`` whitelists hidden files, and an
-explicit directory argument is searched even when it is ignored (all verified with
-rg 14.1.0). They are applied to rg's output with :class:`gateway.query.globs.PathFilter`
-(together with the excludes, so PathFilter's semantics always hold), so the answer
-never holds a file rg would have skipped.
+and binary files skipped, symlinks not followed. The request's ``paths`` mean what rg's
+``-g`` means (:mod:`gateway.query.globs`), but rg is given only the globs that cannot change
+what :class:`gateway.query.globs.PathFilter` decides: the settings' ``exclude`` and the
+request's ``!`` globs that no later include overrides (those after its last include), as
+``-g '!glob'``, which only remove files the filter removes too. rg skips them with the same
+meaning, relative to the folder it runs in: a lone namespace with such a glob holding a ``/``
+runs from its root, a batch of roots gets only the globs that name a file or folder alone
+(:mod:`adapters.ripgrep.batch`). Include globs and languages are *not* passed to rg:
+``-g glob`` whitelists a path over every ignore rule (``-g 'src/**'`` searches gitignored and
+hidden files under ``src/``), ``-t``/``--type-add`` whitelists hidden files, and an exclude
+followed by an include would need the include too. Everything rg prints is then decided by
+PathFilter (every glob in order, the settings' excludes last), so the answer is rg's ``-g``
+answer over the files rg searches by default, and never holds a file rg would have skipped.
+Files named to rg explicitly (the content index's, :mod:`gateway.narrowing`), which rg's
+``-g`` does not judge, pass PathFilter before rg is given them.
 
 rg runs multi-threaded; files are ordered here by ``(-min(hits, 50), path)``.
 Output is read line by line until the deadline or a cap, and rg is always killed

@@ -80,13 +80,13 @@ class Scan:
     def _spawn(self, rg: str, roots: dict[str, str], exclude: Sequence[str], early: Child | None) -> None:
         query = self.query
         cwd: str | None = None
-        paths: tuple[str, ...] = (".",)
         if len(roots) == 1 and any(map(anchored, excludes(query, exclude))):
-            cwd = next(iter(roots.values()))  # rg skips what those excludes name, relative to where it runs
-        else:  # absolute roots, as batch.py gives them
-            paths = tuple(roots.values())
-            for name, root in roots.items():
-                self.collectors[name].strip = len(root.rstrip("/")) + 1
+            # rg skips what those excludes name relative to where it runs: from the root, the root given
+            # absolute all the same (rg strips the folder it runs in), so its paths route as any other's
+            cwd = next(iter(roots.values()))
+        paths = tuple(roots.values())  # absolute roots, as batch.py gives them
+        for name, root in roots.items():
+            self.collectors[name].strip = len(root.rstrip("/")) + 1
         argv = build_argv(rg, query, exclude, paths, flags=self.flags)
         if early is not None and early.argv == argv and early.cwd == cwd:
             self._adopt(early)  # started before this query was built: the very rg it asks for

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from adapters.ripgrep.spawn import OutputPipe, argv_of, find_rg
 from gateway.errors import BackendError
 from gateway.models import DEFAULT_MAX_HITS, MAX_TEXT, FileMatch, Hit, LazyHits, SearchQuery, cut_text
-from gateway.query.globs import PathFilter
+from gateway.query.globs import PathFilter, anywhere, rg_excludes
 from gateway.signals import DEFINITION_SCAN, DefinitionTest, definition_test
 
 __all__ = [
@@ -487,13 +487,16 @@ def _blank(lines: list[bytes], start: int, end: int) -> int:
 
 
 def excludes(query: SearchQuery, exclude: Iterable[str]) -> list[str]:
-    """Every glob to exclude: the namespace's, then the request's ``!`` paths."""
-    return [*exclude, *(g[1:] for g in query.paths if g.startswith("!"))]
+    """The globs rg may exclude itself: the namespace's, then the request's ``!`` paths that no later
+    include overrides (:func:`~gateway.query.globs.rg_excludes`); rg then removes only files the path
+    filter removes too, and the filter decides the rest on its output."""
+    return [*exclude, *rg_excludes(query.paths)]
 
 
 def anchored(glob: str) -> bool:
-    """Whether rg matches ``glob`` relative to its working directory (it holds a ``/``)."""
-    return "/" in glob.strip("/")
+    """Whether rg matches ``glob`` relative to its working directory: all but a name alone
+    (:func:`~gateway.query.globs.anywhere`)."""
+    return not anywhere(glob)
 
 
 def build_argv(

@@ -82,11 +82,20 @@ def _search_fields(query: str | _Regex | _Semantic) -> dict[str, Any]:
     return {"query": literal(text, regex_mode=True), "mode": "regex", "case_sensitive": "i" not in query.flags}
 
 
-def _glob_literal(inner: str) -> str:
-    glob = "/" + "".join("\\" + c if c in _GLOB_SPECIAL else c for c in inner)
-    if len(glob) > MAX_GLOB_LENGTH:
+def _globs_under(inner: str) -> list[str]:
+    """The ``paths`` of a search under ``inner`` (a file or a folder of its namespace), as rg's ``-g`` reads
+    them: the file itself, or all the folder holds (an include naming a folder keeps nothing by that)."""
+    body = "".join("\\" + c if c in _GLOB_SPECIAL or c == "\\" else c for c in inner)
+    if body[-1:].isspace():  # rg drops a glob's trailing blanks: a class keeps the last
+        body = f"{body[:-1]}[{body[-1]}]"
+    glob = "/" + body
+    if len(glob) + len(_INSIDE) > MAX_GLOB_LENGTH:
         raise AfiError("invalid_path", "too long to search under")
-    return glob
+    return [glob, glob + _INSIDE]
+
+
+#: What a glob naming a folder is given to keep all the folder holds.
+_INSIDE = "/**"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,9 +130,9 @@ async def _scope(service: SearchService, target: Target, names: list[str], acces
         if service.catalog.children.known(target.namespace) is not None:
             raise NotFound(target.rel)
         child, _, inner = target.inner.partition("/")
-        paths = [_glob_literal(inner)] if inner else []
+        paths = _globs_under(inner) if inner else []
         return _Scope([f"{target.namespace}/{child}"], paths, [target.namespace])
-    return _Scope([target.namespace], [_glob_literal(target.inner)], [target.namespace])
+    return _Scope([target.namespace], _globs_under(target.inner), [target.namespace])
 
 
 def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> list[list[dict[str, Any]]]:

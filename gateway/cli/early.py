@@ -8,7 +8,10 @@ paths or languages; smart case as the service reads it), and the imports run whi
 searches. Nothing trusts the guess: :func:`adapters.ripgrep.oneshot.start` adopts this rg only
 if the request, once built and validated, asks for the very same argument vector from the
 same folder; otherwise it is killed and the right rg started (a query the guess misread
-costs a killed rg, never a wrong answer). Only the standard library is imported here.
+costs a killed rg, never a wrong answer). rg's output flags (``--heading``, ``--column``, ``-0``...:
+:mod:`gateway.cli.rgflags`) change how the answer is printed, not the request: the guess holds
+with them (``tests/test_cli_plainargs.py``); with ``--max-depth``, which the one-shot search gives
+rg, nothing is started early. Only the standard library is imported here.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 
 from adapters.ripgrep.spawn import find_rg
+from gateway.cli import rgflags
 from gateway.errors import BackendError, InvalidRequest
 
 TYPE_CHECKING = False  # typing, argparse and collections not imported: a plain listing starts rg without them
@@ -93,8 +94,9 @@ def file_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _own_flags(args: argparse.Namespace, kind: str) -> list[str]:
-    """The listing's flags and the rg options passed as given (-m, -o, -n/-N)."""
-    flags = [KINDS[kind], *file_flags(args)]
+    """The listing's flags and the rg options passed as given (-m, -o, -n/-N, and rg's output flags but -0, -I
+    and --max-depth: gateway.cli.rgflags)."""
+    flags = [KINDS[kind], *file_flags(args), *rgflags.listing_flags(args)]
     if args.max_count is not None:
         if args.max_count < 0:
             raise InvalidRequest("max-count", "-m must be at least 0")
@@ -178,13 +180,31 @@ def _argv(
 
 
 def _unanchored_excludes(globs: Sequence[str]) -> list[str]:
-    """The exclude globs rg applies as the service does wherever it runs: those without a ``/``."""
-    return [g[1:] for g in globs if g.startswith("!") and "/" not in g[1:].strip("/")]
+    """The exclude globs (``!`` taken off) rg applies as the service does wherever it runs: those no later
+    include overrides (after the last include: they only remove what the service removes too) that name a
+    file or folder by its name alone (no ``/`` but a trailing one, or ``**/`` first and none after, no negated
+    class; any other is matched on the path from where rg runs). As :func:`gateway.query.globs.rg_excludes` and
+    :func:`~gateway.query.globs.anywhere` (not imported: they import RE2); tests/test_glob_rg.py holds them equal."""
+    last = max((i for i, g in enumerate(globs) if not g.startswith("!")), default=-1)
+    natives: list[str] = []
+    for glob in globs[last + 1 :]:
+        body = glob[1:]
+        line = body.removesuffix("/")
+        name = line[3:] if line.startswith("**/") else line
+        if not body.startswith("/") and "/" not in name and "[!" not in name and "[^" not in name:
+            natives.append(body)
+    return natives
 
 
 def _filtered(globs: Sequence[str], languages: Sequence[str]) -> bool:
-    """Whether some glob or language is left for the output: includes, languages, anchored excludes."""
-    return bool(languages) or any(not g.startswith("!") or "/" in g[1:].strip("/") for g in globs)
+    """Whether some glob or language is left for the output: languages, includes, the excludes rg is not
+    given (:func:`_unanchored_excludes`)."""
+    return bool(languages) or len(_unanchored_excludes(globs)) < len(globs)
+
+
+def _depth(args: argparse.Namespace, scope: Scope, targets: Sequence[Target]) -> list[str]:
+    """rg's --max-depth for rg given these places (gateway.cli.rgflags.listing_depth); none without the flag."""
+    return rgflags.listing_depth(args, scope, [(t.shown, t.is_file) for t in targets])
 
 
 def _places(targets: Sequence[Target]) -> list[str]:
@@ -202,8 +222,9 @@ def _color(args: argparse.Namespace) -> list[str]:
 def _indexed(kind: str, args: argparse.Namespace, scope: Scope, names: Sequence[str]) -> bool:
     """Whether rg reads what the content indexes name (as :meth:`gateway.cli.oneshot.OneShot.content`, from
     :data:`LIST_INDEX_SHARE` times its size on)."""
-    if kind == "list_files" or file_flags(args):
-        return False  # nothing to narrow by; the indexes know only the files rg reads without those flags
+    if kind == "list_files" or file_flags(args) or rgflags.unnarrowed(args):
+        return False  # nothing to narrow by; the indexes know only the files rg reads without those flags (and
+        # rg over the files they name neither sorts them all nor counts --max-depth from where rg would)
     from gateway.discovery import default_index_dir
 
     directory = default_index_dir()
@@ -248,8 +269,8 @@ def _plain(
     pattern = None if kind == "list_files" else str(text)
     if case is None:  # smart case, as gateway.query.criteria.effective_case
         case = pattern is not None and any(ch.isupper() for ch in pattern)
-    flags = [*_own_flags(args, kind), *_color(args)]
     targets = _targets(scope, list(scope.roots), places)
+    flags = [*_own_flags(args, kind), *_depth(args, scope, targets), *_color(args), *rgflags.printed_flags(args)]
     argv = _argv(rg, flags, pattern, mode == "exact", bool(case), _unanchored_excludes(globs), _places(targets))
     return Plan(argv) if targets else None
 
@@ -327,7 +348,7 @@ def _plans(
     pattern = None if kind == "list_files" else criteria.pattern
     exact, case = criteria.mode == "exact", request.effective_case()
     excludes = _unanchored_excludes(criteria.paths)
-    flags = _own_flags(args, kind)
+    flags = [*_own_flags(args, kind), *_depth(args, scope, targets)]
     named: Plan | None = None
     if pattern is not None and not any(t.is_file for t in targets) and _indexed(kind, args, scope, names):
         targets, files, among = _narrowed(request, scope, targets, keep, ended)
@@ -338,7 +359,8 @@ def _plans(
     if not targets:
         return Plans(None, named)
     if keep is None:
-        scan = Plan(_argv(rg, [*flags, *_color(args)], pattern, exact, case, excludes, _places(targets)))
+        passed = [*flags, *_color(args), *rgflags.printed_flags(args)]  # its output passed on as rg prints it
+        scan = Plan(_argv(rg, passed, pattern, exact, case, excludes, _places(targets)))
     else:
         scan = Plan(
             _argv(rg, [*flags, "--color=never", "--null"], pattern, exact, case, excludes, _places(targets)),
@@ -457,4 +479,4 @@ def run(args: argparse.Namespace, data: dict[str, Any], scope: Scope, places: Se
             # rg scanning every place since the start is as far along as a narrowed rg could be
             return relay([(early.argv, None)], kind in _PATHS_ONLY, early.take())
         runs = [(plan.argv, plan.resolve) for plan in plans if plan is not None]
-        return relay(runs, kind in _PATHS_ONLY)
+        return relay(runs, kind in _PATHS_ONLY, null=args.null, names=args.filename is not False)  # -0, -I

@@ -5,9 +5,10 @@ or config, 3 every namespace failed (or the server could not be reached). Errors
 one line on stderr in the user's words, naming the field or key, never a traceback
 for bad input; with ``--json``, problem JSON on stdout instead.
 
-Start-up is part of the interface: this module imports nothing of its own; a ``search`` of
-switches and positionals is read without argparse (:mod:`gateway.cli.plainargs`), any other
-line by the grammar (:mod:`gateway.cli.parser`), and each command imports what it needs when
+Start-up is part of the interface: this module imports nothing of its own; ``--version`` is
+answered at once (:mod:`gateway.cli.version`), a ``search`` of switches and positionals is read
+without argparse (:mod:`gateway.cli.plainargs`), any other line by the grammar
+(:mod:`gateway.cli.parser`), and each command imports what it needs when
 it runs (a one-shot search never imports the HTTP server, MCP, the remote adapters, the
 metrics or structlog; a listing over checkouts found here not even ``typing``).
 """
@@ -50,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Run as the process's entry point (``argv`` None), a one-shot command ends the process
     itself once its output is flushed (:func:`_end`)."""
     given = sys.argv[1:] if argv is None else list(argv)
+    if given in (["--version"], ["-V"]):  # as fast as rg's: neither argparse nor a command imported
+        from gateway.cli.version import version
+
+        sys.stdout.write(version())
+        sys.stdout.flush()
+        return EXIT_OK
     from gateway.cli.plainargs import plain_args
 
     args = plain_args(given)

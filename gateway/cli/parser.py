@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 __all__ = ["COMMANDS", "CommandParser", "parse", "top_parser"]
 
 PROG = "fedsearch"
+_VERSION_HELP = "print fedsearch's version and the rg it runs, and exit"
 
 
 def _columns() -> int:
@@ -83,7 +84,8 @@ def _search(p: argparse.ArgumentParser) -> None:
     p.epilog = (
         "Run in a checkout with no --root, it searches the folder you stand in and below, paths printed "
         "relative to it, as rg. A page ranks files (declarations first, each under its header) and ends with "
-        "a summary and the next commands, on stderr when stdout is no terminal. Over the checkouts found here, "
+        "a summary and the next commands, on stderr when stdout is no terminal; off one, without --heading, its "
+        "lines are rg's path:N:text (no declaration header). Over the checkouts found here, "
         "-l, -c, --count-matches, --vimgrep and --files are rg's own listings: every file, in rg's format. "
         "rg's letters mean rg's: -n is line numbers (namespaces: --ns), --files lists files (page size: "
         "--page-files), -e takes a pattern (--regex makes QUERY one)."
@@ -184,12 +186,75 @@ def _search(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--args-json", metavar="JSON", help="a whole request (a printed next action), verbatim")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto", help="colours (as rg)")
+    _rg_output(p)
     _server_flag(p)
     _config_flags(p)
 
 
+def _rg_output(p: argparse.ArgumentParser) -> None:
+    """rg's output flags (gateway.cli.rgflags): each prints what rg prints with it. Those setting one attribute
+    are not exclusive: the last given wins, as in rg."""
+    p.add_argument(
+        "--heading",
+        dest="heading",
+        action="store_true",
+        default=None,
+        help="each file's path above its lines (the default on a terminal)",
+    )
+    p.add_argument(
+        "--no-heading", dest="heading", action="store_false", help="the path before each line (the default off one)"
+    )
+    p.add_argument("--column", action="store_true", help="the byte column of the first match (as rg)")
+    p.add_argument(
+        "-H",
+        "--with-filename",
+        dest="filename",
+        action="store_true",
+        default=None,
+        help="print the path, even of one file searched alone",
+    )
+    p.add_argument("-I", "--no-filename", dest="filename", action="store_false", help="never print the path")
+    p.add_argument(
+        "-M",
+        "--max-columns",
+        type=int,
+        metavar="NUM",
+        help="print a line longer than NUM bytes as rg's [Omitted long ...] notice (0: no limit)",
+    )
+    p.add_argument("--sort", choices=("path", "none"), help="path: files in path order (a page: its own files)")
+    p.add_argument("-0", "--null", action="store_true", help="a NUL after each path, not ':' or a line end")
+    # -0 looks like a negative number, which would make argparse read every one (-A -1, a query -5) as an
+    # option: -0 is matched as the option it is before that rule is asked, so the rule stays as it was
+    vars(p)["_has_negative_number_optionals"].clear()
+    p.add_argument(
+        "-d", "--max-depth", type=int, metavar="NUM", help="search folders at most NUM levels below each PATH (as rg)"
+    )
+    p.add_argument("--trim", action="store_true", help="leave out ASCII whitespace at the start of each line")
+    p.add_argument("-q", "--quiet", action="store_true", help="print nothing: the exit code says if anything matched")
+    p.add_argument("-V", "--version", action=_Version, help=_VERSION_HELP)
+
+
+class _Version(argparse.Action):
+    """``--version``: fedsearch's version and rg's, one line each (:mod:`gateway.cli.version`), then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.pop("nargs", None)
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        from gateway.cli.version import version
+
+        sys.stdout.write(version())
+        sys.stdout.flush()
+        raise SystemExit(0)
+
+
 def _read(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", metavar="NS/PATH[:START[-END]]", help="a file of a namespace, optionally lines of it")
+    p.add_argument(
+        "target",
+        metavar="NS/PATH[:START[-END]]",
+        help="a file of a namespace; :N line N alone, :N-M lines N to M, :N- from line N on",
+    )
     p.add_argument("--json", action="store_true", help="print the lines as JSON")
     _server_flag(p)
     _config_flags(p)
@@ -280,6 +345,7 @@ def top_parser() -> CommandParser:
         description="Federated code search: one query, every repo, ranked.",
         epilog=f"Run '{PROG} COMMAND --help' for a command's options.",
     )
+    parser.add_argument("-V", "--version", action=_Version, help=_VERSION_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (summary, _) in COMMANDS.items():
         sub.add_parser(name, help=summary, add_help=False)
@@ -293,7 +359,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     if not argv or argv[0] not in COMMANDS:
         top = top_parser()
         top.json_errors = json_errors
-        top.parse_args(argv[:1])  # --help, no command, or an unknown one: the top level's usage
+        top.parse_args(argv[:1])  # --help, --version, no command, or an unknown one: the top level's usage
         raise AssertionError("unreachable")  # pragma: no cover - parse_args exited
     name = argv[0]
     parser = command_parser(name, json_errors)

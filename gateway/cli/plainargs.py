@@ -72,6 +72,15 @@ DEFAULTS: dict[str, object] = {
     "dedup": None,
     "args_json": None,
     "color": "auto",
+    "heading": None,
+    "column": False,
+    "filename": None,
+    "max_columns": None,
+    "sort": None,
+    "null": False,
+    "max_depth": None,
+    "trim": False,
+    "quiet": False,
     "server": None,
     "config": None,
     "root": None,
@@ -110,6 +119,20 @@ SWITCHES: dict[str, tuple[str, object, str]] = {
     "--files": ("list_files", True, "listing"),
     "--json": ("json", True, "listing"),
     "--no-dedup": ("dedup", False, ""),
+    # rg's output flags (gateway.cli.rgflags): the request is the same with them, so the rg gateway.cli.early
+    # starts is the one the search asks for; two setting one attribute go to argparse (the last wins there)
+    "--heading": ("heading", True, ""),
+    "--no-heading": ("heading", False, ""),
+    "--column": ("column", True, ""),
+    "-H": ("filename", True, ""),
+    "--with-filename": ("filename", True, ""),
+    "-I": ("filename", False, ""),
+    "--no-filename": ("filename", False, ""),
+    "-0": ("null", True, ""),
+    "--null": ("null", True, ""),
+    "--trim": ("trim", True, ""),
+    "-q": ("quiet", True, ""),
+    "--quiet": ("quiet", True, ""),
 }
 
 

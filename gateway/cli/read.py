@@ -1,5 +1,10 @@
 """``fedsearch read NS/PATH[:START[-END]]``: lines of a file of any namespace.
 
+``PATH:N`` is line N alone, as an editor, ``grep -n`` and ``rg -n`` name a line; ``PATH:N-M`` lines N
+to M; ``PATH:N-`` from N on, as far as a read goes unbounded (the service's slice for its reader,
+``READ_LINES`` lines within ``READ_CHARS`` characters; a hint on stderr names the next ``PATH:K-``);
+``PATH`` alone from line 1 alike.
+
 Through :meth:`SearchService.read_file` (or ``GET /v1/files`` with ``--server``), the
 read path every surface shares, so whatever a namespace can read (a local checkout,
 a remote backend that offers content) reads the same here. A path as ``search``
@@ -25,13 +30,14 @@ _LINES = re.compile(r"(\d+)(?:-(\d*))?")
 
 
 def parse_target(target: str) -> tuple[str, int | None, int | None]:
-    """``NS/PATH[:START[-END]]`` -> (NS/PATH, START, END)."""
+    """``NS/PATH[:START[-END]]`` -> (NS/PATH, START, END): ``:N`` is N to N, ``:N-`` N with no END."""
     path, sep, lines = target.rpartition(":")
     match = _LINES.fullmatch(lines) if sep else None
     if match is None:
         return target, None, None
     start = int(match.group(1))
-    end = int(match.group(2)) if match.group(2) else None
+    dash = match.group(2)  # None: no "-" (line N alone); "": "N-" (from N on)
+    end = start if dash is None else int(dash) if dash else None
     if start < 1:
         raise InvalidRequest("start_line", "lines are numbered from 1")
     if end is not None and end < start:

@@ -11,7 +11,8 @@ An rg may be started before its caller knows it is the one to run (:func:`scanni
 searches meanwhile, and is read only once chosen, else killed.
 
 With a resolver, rg prints NUL-ended paths (``--null``): each record, a path and what follows it
-(``-c``'s count, ``--vimgrep``'s match), is printed with the path the resolver gives, or left out.
+(``-c``'s count, ``--vimgrep``'s match), is printed with the path the resolver gives, or left out,
+followed by ``:`` as rg prints it (a NUL with ``-0``; no path at all with ``-I``, but ``-l``'s).
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ if TYPE_CHECKING:
     #: How a path rg printed is printed: the path to print, or None to leave the record out.
     Resolve = Callable[[str], str | None]
 
-__all__ = ["STDERR_KEEP", "Started", "relay", "scanning"]
+__all__ = ["NONE_SEARCHED", "STDERR_KEEP", "Started", "relay", "scanning"]
 
 EXIT_OK, EXIT_NOTHING, EXIT_ALL_FAILED = 0, 1, 3
 #: How much of rg's stderr is kept and said (an error message; the rest is read and dropped).
 STDERR_KEEP = 4096
 #: How often rg's output is looked at while it runs (ms).
 TICK_MS = 10
+#: How rg says it searched no file at all (exit 2): its filters (--max-depth 0, globs) left none, nothing
+#: failed; passed on as rg said it, and nothing matched (1).
+NONE_SEARCHED = b"rg: No files were searched"
 
 
 class Started:
@@ -76,19 +80,30 @@ class scanning:
             self.started.child.close()
 
 
-def relay(runs: Sequence[tuple[list[str], Resolve | None]], paths_only: bool, started: Child | None = None) -> int:
+def relay(
+    runs: Sequence[tuple[list[str], Resolve | None]],
+    paths_only: bool,
+    started: Child | None = None,
+    *,
+    null: bool = False,
+    names: bool = True,
+) -> int:
     """Run each rg (``argv``, resolver) at once and pass their outputs on in turn; the exit code: 0 when
-    something was printed, 3 when nothing was and an rg failed, else 1. ``paths_only``: rg prints paths
-    alone (``-l``, ``--files``), else ``path:rest`` lines. ``started``: the first rg, started already."""
+    something was printed, 3 when nothing was and an rg failed (not one that searched no file), else 1.
+    ``paths_only``: rg prints paths alone (``-l``, ``--files``), else ``path:rest`` lines. ``started``: the
+    first rg, started already. ``null``, ``names``: how a resolved path is printed (``-0``: NUL-ended;
+    ``-I``: not at all)."""
     children: list[Child] = [started] if started is not None else []
     try:
         for argv, _ in runs[len(children) :]:
             children.append(_spawn(argv))
         printed, failed, said = 0, False, bytearray()
         for child, (_, resolve) in zip(children, runs, strict=True):
-            shown, code = _pump(child, resolve, paths_only, said)
+            before = len(said)
+            shown, code = _pump(child, resolve, paths_only, said, null, names)
             printed += shown
-            failed = failed or code not in (0, 1)
+            searched_none = said.startswith(NONE_SEARCHED, before)  # a filter or --max-depth left no file: no failure
+            failed = failed or (code not in (0, 1) and not searched_none)
         if said:
             sys.stderr.write(said.decode("utf-8", "replace"))
         if printed:
@@ -122,12 +137,14 @@ def _drain(fd: int, most: int) -> tuple[list[bytes], bool]:
     return chunks, False
 
 
-def _pump(child: Child, resolve: Resolve | None, paths_only: bool, said: bytearray) -> tuple[int, int]:
+def _pump(
+    child: Child, resolve: Resolve | None, paths_only: bool, said: bytearray, null: bool = False, names: bool = True
+) -> tuple[int, int]:
     """rg's output written out (through ``resolve`` when given) and its stderr kept in ``said``, until
     it ended: (records printed, or 1 for output passed as it came; rg's exit code)."""
     out = sys.stdout.buffer
     sys.stdout.flush()
-    records = _Records(resolve, paths_only, out.write) if resolve is not None else None
+    records = _Records(resolve, paths_only, out.write, null, names) if resolve is not None else None
     pipe = child.pipe
     poller = select.poll()
     if child.pidfd >= 0:
@@ -160,12 +177,22 @@ def _pump(child: Child, resolve: Resolve | None, paths_only: bool, said: bytearr
 class _Records:
     """rg's ``--null`` output cut into records (a path and what follows it), each printed as ``resolve`` says."""
 
-    def __init__(self, resolve: Resolve, paths_only: bool, write: Callable[[bytes], object]) -> None:
+    def __init__(
+        self,
+        resolve: Resolve,
+        paths_only: bool,
+        write: Callable[[bytes], object],
+        null: bool = False,
+        names: bool = True,
+    ) -> None:
         self.resolve = resolve
         self.paths_only = paths_only  # -l, --files: NUL-ended paths; else "path NUL rest" lines
         self.end_mark = b"\0" if paths_only else b"\n"
         self.write = write
         self.pending = b""
+        self.path_end = b"\0" if null else b"\n"  # after a path alone (-0: a NUL, as rg)
+        self.separator = b"\0" if null else b":"  # between a path and what follows it
+        self.names = names  # -I: the path left out (rg prints -l's all the same)
 
     def feed(self, chunk: bytes) -> int:
         """Print the records ``chunk`` completes; how many were printed."""
@@ -180,8 +207,12 @@ class _Records:
                     out.append(record + b"\n")
                     continue
             shown = self.resolve(os.fsdecode(path))
-            if shown is not None:
-                out.append(os.fsencode(shown) + (b"\n" if self.paths_only else b":" + rest + b"\n"))
+            if shown is None:
+                continue
+            if self.paths_only:
+                out.append(os.fsencode(shown) + self.path_end)
+            else:
+                out.append((os.fsencode(shown) + self.separator if self.names else b"") + rest + b"\n")
         if out:
             self.write(b"".join(out))
         return len(out)

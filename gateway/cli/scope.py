@@ -6,8 +6,9 @@ or an editor can open ``path:line:col``; a file of a namespace with no local fol
 what ``fedsearch read`` takes. Trailing PATH arguments (``fedsearch search X src/
 ../click``) are :class:`Place` s: the namespaces and path globs of the request, and the
 paths rg is given as typed for a listing. Run in a subfolder of a checkout
-(:meth:`Scope.here`), a search covers that folder and below, and a ``-g`` glob holding a
-``/`` is read from there (:func:`from_here`), as rg reads them.
+(:meth:`Scope.here`), a search covers that folder and below, and ``-g`` globs are read from
+where the command runs, as rg reads them (:func:`globs_here`): a glob holding a ``/`` is
+anchored there, in a subfolder of a checkout or in a folder holding checkouts.
 """
 
 from __future__ import annotations
@@ -24,7 +25,16 @@ if TYPE_CHECKING:
 
     from gateway.config import Config
 
-__all__ = ["Place", "Scope", "discovered_scope", "from_here", "load", "local_roots", "scope_of"]
+__all__ = [
+    "Place",
+    "Scope",
+    "discovered_scope",
+    "escape_glob",
+    "globs_here",
+    "load",
+    "local_roots",
+    "scope_of",
+]
 
 
 class Place:
@@ -121,7 +131,8 @@ class Scope:
             if place.namespace not in names:
                 names.append(place.namespace)
             if place.rel and place.namespace not in whole:
-                glob = place.rel if place.is_file else f"{place.rel}/**"
+                rel = escape_glob(place.rel)  # a folder's name is no glob: `a[1]` means itself
+                glob = rel if place.is_file else f"{rel}/**"
                 if glob not in globs:
                     globs.append(glob)
         if globs and len(names) > 1:  # one request's globs narrow all of its namespaces alike
@@ -148,17 +159,12 @@ class Scope:
         return f"namespaces: {shown}" if names else "no local namespace"
 
 
-def from_here(globs: Sequence[str], here: Place) -> list[str]:
-    """``-g`` globs typed in a subfolder of a checkout, as rg reads them: an anchored one (holding a ``/``)
-    relative to that folder, so made relative to the namespace's root; others as they are."""
-    out: list[str] = []
-    for glob in globs:
-        bang = "!" if glob.startswith("!") else ""
-        body = glob[len(bang) :]
-        if "/" in body.rstrip("/"):
-            body = f"{here.rel}/{body.lstrip('/')}"
-        out.append(bang + body)
-    return out
+def escape_glob(path: str) -> str:
+    """``path`` as a glob that matches it alone (rg's glob syntax: ``\\`` escapes)."""
+    return "".join("\\" + c if c in _GLOB_SPECIALS else c for c in path)
+
+
+_GLOB_SPECIALS = frozenset("\\*?[]{}!")
 
 
 def local_roots(config: Config) -> dict[str, str]:
@@ -205,3 +211,150 @@ def _empty(source: str) -> str:
 def scope_of(config: Config) -> Scope:
     """The scope of a local search over ``config``'s namespaces."""
     return Scope(local_roots(config))
+
+
+# --- -g globs typed where the user stands (issue 49) ---------------------------------------
+
+#: A namespace that one of the globs leaves nothing of (an exclude naming its root or a folder above it; only
+#: includes that name nothing inside it).
+_NOTHING = None
+
+
+def _split(glob: str) -> list[str] | None:
+    """A glob's components (split at ``/``), or None where a ``{...}`` holds a ``/`` (no component of its own)."""
+    depth = 0
+    for ch in glob:
+        depth += ch == "{"
+        depth -= ch == "}" and depth > 0
+        if ch == "/" and depth:
+            return None
+    return glob.split("/")
+
+
+def _matches(component: str, name: str) -> bool:
+    """Whether one component of a glob (no ``/``) matches the folder name ``name``, as rg reads it."""
+    import re2
+
+    from gateway.query.globs import glob_to_regex
+
+    try:
+        return re2.match(glob_to_regex("/" + component), name) is not None
+    except (ValueError, re2.error):
+        return False
+
+
+def _from_above(glob: str, below: list[str]) -> tuple[list[str], bool]:
+    """An anchored glob typed ``len(below)`` folders above a namespace's root (``below``: the folders down to
+    it) as globs relative to that root, which together match what it matches inside the root (none: it names
+    nothing there), and whether it names the root itself or a folder above it. ValueError where a ``{...}``
+    holds a ``/`` (no component of its own)."""
+    parts = _split(glob.lstrip("/"))
+    if parts is None:
+        raise ValueError("a {...} holding a '/'")
+    parts = [p for i, p in enumerate(parts) if not (p == "**" and i and parts[i - 1] == "**")]  # `**/**` is `**`
+    inside: dict[str, None] = {}
+    root = _walk(parts, below, inside)
+    return list(inside), root
+
+
+def _walk(parts: list[str], below: list[str], inside: dict[str, None]) -> bool:
+    """:func:`_from_above` for the glob's components ``parts`` and the folders ``below`` left: adds to ``inside``
+    the globs inside the root; whether the glob names the root or a folder above it."""
+    if not below:  # at the root: the rest is a glob inside it, still anchored there
+        rest = "/".join(parts)
+        if not rest.strip("/"):
+            return True
+        inside[rest if "/" in rest.rstrip("/") else "/" + rest] = None
+        return False
+    if not parts or parts == [""]:
+        return True  # it ended above the root: a folder the root is in
+    if parts[0] == "**":  # no folder (what follows it goes on here), or this one and maybe more
+        return _walk(parts[1:], below, inside) | _walk(parts, below[1:], inside)
+    return _matches(parts[0], below[0]) and _walk(parts[1:], below[1:], inside)
+
+
+def _anchored(glob: str) -> bool:
+    body = glob[1:] if glob.startswith("!") else glob
+    return "/" in body.rstrip("/") and not (body.startswith("**/") and "/" not in body[3:].rstrip("/"))
+
+
+def globs_here(globs: Sequence[str], scope: Scope, names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``-g`` globs as typed where the command runs (rg's meaning: a glob with a ``/`` is anchored at the
+    current folder) as one request's ``paths`` (anchored at each namespace's root), and the namespaces of
+    ``names`` left to search: those a glob leaves nothing of are dropped (an exclude naming a checkout
+    itself; includes naming nothing inside it). In a subfolder of a checkout an anchored glob gets the
+    subfolder's path before it; in a folder holding checkouts it loses the folders down to each one's root.
+    A namespace with no local folder, or whose folder is neither around nor below here, takes the globs as
+    typed. InvalidRequest naming ``glob`` where they come out differently for the namespaces searched (then
+    no one request says them: run inside one checkout, or choose with ``--ns``)."""
+    cwd = os.path.realpath(scope.cwd)
+    if not any(_anchored(g) or g.startswith("!") for g in globs):  # (an exclude may name a checkout here)
+        return list(globs), list(names)
+    kept: dict[str, list[str]] = {}
+    for name in names:
+        root = scope.roots.get(name)
+        inside = root is not None and (cwd == root or cwd.startswith(root.rstrip("/") + "/"))
+        above = root is not None and root.startswith(cwd.rstrip("/") + "/")
+        rules = _rules(
+            globs,
+            os.path.relpath(cwd, root) if inside and root and cwd != root else "",
+            os.path.relpath(root, cwd).split(os.sep) if above and root else None,
+        )
+        if rules is not _NOTHING:
+            kept[name] = rules
+    different = {tuple(r) for r in kept.values()}
+    if len(different) > 1:
+        shown = " ".join(f"-g {g!r}" for g in globs if _anchored(g))
+        raise InvalidRequest(
+            "glob",
+            f"{shown} is anchored at this folder, and means something else in each checkout under it "
+            f"({', '.join(sorted(kept)[:4])}): run it inside one checkout, or choose one with --ns",
+        )
+    return (next(iter(kept.values())) if kept else []), list(kept)
+
+
+def _rules(globs: Sequence[str], rel: str, below: list[str] | None) -> list[str] | None:
+    """The globs for one namespace (see :func:`globs_here`): ``rel`` the folder here inside its root ("" for
+    none), ``below`` the folders from here down to its root (None: it is not below here); None when they leave
+    nothing of it."""
+    from gateway.query.globs import skips_folder
+
+    if below and skips_folder(globs, "/".join(below)):
+        return _NOTHING  # rg skips the checkout, or a folder it is in, with all it holds
+    out: list[str] = []
+    includes = nothing = 0
+    for i, glob in enumerate(globs):
+        bang = "!" if glob.startswith("!") else ""
+        overridden = bang and any(not later.startswith("!") for later in globs[i + 1 :])  # a later include may win
+        body = glob[len(bang) :]
+        if rel and not _anchored(glob):  # a name below here only: rg judges no folder above where it runs
+            out.append(f"{bang}{escape_glob(rel)}/**/{body.removeprefix('**/')}")
+            includes += not bang
+            continue
+        if not _anchored(glob):
+            out.append(glob)
+            includes += not bang
+            continue
+        if rel:
+            out.append(f"{bang}{escape_glob(rel)}/{body.lstrip('/')}")
+            includes += not bang
+            continue
+        if below is None:
+            out.append(glob)
+            includes += not bang
+            continue
+        try:
+            inside, _ = _from_above(body, below)  # naming the root: rg judged it above (skips_folder)
+        except ValueError as exc:
+            raise InvalidRequest(
+                "glob", f"-g {glob!r} cannot be read from a folder holding checkouts ({exc}): run it inside one"
+            ) from None
+        if bang and not overridden and any(g.lstrip("/") in ("*", "**") for g in inside):
+            return _NOTHING  # every entry of it: nothing is left
+        if not inside:  # names no file in this checkout (an include naming a folder keeps nothing by that)
+            nothing += not bang
+        out.extend(bang + g for g in inside)
+        includes += bool(inside) and not bang
+    if nothing and not includes:
+        return _NOTHING  # only includes that name nothing in it: rg keeps none of its files
+    return out

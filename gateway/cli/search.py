@@ -14,8 +14,10 @@ next commands go to stderr when stdout is no terminal: a pipe gets the results a
 
 from __future__ import annotations
 
+import os
 import sys
 
+from gateway.cli import rgflags
 from gateway.cli.flags import context, normalise, request_data, wants_color
 from gateway.cli.messages import hint, warn
 from gateway.cli.scope import Scope
@@ -104,6 +106,7 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
     from gateway.cli import render
     from gateway.sizing import MAX_CHAR_BUDGET
 
+    rgflags.refuse_in_served_listing(args)
     form = render.files_with_matches if args.files_with_matches else render.counts if args.count else render.vimgrep
     data = {
         "files": LIST_FILES,
@@ -116,7 +119,7 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
     answer = ask(data)
     first = answer
     while True:
-        sys.stdout.write(form(answer, scope.locate))
+        sys.stdout.write(form(answer, scope.locate, args.null, args.filename is not False))  # -0, -I as rg
         sys.stdout.flush()
         printed += len(answer["files"])
         following = _next_page(answer, data)
@@ -129,22 +132,25 @@ def _list(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
     return EXIT_OK if printed else exit_code(first)
 
 
-def _style(args: argparse.Namespace, data: dict[str, Any]) -> render.Style:
-    """How the flags ask a page to be printed."""
+def _style(args: argparse.Namespace, data: dict[str, Any], scope: Scope) -> render.Style:
+    """How the flags ask a page to be printed (rg's output flags: gateway.cli.rgflags.page_fields)."""
     from gateway.cli import render
 
     color = wants_color(args.color)
     if args.max_count is not None and args.max_count < 0:
         raise InvalidRequest("max-count", "-m must be at least 0")
     before, after = context(args) or (0, 0)
+    located = bool(args.column or args.max_columns)  # a column, or -M's count of matches, needs the matches
     return render.Style(
         color=color,
-        highlight=_highlight(data) if color or args.only_matching else None,
+        highlight=_highlight(data) if color or args.only_matching or located else None,
         before=before,
         after=after,
         numbers=args.line_number is not False,
         only=args.only_matching,
         max_count=args.max_count,
+        original=render.local_lines(scope.roots),
+        **rgflags.page_fields(args, data),
     )
 
 
@@ -160,24 +166,28 @@ def _show(args: argparse.Namespace, data: dict[str, Any], ask: Ask, scope: Scope
         sys.stdout.buffer.write(orjson.dumps(answer) + b"\n")
         sys.stdout.flush()
     else:
-        style = _style(args, data)
+        style = _style(args, data, scope)
         found = render.human(answer, style, scope.locate)
         sys.stdout.write(found)
         sys.stdout.flush()
         # the summary and next commands: after the files on a terminal, else on stderr (a pipe gets results only)
         terminal = sys.stdout.isatty()
         tail = sys.stdout if terminal else sys.stderr
-        tail.write(("\n" if found and terminal else "") + "\n".join(render.summary(answer, style.color, _suffix(args))))
+        said = _honest(answer, args)
+        tail.write(("\n" if found and terminal else "") + "\n".join(render.summary(said, style.color, _suffix(args))))
         tail.write("\n")
         tail.flush()
     code = exit_code(answer)
-    if code == EXIT_NOTHING and data.get("mode", "exact") == "exact" and looks_like_regex(str(data["query"])):
-        hint(f"{data['query']} looks like a regex: add --regex to search it as one")
+    typed = str(getattr(args, "typed_query", None) or data.get("query", ""))
+    if code == EXIT_NOTHING and data.get("mode", "exact") == "exact" and looks_like_regex(typed):
+        hint(f"{typed} looks like a regex: add --regex to search it as one")
     return code
 
 
 def run(args: argparse.Namespace) -> int:
     """``fedsearch search``."""
+    if args.quiet:  # rg's -q: the exit code alone (gateway.cli.rgflags.quietly)
+        return rgflags.quietly(args, run)
     if args.type_list:
         from gateway.cli.render import type_list
 
@@ -187,6 +197,8 @@ def run(args: argparse.Namespace) -> int:
     if args.patterns == []:
         return EXIT_NOTHING  # -f named an empty file: no pattern, nothing matches (as rg)
     data = request_data(args)
+    rgflags.check(args, data)  # what no surface prints as rg does: refused, naming the flag
+    args.typed_query = data.get("query")  # before the folder searched joins it (a note names what was typed)
     if not args.json and args.args_json is None and not _listing(args):  # a person's page, every line
         from gateway.sizing import PERSON
 
@@ -200,7 +212,13 @@ def run(args: argparse.Namespace) -> int:
         from gateway.cli.client import Client
 
         with Client(args.server) as client:
-            return _show(args, data, client.search, Scope())
+            here = Scope()  # the server's namespaces printed as ns/path, unless they are checkouts found here
+            if args.args_json is None and not args.root:
+                scoped = _served_here(args, data, client, here)
+                if scoped is None:
+                    return _nothing(args, data)
+                data = scoped
+            return _show(args, data, client.search, here)
     return _local(args, data)
 
 
@@ -216,6 +234,8 @@ def _here_only(args: argparse.Namespace, where: str) -> None:
         given.append("--hidden")
     if args.unrestricted:
         given.append("-" + "u" * args.unrestricted)
+    if args.max_depth is not None:
+        given.append("--max-depth")
     if given:
         raise InvalidRequest(where.lstrip("-"), f"{given[0]} works on the checkouts found here, not with {where}")
 
@@ -227,7 +247,7 @@ def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
     (:mod:`gateway.cli.early`), the rest imported meanwhile."""
     from gateway.cli.early import applies, speculate
     from gateway.cli.listing import file_flags, kind_of
-    from gateway.cli.scope import discovered_scope, from_here
+    from gateway.cli.scope import discovered_scope
 
     found: Scope | None = None
     early: Early | None = None
@@ -235,20 +255,21 @@ def _local(args: argparse.Namespace, data: dict[str, Any]) -> int:
     if applies(args.config):
         found = discovered_scope(args.root)
         here = found.here()
-        if here is not None and args.args_json is None:  # in a subfolder of a checkout: there and below, as rg
-            if data.get("paths"):
-                data = {**data, "paths": from_here(data["paths"], here)}
-            if not args.paths and not args.root:
-                places = [here]
+        if here is not None and args.args_json is None and not args.paths and not args.root:
+            places = [here]  # in a subfolder of a checkout: there and below, as rg
         if args.paths:
             places = found.places(args.paths, data.get("namespaces", []))
+        scoped = _globs_here(args, data, found, places)
+        if scoped is None:
+            return _nothing(args, data)
+        data = scoped
         if kind_of(args) is not None:
             from gateway.cli import listing
 
             code = listing.run(args, data, found, places)
             if code is not None:
                 return code
-        elif places is None and not file_flags(args):
+        elif places is None and not file_flags(args) and args.max_depth is None:
             early = speculate(found.roots, data)
     else:
         _here_only(args, "--config")
@@ -281,24 +302,31 @@ def _searched(
             names, globs = Scope.request_of(places)
             if args.paths:  # (the folder it runs in: its namespace is the only one there, --ns as given)
                 data = {**data, "namespaces": names}
-            if globs:
-                data["paths"] = [*data.get("paths", []), *globs]
+            data = _within(data, globs)
+            args.where = _where(places)
     else:
         config = load(args)
         scope = scope_of(config)
         if args.paths:
-            names, globs = scope.narrow(args.paths, data.get("namespaces", []))
-            data = {**data, "namespaces": names}
-            if globs:
-                data["paths"] = [*data.get("paths", []), *globs]
+            places = scope.places(args.paths, data.get("namespaces", []))
+        scoped = _globs_here(args, data, scope, places)
+        if scoped is None:
+            return _nothing(args, data)
+        data = scoped
+        if places is not None:
+            names, globs = Scope.request_of(places)
+            data = _within({**data, "namespaces": names}, globs)
+            args.where = _where(places)
     first = quick_request(data) if config is None else None
     if first is None:
+        if args.max_depth is not None:
+            raise InvalidRequest("max-depth", "--max-depth works on a search the checkouts here run (exact or regex)")
         if file_flags(args):
             raise InvalidRequest(
                 "hidden", "--hidden and -u work on a search the checkouts found here run (exact or regex)"
             )
         return _served(args, data, scope, config)
-    one = oneshot.OneShot(scope.roots, file_flags(args))
+    one = oneshot.OneShot(scope.roots, [*file_flags(args), *rgflags.page_depth(args, scope, data)])
     try:
         return _show(args, data, lambda _: one.search(first, early), scope)  # one page: rg prints listings here
     finally:
@@ -324,3 +352,174 @@ def _served(args: argparse.Namespace, data: dict[str, Any], scope: Scope, config
             return _show(args, data, lambda d: runner.run(service.search(parse_request(d))), scope)
         finally:
             runner.run(service.aclose())
+
+
+# --- where the user stands (issue 49): the folder an AND with -g, globs read from here ---------------
+
+
+def _in_play(data: dict[str, Any], scope: Scope, places: list[Place] | None) -> list[str]:
+    """The local namespaces a request over ``scope`` searches: the places' (PATHs, the folder it runs in), else
+    those ``--ns`` patterns name, else all."""
+    if places is not None:
+        return list(dict.fromkeys(p.namespace for p in places))
+    patterns = data.get("namespaces") or []
+    if not patterns:
+        return list(scope.roots)
+    from gateway.query.globs import namespace_matcher
+
+    matchers = [namespace_matcher(str(p)) for p in patterns]
+    return [name for name in scope.roots if any(m(name) for m in matchers)]
+
+
+def _globs_here(
+    args: argparse.Namespace, data: dict[str, Any], scope: Scope, places: list[Place] | None
+) -> dict[str, Any] | None:
+    """``data`` with its ``-g`` globs read where the command runs, as rg reads them (gateway.cli.scope.globs_here):
+    anchored ones made relative to each namespace's root, the namespaces they leave nothing of dropped; None
+    when they leave nothing to search at all. ``--args-json`` is the request as given."""
+    if args.args_json is not None or not data.get("paths"):
+        return data
+    from gateway.cli.scope import globs_here
+
+    searched = _in_play(data, scope, places)
+    paths, kept = globs_here(data["paths"], scope, searched)
+    if not kept and searched:
+        return None
+    out = {**data, "paths": paths}
+    if kept != searched:
+        out["namespaces"] = kept
+    return out
+
+
+def _within(data: dict[str, Any], globs: list[str]) -> dict[str, Any]:
+    """``data`` searching only under ``globs`` (the folder it runs in, the PATHs given): as the query's ``file:``
+    filters (SPEC §7), which must hold as well as the request's ``paths`` (an AND with ``-g``, as rg's folder and
+    its globs), its pattern unchanged."""
+    if not globs or "query" not in data:
+        return data if not globs else {**data, "paths": [*data.get("paths", []), *globs]}  # --files: no query
+    from gateway.query.syntax import parse_query, with_pattern
+
+    query, regex = str(data["query"]), data.get("mode", "exact") == "regex"
+    parsed = parse_query(query, regex)
+    mine = ["file:" + _quoted(glob) for glob in globs]
+    if parsed.regex:  # /RE/ as the whole pattern: it stays so beside filters
+        return {**data, "query": " ".join([query, *mine])}
+    plain = not parsed.filters and parsed.pattern == query  # the pattern is the query as typed, spaces and all
+    pattern = query if plain else parsed.pattern
+    return {**data, "query": with_pattern(" ".join([*(f.text for f in parsed.filters), *mine]), pattern, regex)}
+
+
+def _quoted(glob: str) -> str:
+    """A filter's value as the query syntax reads it: quoted where it must be."""
+    if any(c.isspace() or c in '"\\' for c in glob):
+        return '"' + glob.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return glob
+
+
+def _nothing(args: argparse.Namespace, data: dict[str, Any]) -> int:
+    """The globs leave nothing to search (they exclude every checkout here, or name nothing in any): said as
+    a search that found nothing (``--json``: an answer of no file, its note saying why)."""
+    said = f"{_typed(args)} leave nothing to search here"
+    if not args.json:
+        sys.stderr.write(f"0 files matched: {said}\n")
+        return EXIT_NOTHING
+    import orjson
+
+    from gateway.query.request import parse_request
+    from gateway.rank import Ranked, page
+    from gateway.wire import build_response
+
+    request = parse_request(data)  # bad input is still an error naming its field
+    lines = page([], 0, request.files, request.hit_budget, request.char_budget, request.hit_lines)[1]
+    empty = Ranked(
+        page=[],
+        file_count=0,
+        weak_filtered=0,
+        truncated=False,
+        next=[],
+        note=said,
+        statuses=[],
+        offset=0,
+        hit_lines=lines,
+    )
+    sys.stdout.buffer.write(orjson.dumps(build_response(request, empty, 0)) + b"\n")
+    sys.stdout.flush()
+    return EXIT_NOTHING
+
+
+def _typed(args: argparse.Namespace) -> str:
+    """The filters as typed: ``-g`` globs and ``-t`` languages."""
+    import shlex
+
+    return " ".join([*(f"-g {shlex.quote(g)}" for g in args.glob or []), *(f"-t {t}" for t in args.lang or [])])
+
+
+def _served_here(args: argparse.Namespace, data: dict[str, Any], client: Any, printed: Scope) -> dict[str, Any] | None:
+    """A ``--server`` search scoped as the same search here would be (the folder it runs in, its checkouts,
+    ``-g`` read from here): the checkouts found here are matched to the server's namespaces by name (a
+    namespace named ``team/beta`` is a checkout whose folder ends in ``team/beta``, as discovery names them),
+    and ``printed`` learns their folders (their files print relative to here, as a local search prints them);
+    ``data`` as it is where none is found here or served there. None: the globs leave nothing to search."""
+    from gateway.discovery import discovered
+
+    try:
+        _, found = discovered(None)
+    except Exception:  # no folder to look in (it was removed): searched as asked
+        return data
+    if not found:
+        return data
+    served = [str(ns["name"]) for ns in client.namespaces()]
+    roots: dict[str, str] = {}
+    for _, path in found:
+        real = os.path.realpath(path)
+        names = [n for n in served if real == n or real.endswith("/" + n)]
+        if names:
+            roots[max(names, key=len)] = real
+        else:
+            warn(f"{path} is no namespace of {args.server}: not searched there")
+    if not roots:
+        return data
+    scope = Scope(roots)
+    printed.roots.update(roots)
+    here = scope.here()
+    places = [here] if here is not None else None
+    scoped = _globs_here(args, data, scope, places)
+    if scoped is None:
+        return None
+    data = scoped
+    if not data.get("namespaces"):
+        data = {**data, "namespaces": _in_play(data, scope, places)}
+    if places is not None:
+        _, globs = Scope.request_of(places)
+        data = _within(data, globs)
+        args.where = _where(places)
+    return data
+
+
+def _where(places: list[Place]) -> str:
+    """The folders searched, as a note names them: the PATHs as typed, else the folder it runs in (``flask/src``)."""
+    shown = [p.shown if p.shown else f"{p.namespace}/{p.rel}" if p.rel else p.namespace for p in places]
+    return ", ".join(dict.fromkeys(shown))
+
+
+def _honest(answer: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """The answer as its summary says it: an empty answer's note names only what the user gave (the query as
+    typed, the folder it runs in or the PATHs, the globs and languages as typed), not the ``file:`` filters
+    and root-relative globs the request was given for them."""
+    note = answer.get("note")
+    if answer.get("files") or not isinstance(note, str) or not note.startswith("nothing matched "):
+        return answer
+    typed = getattr(args, "typed_query", None)
+    where = getattr(args, "where", "")
+    if typed is None or args.args_json is not None:
+        return answer
+    first, sep, rest = note.partition("; ")
+    _, _, counted = first.rpartition(" in ")  # "1 namespace with these path/language filters"
+    namespaces = counted.split(" with ")[0]
+    filters = _typed(args)
+    said = f"nothing matched {_quote(str(typed))} in {where or namespaces}" + (f" with {filters}" if filters else "")
+    return {**answer, "note": said + sep + rest}
+
+
+def _quote(text: str) -> str:
+    return f'"{text}"' if "'" in text else f"'{text}'"

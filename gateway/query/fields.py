@@ -83,8 +83,8 @@ Glob = Annotated[
                 {"pattern": f"^[^*]*(?:\\*[^*]*){{0,{MAX_STARS}}}$"},
                 {"pattern": f"^[^{{]*(?:\\{{[^{{]*){{0,{MAX_BRACES}}}$"},
             ],
-            "description": f"A glob on the file path ('!' first: excludes); at most {MAX_STARS} '*' and "
-            f"{MAX_BRACES} '{{'; its '[' and '{{' must close (else 400).",
+            "description": f"A glob on the file path as rg's -g reads it ('!' first: excludes); at most "
+            f"{MAX_STARS} '*' and {MAX_BRACES} '{{'; its '[' and '{{' must close, and rg must take it (else 400).",
         },
     ),
 ]

@@ -59,7 +59,8 @@ class SearchRequest(BaseModel):
     paths: list[Glob] = Field(
         default_factory=list,
         max_length=MAX_GLOBS,
-        description="Include globs on the file path; a leading '!' excludes.",
+        description="Globs on the file path inside the namespace, as rg's -g reads them (docs/api.md): a leading "
+        "'!' excludes, and the last glob matching a path decides.",
     )
     languages: list[Language] = Field(
         default_factory=list,
