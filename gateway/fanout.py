@@ -126,20 +126,16 @@ async def _traced(
     with span("fedsearch.namespace") as current:
         if current is None:  # tracing stopped meanwhile
             return await _one(route, query, deadline, gate, start, logged)
-        current.set_attributes(
-            {
-                "fedsearch.namespace": route.namespace,
-                "fedsearch.backend.kind": route.backend.kind,
-                "fedsearch.deadline_ms": max(0, round((deadline - start) * 1000)),
-            }
-        )
+        named = {"fedsearch.namespace": route.namespace, "fedsearch.backend.kind": route.backend.kind}
         try:
             outcome = await _one(route, query, deadline, gate, start, logged)
         except asyncio.CancelledError:
-            current.set_attribute("fedsearch.status", "timeout")  # cut at its deadline
+            current.set_attributes({**named, "fedsearch.status": "timeout"})  # cut at its deadline
             raise
         files, hits = _counts(outcome.result)
-        current.set_attributes({"fedsearch.status": outcome.status, "fedsearch.files": files, "fedsearch.hits": hits})
+        current.set_attributes(
+            {**named, "fedsearch.status": outcome.status, "fedsearch.files": files, "fedsearch.hits": hits}
+        )
         if outcome.status in _FAILED:
             from opentelemetry.trace import StatusCode
 

@@ -6,8 +6,8 @@
   with the span's ``traceparent``; :func:`add_traceparent` sets that header when a response is
   prepared (a stream's too). Only installed while tracing is on.
 * :func:`client_trace_config`: aiohttp's client hooks; each request to a backend or a peer
-  gateway is a ``CLIENT`` span of the current one (the namespace's), and carries it in its
-  headers, so a peer's spans join the caller's trace.
+  gateway carries the current span (the namespace's) in its headers, so a peer's spans join
+  the caller's trace under that namespace, and that span gets the request's HTTP attributes.
 
 Never recorded: headers (a token is one), the query string (unless ``[tracing] record_query``),
 a URL's credentials. ``url.full`` is scheme, host, port and path.
@@ -27,9 +27,10 @@ from opentelemetry.trace import (
     StatusCode,
     format_span_id,
     format_trace_id,
-    set_span_in_context,
+    get_current_span,
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from yarl import URL
 
 from gateway.log import scrub
 from gateway.tracing import spans as tracing
@@ -125,48 +126,24 @@ async def add_traceparent(request: web.Request, response: web.StreamResponse) ->
 
 
 def client_trace_config() -> TraceConfig:
-    """aiohttp client hooks: a ``CLIENT`` span per request, its context sent in the headers."""
+    """aiohttp client hooks: the current span's context (the namespace's) sent in each request's
+    headers, and the HTTP conventions' attributes of its last request set on it (a span of its
+    own for each request would double what a traced search costs: bench/README.md, issue 54)."""
 
-    async def start(_: Any, ctx: SimpleNamespace, params: TraceRequestStartParams) -> None:
-        tracer = tracing.tracer()
-        if tracer is None:
-            return
-        url = params.url
-        span = tracer.start_span(
-            _method(params.method),
-            kind=SpanKind.CLIENT,
-            attributes={
-                "http.request.method": _method(params.method),
-                "url.full": str(url.with_user(None).with_query(None).with_fragment(None)),
-                "server.address": url.host or "",
-                "server.port": url.port or 0,
-            },
-        )
-        ctx.span = span
-        _W3C.inject(params.headers, context=set_span_in_context(span))
+    async def start(_: Any, __: SimpleNamespace, params: TraceRequestStartParams) -> None:
+        _W3C.inject(params.headers)
 
-    async def end(_: Any, ctx: SimpleNamespace, params: TraceRequestEndParams) -> None:
-        span: Span | None = getattr(ctx, "span", None)
-        if span is None:
-            return
-        status = params.response.status
-        span.set_attribute("http.response.status_code", status)
-        if status >= 400:
-            span.set_status(StatusCode.ERROR)
-            span.set_attribute("error.type", str(status))
-        span.end()
+    async def end(_: Any, __: SimpleNamespace, params: TraceRequestEndParams) -> None:
+        span = _calling()
+        if span is not None:
+            status = params.response.status
+            span.set_attributes({**_client_attributes(params.method, params.url), "http.response.status_code": status})
 
-    async def failed(_: Any, ctx: SimpleNamespace, params: TraceRequestExceptionParams) -> None:
-        span: Span | None = getattr(ctx, "span", None)
-        if span is None:
-            return
+    async def failed(_: Any, __: SimpleNamespace, params: TraceRequestExceptionParams) -> None:
+        span = _calling()
         exc = params.exception
-        if isinstance(exc, Exception):
-            span.set_status(StatusCode.ERROR, type(exc).__name__)
-            span.set_attribute("error.type", type(exc).__qualname__)
-        else:  # cancelled: a hedge's loser, or its namespace's deadline came
-            span.set_attribute("fedsearch.cancelled", True)
-        span.end()
+        if span is not None and isinstance(exc, Exception):  # not a cancellation (a hedge's loser, a deadline)
+            span.set_attributes({**_client_attributes(params.method, params.url), "error.type": type(exc).__qualname__})
 
     config = TraceConfig()
     config.on_request_start.append(start)
@@ -174,3 +151,19 @@ def client_trace_config() -> TraceConfig:
     config.on_request_exception.append(failed)
     config.freeze()
     return config
+
+
+def _calling() -> Span | None:
+    """The span a request out is made in, when it is one of ours (a namespace's): a request made
+    in the request's own span (a peer's children listed, a remote file read) leaves it as it is."""
+    span = get_current_span()
+    return span if span.is_recording() and getattr(span, "kind", None) is SpanKind.INTERNAL else None
+
+
+def _client_attributes(method: str, url: URL) -> dict[str, Any]:
+    return {
+        "http.request.method": _method(method),
+        "url.full": str(url.with_user(None).with_query(None).with_fragment(None)),
+        "server.address": url.host or "",
+        "server.port": url.port or 0,
+    }

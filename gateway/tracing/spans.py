@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -46,26 +46,13 @@ def uninstall() -> None:
 
 
 def span(name: str) -> AbstractContextManager[Span | None]:
-    """A child of the current span, current inside (None while tracing is off)."""
+    """A child of the current span, current inside (None while tracing is off). An exception
+    through it leaves its status unset: the SDK's status would carry the exception's message,
+    which may quote the query (the namespace's span says how its backend failed)."""
     tracer = _tracer
     if tracer is None:
         return _OFF
-    return _open(tracer, name)
-
-
-@contextlib.contextmanager
-def _open(tracer: Tracer, name: str) -> Iterator[Span]:
-    # The SDK's own status on an exception carries its message (which may quote the query): the
-    # type alone here. A cancellation is no error (a hedge's loser, a namespace cut at its deadline).
-    with tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False) as current:
-        try:
-            yield current
-        except Exception as exc:
-            from opentelemetry.trace import StatusCode
-
-            current.set_status(StatusCode.ERROR, type(exc).__name__)
-            current.set_attribute("error.type", type(exc).__qualname__)
-            raise
+    return tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False)
 
 
 def annotate(attributes: Mapping[str, Any]) -> None:
