@@ -23,7 +23,8 @@ from aiohttp import web
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError
-from gateway.tracing import TracingConfig, span, tracing_settings
+from gateway.tracing import span
+from gateway.tracing.config import TracingConfig, tracing_settings
 from tests.corpus import make_corpus
 from tests.helpers import free_port
 from tests.otlp_receiver import Received, Receiver

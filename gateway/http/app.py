@@ -34,7 +34,7 @@ from gateway.http.reload import ServiceHolder, service_middleware, service_of
 from gateway.http.stream import stream_search
 from gateway.log import get_logger
 from gateway.service import SearchService
-from gateway.tracing import tracing_settings
+from gateway.tracing.config import tracing_settings
 
 __all__ = ["ACCESS", "SERVICE", "create_app", "get_params", "read_json_body"]
 

@@ -11,7 +11,8 @@ Call sites set attributes only on a span they were given::
             span.set_attribute("fedsearch.files", whole.file_count)
 
 :func:`gateway.tracing.setup.start` turns it on (the HTTP app does, from ``[tracing]`` or
-``OTEL_*``: :mod:`gateway.tracing.config`); :mod:`gateway.tracing.http` has the server
+``OTEL_*``: :mod:`gateway.tracing.config`, imported apart: a one-shot CLI search that ranks
+through a module importing this one never imports pydantic); :mod:`gateway.tracing.http` has the server
 middleware and the client hooks that carry W3C ``traceparent``/``tracestate``.
 
 Spans (docs/operations.md lists their attributes): the request (``POST /v1/search``), the
@@ -25,15 +26,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.tracing.config import TracingConfig, TracingSettings, tracing_settings
 from gateway.tracing.spans import annotate, event, install, on, record_query, span, tracer, uninstall
 
 if TYPE_CHECKING:
     from aiohttp import TraceConfig
 
 __all__ = [
-    "TracingConfig",
-    "TracingSettings",
     "annotate",
     "client_hooks",
     "event",
@@ -42,7 +40,6 @@ __all__ = [
     "record_query",
     "span",
     "tracer",
-    "tracing_settings",
     "uninstall",
 ]
 
