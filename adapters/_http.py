@@ -52,6 +52,7 @@ from multidict import CIMultiDictProxy, MultiDictProxy
 from pydantic import AfterValidator, Field
 
 from adapters._text import seconds_left
+from gateway import tracing
 from gateway.backend import AsyncBackend, BackendSettings
 from gateway.errors import (
     BackendCapped,
@@ -371,6 +372,7 @@ class HttpBackend(AsyncBackend[S]):
                 connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True),
                 trust_env=False,
                 json_serialize=_dumps,
+                trace_configs=tracing.client_hooks(),  # None while tracing is off: no hook at all
             )
         return self._session
 

@@ -9,6 +9,11 @@ One process serves 8 pre-serialized Zoekt answers (100 files each); fedsearch
 (`fedsearch serve`, one worker) and the naive gateway (bench/naive_gateway.py, one
 worker) both front them. Measured A B A B: throughput at 16 connections and p50
 latency at 1 connection. Prints min/median/max and the ratios.
+
+Side by side (issue 54), in the same A B C rounds: ``--tree DIR`` adds fedsearch run from
+another source tree (``git archive REV | tar -x -C DIR``: the code before a change);
+``--tracing`` adds this tree with tracing on at 100 % sampling, exporting every span over
+OTLP to ``otlp_sink.py``; ``--no-naive`` leaves the naive gateways out.
 """
 
 from __future__ import annotations
@@ -93,6 +98,23 @@ async def load(url: str, connections: int, seconds: float) -> tuple[float, list[
     return len(latencies) / elapsed, latencies
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds ``pid`` has used (user and system), from /proc: a figure the machine's other load
+    moves far less than throughput."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve(tree: Path, config: Path, port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``fedsearch serve`` from the source tree ``tree`` (its own code: first on the path)."""
+    return subprocess.Popen(
+        [PY, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(port)],
+        stderr=subprocess.DEVNULL,
+        cwd=tree,
+        env=dict(env, PYTHONPATH=str(tree)),
+    )
+
+
 def fmt(xs: list[float], unit: str, scale: float = 1.0) -> str:
     return f"min {min(xs) * scale:8.1f}  med {statistics.median(xs) * scale:8.1f}  max {max(xs) * scale:8.1f} {unit}"
 
@@ -101,9 +123,12 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--tree", action="append", default=[], help="another fedsearch source tree beside this one")
+    parser.add_argument("--tracing", action="store_true", help="also this tree with tracing on (100 %% sampled)")
+    parser.add_argument("--no-naive", action="store_true", help="leave the naive gateways out")
     args = parser.parse_args()
     base = consecutive_ports(8)
-    fed_port, naive_port, reuse_port = free_ports(3)
+    fed_port, naive_port, reuse_port, sink_port, traced_port = free_ports(5)
     backends = [f"http://127.0.0.1:{base + i}" for i in range(8)]
     tmp = Path(tempfile.mkdtemp(prefix="fedsearch-overhead-"))
     config = tmp / "fedsearch.toml"
@@ -119,33 +144,46 @@ async def main() -> None:
     ]
     assert procs[0].stdout is not None
     procs[0].stdout.readline()
-    procs.append(
-        subprocess.Popen(
-            [PY, "-m", "gateway.cli", "serve", "--config", str(config), "--port", str(fed_port)],
-            stderr=subprocess.DEVNULL,
-            env=env,
+    procs.append(serve(HERE.parent, config, fed_port, env))
+    gateways = {"fedsearch": f"http://127.0.0.1:{fed_port}"}
+    pids = {"fedsearch": procs[-1].pid}
+    for tree, port in zip(args.tree, free_ports(len(args.tree)), strict=True):
+        procs.append(serve(Path(tree).resolve(), config, port, env))
+        gateways[Path(tree).name] = f"http://127.0.0.1:{port}"
+        pids[Path(tree).name] = procs[-1].pid
+    if args.tracing:
+        sink = subprocess.Popen([PY, str(HERE / "otlp_sink.py"), str(sink_port)], stdout=subprocess.PIPE)
+        procs.append(sink)
+        assert sink.stdout is not None
+        sink.stdout.readline()
+        traced = tmp / "traced.toml"
+        endpoint = f"http://127.0.0.1:{sink_port}/v1/traces"
+        traced.write_text(config.read_text() + f'[tracing]\nendpoint = "{endpoint}"\nsample_ratio = 1.0\n')
+        procs.append(serve(HERE.parent, traced, traced_port, env))
+        gateways["fedsearch+tracing"] = f"http://127.0.0.1:{traced_port}"
+        pids["fedsearch+tracing"] = procs[-1].pid
+    if not args.no_naive:
+        procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(naive_port), *backends]))
+        procs.append(
+            subprocess.Popen(
+                [PY, str(HERE / "naive_gateway.py"), str(reuse_port), *backends], env=dict(os.environ, NAIVE_REUSE="1")
+            )
         )
-    )
-    procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(naive_port), *backends]))
-    procs.append(
-        subprocess.Popen(
-            [PY, str(HERE / "naive_gateway.py"), str(reuse_port), *backends], env=dict(os.environ, NAIVE_REUSE="1")
-        )
-    )
-    gateways = {
-        "fedsearch": f"http://127.0.0.1:{fed_port}",
-        "naive": f"http://127.0.0.1:{naive_port}",
-        "naive+reuse": f"http://127.0.0.1:{reuse_port}",
-    }
+        gateways["naive"] = f"http://127.0.0.1:{naive_port}"
+        gateways["naive+reuse"] = f"http://127.0.0.1:{reuse_port}"
     try:
         for url in gateways.values():
             await wait_ready(url)
             await load(url, 16, 1.0)  # warm
         rps: dict[str, list[float]] = {k: [] for k in gateways}
         p50: dict[str, list[float]] = {k: [] for k in gateways}
+        cpu: dict[str, list[float]] = {k: [] for k in pids}
         for _ in range(args.rounds):
             for name, url in gateways.items():
-                rate, _ = await load(url, 16, args.seconds)
+                before = cpu_s(pids[name]) if name in pids else 0.0
+                rate, lat = await load(url, 16, args.seconds)
+                if name in pids:
+                    cpu[name].append((cpu_s(pids[name]) - before) / len(lat))
                 rps[name].append(rate)
                 _, lat = await load(url, 1, args.seconds)
                 p50[name].append(statistics.median(lat))
@@ -154,8 +192,16 @@ async def main() -> None:
             f"{os.cpu_count()} cores"
         )
         for name in gateways:
-            print(f"{name:12} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
-        for naive in ("naive", "naive+reuse"):
+            print(f"{name:17} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
+        for name in pids:
+            print(f"{name:17} CPU a request @16 {fmt(cpu[name], 'ms', 1000)}")
+        for other in pids:
+            if other != "fedsearch":
+                tput = statistics.median(rps[other]) / statistics.median(rps["fedsearch"])
+                ratio = statistics.median(p50[other]) / statistics.median(p50["fedsearch"])
+                used = statistics.median(cpu[other]) / statistics.median(cpu["fedsearch"])
+                print(f"ratios {other}/fedsearch: throughput {tput:.3f}x, p50 {ratio:.3f}x, CPU a request {used:.3f}x")
+        for naive in [n for n in ("naive", "naive+reuse") if n in gateways]:
             tput = statistics.median(rps["fedsearch"]) / statistics.median(rps[naive])
             ratio = statistics.median(p50["fedsearch"]) / statistics.median(p50[naive])
             print(f"ratios fedsearch/{naive}: throughput {tput:.2f}x (target >= 1.2), p50 {ratio:.2f}x (target <= 1.0)")

@@ -22,6 +22,7 @@ from gateway.discovery import NAME_PATTERN, checkouts, default_index_dir, discov
 from gateway.discovery import enclosing_checkout as _enclosing
 from gateway.errors import ConfigError
 from gateway.registry import load_kind
+from gateway.tracing.config import TracingConfig
 
 __all__ = [
     "CacheConfig",
@@ -31,6 +32,7 @@ __all__ = [
     "NamespaceConfig",
     "ServerConfig",
     "TokenConfig",
+    "TracingConfig",
     "config_from_env",
     "default_max_scans",
     "discover",
@@ -175,6 +177,8 @@ class Config:
     source: str = "discovery"
     cache: CacheConfig = DEFAULT_CACHE
     index: IndexConfig = field(default_factory=IndexConfig)
+    #: ``[tracing]`` as written (None: no section; ``OTEL_*`` may still turn tracing on).
+    tracing: TracingConfig | None = None
 
 
 def _first_error(prefix: str, exc: ValidationError) -> ConfigError:
@@ -211,7 +215,7 @@ def namespace_config(data: Mapping[str, Any], key: str) -> NamespaceConfig:
 
 def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
     """Validate a parsed TOML document into a Config."""
-    known = {"server", "defaults", "namespaces", "tokens", "cache", "index"}
+    known = {"server", "defaults", "namespaces", "tokens", "cache", "index", "tracing"}
     for top in data:
         if top not in known:
             raise ConfigError(str(top), "unknown key")
@@ -241,6 +245,7 @@ def parse_config(data: Mapping[str, Any], source: str = "<config>") -> Config:
         source=source,
         cache=_model(CacheConfig, data.get("cache"), "cache"),
         index=_model(IndexConfig, data.get("index"), "index"),
+        tracing=_model(TracingConfig, data["tracing"], "tracing") if "tracing" in data else None,
     )
 
 

@@ -42,6 +42,8 @@ from gateway.errors import BackendError
 from gateway.log import get_logger, scrub
 from gateway.models import BackendResult, Outcome, SearchQuery, Status
 from gateway.scope import SETTLE_S, CallScope, abandon, entered
+from gateway.tracing import on as tracing_on
+from gateway.tracing import record_query, span
 
 __all__ = ["HAND_BACK_TURNS", "Route", "fan_out"]
 
@@ -110,6 +112,36 @@ async def _one(
             status, error = "error", f"internal error in {kind} adapter: {type(exc).__name__}"
             log.error("backend_crashed", namespace=route.namespace, backend=kind, exc_info=exc)
     return _outcome(route, status, start, logged, result, error, retry_after)
+
+
+#: Statuses that mark a namespace's span as failed (a capped or partial answer is still one).
+_FAILED: frozenset[Status] = frozenset({"timeout", "error", "unavailable"})
+
+
+async def _traced(
+    route: Route, query: SearchQuery, deadline: float, gate: asyncio.Semaphore, start: float, logged: int
+) -> Outcome:
+    """:func:`_one` in a span of its own (``fedsearch.namespace``): what the backend answered, its
+    retries, hedges and breaker changes as events (:mod:`gateway.resilience.wrapper`)."""
+    with span("fedsearch.namespace") as current:
+        if current is None:  # tracing stopped meanwhile
+            return await _one(route, query, deadline, gate, start, logged)
+        named = {"fedsearch.namespace": route.namespace, "fedsearch.backend.kind": route.backend.kind}
+        try:
+            outcome = await _one(route, query, deadline, gate, start, logged)
+        except asyncio.CancelledError:
+            current.set_attributes({**named, "fedsearch.status": "timeout"})  # cut at its deadline
+            raise
+        files, hits = _counts(outcome.result)
+        current.set_attributes(
+            {**named, "fedsearch.status": outcome.status, "fedsearch.files": files, "fedsearch.hits": hits}
+        )
+        if outcome.status in _FAILED:
+            from opentelemetry.trace import StatusCode
+
+            # A backend's reason may quote the query: told only where the query may be.
+            current.set_status(StatusCode.ERROR, outcome.error if record_query() else outcome.status)
+        return outcome
 
 
 def _outcome(
@@ -206,10 +238,11 @@ async def fan_out(
     if log.is_enabled_for(logging.INFO):
         logged = _LOG_ALL if log.is_enabled_for(logging.DEBUG) else _LOG_PROBLEMS
     deadlines = [_deadline(route, query, start) for route in routes]
+    one = _traced if tracing_on() else _one  # asked once a fan-out, not once a namespace
     with entered(scope):  # each task starts with a copy of this context
         tasks = [
             asyncio.create_task(
-                _one(route, query, deadline, scope.gate, start, logged), name=f"fanout:{route.namespace}"
+                one(route, query, deadline, scope.gate, start, logged), name=f"fanout:{route.namespace}"
             )
             for route, deadline in zip(routes, deadlines, strict=True)
         ]

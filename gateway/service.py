@@ -40,6 +40,8 @@ from gateway.resilience.admission import Estimate, ScanQueue
 from gateway.resilience.wrapper import wrap
 from gateway.serving import IDLE
 from gateway.streaming import Plan, SearchStream
+from gateway.tracing import annotate, record_query, span
+from gateway.tracing import on as tracing_on
 from gateway.view.facets import Facets
 from gateway.wire import build_response
 
@@ -95,6 +97,19 @@ def _asked(plan: Plan, outcomes: Sequence[Outcome]) -> Sequence[Outcome]:
     if not asked:
         return outcomes
     return [replace(o, asked=asked[o.namespace]) if o.namespace in asked else o for o in outcomes]
+
+
+def _annotate(plan: Plan) -> None:
+    """What the request's span tells of its search: never a token, the query only where it may."""
+    request = plan.request
+    attributes: dict[str, Any] = {
+        "fedsearch.mode": request.criteria.mode,
+        "fedsearch.namespaces": len(plan.routes),
+        "fedsearch.cursor": request.cursor is not None,
+    }
+    if record_query():
+        attributes["fedsearch.query"] = str(request.query)
+    annotate(attributes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +324,8 @@ class SearchService:
         """Answer a plan: from a snapshot or the cache, or by fanning out; ``on_outcome`` hears of
         each namespace as it settles (when this request's own fan-out runs)."""
         index = self.index
+        if tracing_on():
+            _annotate(plan)
 
         fanned: list[float] = []
 
@@ -320,13 +337,16 @@ class SearchService:
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
-            whole = settle(
-                request,
-                refine(request.criteria, self._declared(request, outcomes, plan.since_ns)),
-                everything,
-                definitions=index.definitions(request) if index is not None else None,
-                since_ns=plan.since_ns,
-            )
+            with span("fedsearch.rank") as current:  # merge and rank every namespace's files
+                whole = settle(
+                    request,
+                    refine(request.criteria, self._declared(request, outcomes, plan.since_ns)),
+                    everything,
+                    definitions=index.definitions(request) if index is not None else None,
+                    since_ns=plan.since_ns,
+                )
+                if current is not None:
+                    current.set_attributes({"fedsearch.namespaces": len(outcomes), "fedsearch.files": whole.file_count})
             if log.is_enabled_for(logging.INFO):
                 _log_search(outcomes, whole.file_count, round((time.monotonic() - plan.started) * 1000))
             return whole

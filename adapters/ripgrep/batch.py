@@ -56,6 +56,7 @@ from gateway.errors import BackendError
 from gateway.models import BackendResult, SearchQuery, Status
 from gateway.narrowing import Narrowed, Narrower
 from gateway.resilience.admission import Scan, scan_slot
+from gateway.tracing import span
 
 __all__ = ["ARGV_BUDGET", "QUEUED", "SCAN_NICE", "Part", "RgCall", "Router"]
 
@@ -180,7 +181,12 @@ class RgCall:
     async def send(self, seats: Sequence[Seat[Part]]) -> None:
         """Search every seat's root (one rg, or one per group of independent roots, and one for the
         roots the content index narrowed); answer each seat."""
-        narrowed = await self._narrow(seats) if self._narrower is not None else {}
+        narrowed: dict[int, Narrowed] = {}
+        if self._narrower is not None:
+            with span("fedsearch.index.narrow") as current:
+                narrowed = await self._narrow(seats)
+                if current is not None:
+                    current.set_attributes({"fedsearch.namespaces": len(seats), "fedsearch.narrowed": len(narrowed)})
         groups: list[tuple[Sequence[Seat[Part]], dict[int, Narrowed] | None]] = []
         for group in _independent([seat for seat in seats if seat.waiting()]):
             whole = [seat for seat in group if id(seat) not in narrowed]
@@ -233,7 +239,12 @@ class RgCall:
             async with scan_slot([s.value.name for s in seats], self._query.deadline) as scan:
                 started = True
                 if any(seat.waiting() for seat in seats):  # not all gone (or handed back) while it waited
-                    await self._run(seats, scan, narrowed)
+                    with span("fedsearch.rg") as current:  # with ``confirm``: rg reads what the index named
+                        if current is not None:
+                            current.set_attributes(
+                                {"fedsearch.namespaces": len(seats), "fedsearch.rg.confirm": narrowed is not None}
+                            )
+                        await self._run(seats, scan, narrowed)
         except TimeoutError:
             if started:
                 raise

@@ -41,6 +41,7 @@ from gateway.errors import ConfigError
 from gateway.log import get_logger
 from gateway.query.request import SearchRequest
 from gateway.rank import Ranked, Resolve, Whole, page_of
+from gateway.tracing import span
 from gateway.view.facets import Facets
 from gateway.wire import build_response
 
@@ -178,7 +179,10 @@ class ResultCache:
     ) -> dict[str, Any] | None:
         """The page ``request`` asks for from the snapshot ``cursor`` names, or None."""
         key = snapshot_key(self.config.prefix, cursor, request, access)
-        whole = await snapshots.page(key, request.offset, request.files)
+        with span("fedsearch.cursor.read") as current:
+            whole = await snapshots.page(key, request.offset, request.files)
+            if current is not None:
+                current.set_attributes({"fedsearch.found": whole is not None, "fedsearch.offset": request.offset})
         if whole is None:
             return None
         self._event("snapshot_served")
@@ -196,7 +200,12 @@ class ResultCache:
             return build_response(request, ranked, 0)
         ttl = config.answer_ttl_s
         if ranked.more and snapshots is not None and cursor is not None:
-            if await snapshots.put(snapshot_key(config.prefix, cursor, request, access), whole, config.snapshot_ttl_s):
+            with span("fedsearch.snapshot.write") as current:
+                snapshot = snapshot_key(config.prefix, cursor, request, access)
+                kept = await snapshots.put(snapshot, whole, config.snapshot_ttl_s)
+                if current is not None:
+                    current.set_attributes({"fedsearch.files": whole.file_count, "fedsearch.kept": kept})
+            if kept:
                 self._event("snapshot_stored")
                 ttl = min(ttl, config.snapshot_ttl_s)  # a kept answer never outlives its cursor's snapshot
             else:

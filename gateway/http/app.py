@@ -7,6 +7,7 @@ the JSON that :func:`gateway.wire.build_response` built. Cross-cutting concerns
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from gateway.http.reload import ServiceHolder, service_middleware, service_of
 from gateway.http.stream import stream_search
 from gateway.log import get_logger
 from gateway.service import SearchService
+from gateway.tracing.config import tracing_settings
 
 __all__ = ["ACCESS", "SERVICE", "create_app", "get_params", "read_json_body"]
 
@@ -123,8 +125,15 @@ def create_app(
         holder = request.app.get(SERVICE)
         return initial if holder is None else tokens_of(holder.current.config)
 
+    traced = tracing_settings(config.tracing, os.environ)
+    outermost: list[Any] = []
+    if traced is not None:  # the SDK is imported only now: off, tracing costs not even that
+        from gateway.tracing.http import tracing_middleware
+
+        outermost.append(tracing_middleware)
     app = web.Application(
         middlewares=[
+            *outermost,  # first: the request's log line carries its trace id
             request_id_middleware,
             metrics.middleware,
             methods_middleware,  # before auth: a preflight carries no token
@@ -155,6 +164,17 @@ def create_app(
             await holder.aclose()
 
     app.cleanup_ctx.append(service_ctx)
+    if traced is not None:
+        from gateway.tracing.http import add_traceparent
+        from gateway.tracing.setup import start, stop
+
+        async def tracing_ctx(app: web.Application) -> AsyncIterator[None]:
+            start(traced)
+            yield
+            await stop()  # after the service: the spans of its last requests leave too
+
+        app.cleanup_ctx.insert(0, tracing_ctx)
+        app.on_response_prepare.append(add_traceparent)
     router = app.router
     router.add_post("/v1/search", search)
     router.add_get("/v1/search", search)

@@ -230,7 +230,7 @@ def service_of(request: web.Request) -> SearchService:
 
 async def reload_config(holder: ServiceHolder, load: Callable[[], Config]) -> ReloadReport | None:
     """Re-read the config with ``load`` and swap it in; log and keep the running one if it is invalid."""
-    before = holder.current.config.server
+    before, traced = holder.current.config.server, holder.current.config.tracing
     try:
         config = await asyncio.to_thread(load)
         report = await holder.reload(config)
@@ -244,6 +244,8 @@ async def reload_config(holder: ServiceHolder, load: Callable[[], Config]) -> Re
     if current.server != before:
         changed = sorted(k for k in type(before).model_fields if getattr(before, k) != getattr(current.server, k))
         log.warning("reload_needs_restart", keys=[f"server.{k}" for k in changed])
+    if current.tracing != traced:  # the tracer is the process's, set up as it started
+        log.warning("reload_needs_restart", keys=["tracing"])
     log.info(
         "reload_done",
         source=current.source,

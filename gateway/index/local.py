@@ -42,6 +42,7 @@ from gateway.index.vocabulary import Vocabulary
 from gateway.models import BackendResult, Mode, SearchQuery
 from gateway.narrowing import Narrower
 from gateway.query.globs import PathFilter
+from gateway.tracing import span
 
 if TYPE_CHECKING:
     from gateway.index.resolve import DeclarationIndex
@@ -237,8 +238,11 @@ class SemanticBackend(AsyncBackend[Any]):
     async def search(self, query: SearchQuery) -> BackendResult:
         if query.mode != "semantic":
             return await self.inner.search(query)
-        await self.intents.catch_up(self.name, query.deadline)
-        result = await asyncio.to_thread(self.intents.answer, self.name, query)
+        with span("fedsearch.semantic") as current:  # scoring by meaning, from the intent index
+            await self.intents.catch_up(self.name, query.deadline)
+            result = await asyncio.to_thread(self.intents.answer, self.name, query)
+            if current is not None:
+                current.set_attribute("fedsearch.files", len(result.files))
         identities = self.inner.identities()  # the same files as the checkout's: copies merge by meaning too
         return replace(result, identities=identities) if identities is not None and result.files else result
 

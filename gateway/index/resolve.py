@@ -44,6 +44,7 @@ from gateway.log import get_logger
 from gateway.models import FileMatch
 from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Resolve
 from gateway.signals import query_name
+from gateway.tracing import span
 
 if TYPE_CHECKING:  # types only: a one-shot search reads the index without pydantic or tree-sitter
     from gateway.index.background import BuilderProcess
@@ -377,11 +378,14 @@ class DeclarationIndex:
             return None
 
         def resolve(ordered: list[RankedFile], offset: int, files: int, budget: int) -> list[RankedFile]:
-            try:
-                return self._resolve(ordered, offset, files, budget, since_ns)
-            except sqlite3.Error as exc:
-                self._fault(exc, self._store)
-                return ordered
+            with span("fedsearch.declarations") as current:  # the page's files, their declarations
+                if current is not None:
+                    current.set_attribute("fedsearch.files", min(files, max(0, len(ordered) - offset)))
+                try:
+                    return self._resolve(ordered, offset, files, budget, since_ns)
+                except sqlite3.Error as exc:
+                    self._fault(exc, self._store)
+                    return ordered
 
         return resolve
 

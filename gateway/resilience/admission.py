@@ -56,6 +56,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from gateway.backend import AsyncBackend
 from gateway.errors import BackendUnavailable, Overloaded
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.tracing import event, span
+from gateway.tracing import on as tracing_on
 
 if TYPE_CHECKING:
     from gateway.fanout import Route
@@ -327,6 +329,8 @@ class ScanQueue:
         counts = self.counts
         if name in ("admitted", "refused", "shed", "expired"):
             setattr(counts, name, getattr(counts, name) + 1)
+            if tracing_on():
+                event("admission", {"fedsearch.admission": name})
         for observe in self.observers:
             observe(name, seconds)
 
@@ -339,7 +343,13 @@ class ScanQueue:
         if len(self._running) < self.max_scans and not self._queued:
             scan = self._start(names, 0.0)
         else:
-            scan = await self._wait_for(names, deadline)
+            with span("fedsearch.admission.wait") as current:  # a span only for a scan that waits
+                if current is not None:
+                    queued, slots = self._queued, self.max_scans
+                    current.set_attributes(
+                        {"fedsearch.namespaces": len(names), "fedsearch.queued": queued, "fedsearch.slots": slots}
+                    )
+                scan = await self._wait_for(names, deadline)
         try:
             yield scan
         finally:

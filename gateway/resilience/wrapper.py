@@ -47,13 +47,14 @@ from msgspec.structs import replace
 from gateway.backend import AsyncBackend, FileTree, Health
 from gateway.dedup.identity import Identities
 from gateway.errors import BackendError, InvalidRequest, NotFound, RateLimited
-from gateway.log import get_logger
+from gateway.log import get_logger, scrub
 from gateway.models import BackendResult, ChildNamespace, RemoteFile, SearchQuery
 from gateway.narrowing import Narrower
 from gateway.resilience.breaker import Breaker, Verdict, verdict
 from gateway.resilience.hedge import HedgeBudget, LatencyWindow, race
 from gateway.resilience.policy import LOCAL, Policy
 from gateway.resilience.retry import MIN_ATTEMPT_S, RetryBudget, backoff, retryable
+from gateway.tracing import event
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -263,6 +264,7 @@ class ResilientBackend(AsyncBackend[Any]):
         result, hedge_won = await race(lambda: self._call(query, primary), hedge, self._latency.delay())
         if hedge_won:
             self.stats.hedges_won += 1
+            event("hedge_won", {"fedsearch.replica": call.tried[-1]})
         return result
 
     def _hedge(self, query: SearchQuery, call: _Call) -> Awaitable[BackendResult] | None:
@@ -276,11 +278,14 @@ class ResilientBackend(AsyncBackend[Any]):
         self.stats.hedges += 1
         call.tried.append(others[0])
         log.debug("hedge_sent", namespace=self.name, backend=self.kind, replica=others[0])
+        event("hedge_sent", {"fedsearch.replica": others[0], "fedsearch.after_ms": round(self._latency.delay() * 1000)})
         return self._call(query, others[0])
 
     async def _call(self, query: SearchQuery, replica: int) -> BackendResult:
         """One request to one replica, through its breaker."""
         breaker = self._breakers[replica] if self._breakers else None
+        if breaker is not None and breaker.state != "closed":
+            event("breaker", {"fedsearch.replica": replica, "fedsearch.breaker.state": breaker.state})
         try:
             probe = breaker.admit() if breaker is not None else False
         except BackendError:
@@ -326,6 +331,8 @@ class ResilientBackend(AsyncBackend[Any]):
             breaker.failure(reason, probe)
         else:
             breaker.ignore(probe)
+        if breaker.state != before:
+            event("breaker", {"fedsearch.replica": replica, "fedsearch.breaker.state": breaker.state})
         if breaker.state != before and breaker.state != "half_open":
             log.warning(
                 "breaker_" + breaker.state,
@@ -386,13 +393,22 @@ class ResilientBackend(AsyncBackend[Any]):
 
     def _log_retry(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
+        error = exc.reason if isinstance(exc, BackendError) else type(exc).__name__
         log.info(
             "backend_retry",
             namespace=self.name,
             backend=self.kind,
             attempt=state.attempt_number,
             sleep_s=round(state.upcoming_sleep, 3),
-            error=exc.reason if isinstance(exc, BackendError) else type(exc).__name__,
+            error=error,
+        )
+        event(
+            "retry",
+            {
+                "fedsearch.attempt": state.attempt_number,
+                "fedsearch.sleep_ms": round(state.upcoming_sleep * 1000),
+                "fedsearch.error": scrub(error),
+            },
         )
 
     # --- caps ---------------------------------------------------------------------------

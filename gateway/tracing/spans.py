@@ -1,0 +1,73 @@
+"""The tracer this process records with, and what the hot path asks of it (see :mod:`gateway.tracing`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["annotate", "event", "install", "on", "record_query", "span", "tracer", "uninstall"]
+
+_tracer: Tracer | None = None
+_record_query = False
+_OFF: AbstractContextManager[None] = contextlib.nullcontext()
+
+
+def on() -> bool:
+    """Whether spans are recorded in this process."""
+    return _tracer is not None
+
+
+def tracer() -> Tracer | None:
+    """The tracer spans are recorded with (None while off)."""
+    return _tracer
+
+
+def record_query() -> bool:
+    """Whether the query text may go on a span (``[tracing] record_query``)."""
+    return _record_query
+
+
+def install(tracer: Tracer, *, query: bool = False) -> None:
+    """Record spans with ``tracer`` from now on (:func:`gateway.tracing.setup.start`)."""
+    global _tracer, _record_query
+    _tracer, _record_query = tracer, query
+
+
+def uninstall() -> None:
+    """Record no more spans (:func:`gateway.tracing.setup.stop`)."""
+    global _tracer, _record_query
+    _tracer, _record_query = None, False
+
+
+def span(name: str) -> AbstractContextManager[Span | None]:
+    """A child of the current span, current inside (None while tracing is off). An exception
+    through it leaves its status unset: the SDK's status would carry the exception's message,
+    which may quote the query (the namespace's span says how its backend failed)."""
+    tracer = _tracer
+    if tracer is None:
+        return _OFF
+    return tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False)
+
+
+def annotate(attributes: Mapping[str, Any]) -> None:
+    """Attributes on the current span (the request's, from the service); nothing while off."""
+    if _tracer is None:
+        return
+    from opentelemetry.trace import get_current_span
+
+    get_current_span().set_attributes(attributes)
+
+
+def event(name: str, attributes: Mapping[str, Any]) -> None:
+    """An event on the current span (a retry, a hedge, a breaker's change); nothing while off."""
+    if _tracer is None:
+        return
+    from opentelemetry.trace import get_current_span
+
+    get_current_span().add_event(name, attributes)

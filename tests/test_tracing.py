@@ -1,0 +1,289 @@
+"""OpenTelemetry tracing: off by default and then free; on, one trace per request across gateways.
+
+The end-to-end tests run real ``fedsearch serve`` processes (a peer gateway behind a front one)
+exporting over OTLP HTTP/protobuf to a receiver the test runs (:mod:`tests.otlp_receiver`,
+decoding with ``opentelemetry-proto``); ``OTEL_BSP_SCHEDULE_DELAY`` makes their batches leave
+within a tenth of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from gateway.config import parse_config
+from gateway.errors import ConfigError
+from gateway.tracing import span
+from gateway.tracing.config import TracingConfig, tracing_settings
+from tests.corpus import make_corpus
+from tests.helpers import free_port
+from tests.otlp_receiver import Received, Receiver
+from tests.test_ops import Served, ripgrep_ns, serve, zoekt_ns
+
+__all__ = ["serve"]  # the fixture, used here
+
+SERVER = 2  # the protobuf's SpanKind value
+STATUS_ERROR = 2
+NEEDLE = "tracing_needle"
+#: The caller's own span: the front gateway's request span must be its child.
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER_SPAN = "00f067aa0ba902b7"
+FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+
+Serve = Callable[..., Awaitable[Served]]
+
+
+def tracing_section(endpoint: str, service: str, **extra: Any) -> str:
+    lines = [f'endpoint = "{endpoint}"', f'service_name = "{service}"']
+    lines += [f"{k} = {str(v).lower() if isinstance(v, bool) else v}" for k, v in extra.items()]
+    return "[tracing]\n" + "\n".join(lines) + "\n\n[index]\nenabled = false\n\n"
+
+
+def corpus(root: Path, *names: str) -> Path:
+    return make_corpus(root, {name: {"main.py": f"def {NEEDLE}_{name}():\n    return 1\n"} for name in names})
+
+
+async def search(url: str, headers: dict[str, str] | None = None) -> tuple[dict[str, Any], Any]:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url + "/v1/search", json={"query": NEEDLE}, headers=headers or {}) as resp,
+    ):
+        assert resp.status == 200, await resp.text()
+        return await resp.json(), resp.headers
+
+
+def one(spans: list[Received], **attributes: Any) -> Received:
+    found = [s for s in spans if all(s.attributes.get(k) == v for k, v in attributes.items())]
+    assert len(found) == 1, (attributes, found)
+    return found[0]
+
+
+def server_span(spans: list[Received], service: str) -> Received:
+    found = [s for s in spans if s.service == service and s.kind == SERVER and s.name == "POST /v1/search"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+class TestSettings:
+    """Off unless the config or the OTEL_* variables turn it on."""
+
+    def test_off_by_default(self) -> None:
+        """No section and no OTEL_* variable: no tracing."""
+        assert tracing_settings(None, {}) is None
+
+    def test_a_section_turns_it_on(self) -> None:
+        """A [tracing] section is enough, its keys carried over."""
+        settings = tracing_settings(TracingConfig(record_query=True, timeout_ms=500), {})
+        assert settings is not None and settings.record_query and settings.timeout_s == 0.5
+
+    @pytest.mark.parametrize(
+        "env",
+        [
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"},
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"},
+            {"OTEL_TRACES_EXPORTER": "otlp"},
+        ],
+    )
+    def test_the_standard_variables_turn_it_on(self, env: dict[str, str]) -> None:
+        """Without a section, an OTLP endpoint or exporter in the environment turns it on."""
+        assert tracing_settings(None, env) is not None
+
+    def test_enabled_false_wins_over_the_environment(self) -> None:
+        """``enabled = false`` keeps it off whatever OTEL_* says."""
+        assert tracing_settings(TracingConfig(enabled=False), {"OTEL_TRACES_EXPORTER": "otlp"}) is None
+
+    @pytest.mark.parametrize("env", [{"OTEL_SDK_DISABLED": "true"}, {"OTEL_TRACES_EXPORTER": "none"}])
+    def test_the_sdk_switches_turn_it_off(self, env: dict[str, str]) -> None:
+        """OTEL_SDK_DISABLED and OTEL_TRACES_EXPORTER=none keep it off, section or not."""
+        assert tracing_settings(TracingConfig(), env) is None
+
+    @pytest.mark.parametrize(
+        ("section", "key"),
+        [
+            ({"sample_ratio": 2}, "tracing.sample_ratio"),
+            ({"endpoint": "collector:4318"}, "tracing.endpoint"),
+            ({"bogus": 1}, "tracing.bogus"),
+            ({"record_query": "yes please"}, "tracing.record_query"),
+        ],
+    )
+    def test_a_bad_section_names_its_key(self, section: dict[str, Any], key: str) -> None:
+        """A wrong [tracing] key is a config error naming it."""
+        with pytest.raises(ConfigError) as caught:
+            parse_config({"tracing": section})
+        assert caught.value.key == key
+
+
+class TestOff:
+    """Off, tracing is not even imported."""
+
+    def test_a_span_is_nothing(self) -> None:
+        """Off, a span is a shared no-op yielding None."""
+        with span("fedsearch.rank") as current:
+            assert current is None
+
+    def test_a_search_never_imports_the_sdk(self, tmp_path: Path) -> None:
+        """A served search with tracing off imports no opentelemetry module."""
+        root = corpus(tmp_path / "src", "alpha")
+        code = (
+            "import asyncio, sys\n"
+            "from aiohttp.test_utils import TestClient, TestServer\n"
+            "from gateway.config import parse_config\n"
+            "from gateway.http.app import create_app\n"
+            f"namespace = {{'name': 'a', 'backend': 'ripgrep', 'root': r'{root / 'alpha'}'}}\n"
+            "config = parse_config({'namespaces': [namespace], 'index': {'enabled': False}})\n"
+            "async def main():\n"
+            "    async with TestClient(TestServer(create_app(config))) as client:\n"
+            f"        resp = await client.post('/v1/search', json={{'query': '{NEEDLE}'}})\n"
+            "        assert resp.status == 200 and 'traceparent' not in resp.headers\n"
+            "        assert (await resp.json())['files']\n"
+            "asyncio.run(main())\n"
+            "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "FEDSEARCH_"))}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+class TestAcrossGateways:
+    """A peer gateway behind a front one: one trace holds both, parents linked."""
+
+    async def test_one_trace_holds_both_gateways(self, tmp_path: Path, serve: Serve) -> None:
+        """The caller's trace continues through the front gateway, its namespaces, its call to the
+        peer, and the peer's own request and namespaces; the answer names the request's span."""
+        async with Receiver() as receiver:
+            peer_root = corpus(tmp_path / "peer", "a", "b")
+            peer_config = tmp_path / "peer.toml"
+            namespaces = ripgrep_ns("a", peer_root / "a") + ripgrep_ns("b", peer_root / "b")
+            peer_config.write_text(tracing_section(receiver.url, "peer") + namespaces)
+            peer = await serve("--config", str(peer_config), env=FAST_EXPORT)
+            front_root = corpus(tmp_path / "front", "local")
+            front_config = tmp_path / "front.toml"
+            front_config.write_text(
+                tracing_section(receiver.url, "front")
+                + ripgrep_ns("local", front_root / "local")
+                + f'[[namespaces]]\nname = "peer"\nbackend = "gateway"\nurl = "{peer.url}"\n\n'
+            )
+            front = await serve("--config", str(front_config), env=FAST_EXPORT)
+
+            caller = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
+            answer, headers = await search(front.url, {"traceparent": caller, "tracestate": "vendor=kept"})
+            assert {r["namespace"] for r in answer["files"]} == {"local", "peer/a", "peer/b"}
+
+            def complete(r: Receiver) -> bool:
+                spans = r.of_trace(CALLER_TRACE)
+                return {(s.service, s.kind) for s in spans} >= {("front", SERVER), ("peer", SERVER)}
+
+            await receiver.wait_for(complete)
+            spans = receiver.of_trace(CALLER_TRACE)
+            front_spans = [s for s in spans if s.service == "front"]
+            peer_spans = [s for s in spans if s.service == "peer"]
+
+            request = server_span(spans, "front")
+            assert request.parent_id == CALLER_SPAN
+            assert request.attributes["http.request.method"] == "POST"
+            assert request.attributes["http.route"] == "/v1/search"
+            assert request.attributes["http.response.status_code"] == 200
+            assert request.attributes["fedsearch.namespaces"] == 2
+            assert headers["traceparent"] == f"00-{CALLER_TRACE}-{request.span_id}-01"
+
+            local = one(front_spans, **{"fedsearch.namespace": "local"})
+            remote = one(front_spans, **{"fedsearch.namespace": "peer"})
+            for namespace, kind in ((local, "ripgrep"), (remote, "gateway")):
+                assert namespace.name == "fedsearch.namespace"
+                assert namespace.parent_id == request.span_id
+                assert namespace.attributes["fedsearch.backend.kind"] == kind
+                assert namespace.attributes["fedsearch.status"] == "ok"
+            assert local.attributes["fedsearch.files"] == 1 and local.attributes["fedsearch.hits"] >= 1
+            assert remote.attributes["fedsearch.files"] == 2
+            assert any(s.name == "fedsearch.rg" and s.parent_id == local.span_id for s in front_spans)
+            assert any(s.name == "fedsearch.rank" and s.parent_id == request.span_id for s in front_spans)
+
+            assert remote.attributes["http.request.method"] == "POST"  # the HTTP conventions, on its span
+            assert remote.attributes["http.response.status_code"] == 200
+            assert remote.attributes["url.full"] == peer.url + "/v1/search"
+
+            peer_request = server_span(spans, "peer")
+            assert peer_request.parent_id == remote.span_id
+            for name in ("a", "b"):
+                assert one(peer_spans, **{"fedsearch.namespace": name}).parent_id == peer_request.span_id
+
+            assert not [s for s in spans if any(NEEDLE in str(v) for v in s.attributes.values())]  # no query text
+            done = await front.event("request_done", route="/v1/search")
+            assert done["trace_id"] == CALLER_TRACE
+            assert (await peer.event("request_done", route="/v1/search"))["trace_id"] == CALLER_TRACE
+
+
+class TestQueryAndRetries:
+    """What a namespace's span tells: the query only when allowed, a retry as an event."""
+
+    async def test_record_query_and_retry_events(
+        self, tmp_path: Path, serve: Serve, aiohttp_server: Any, fixtures_dir: Path
+    ) -> None:
+        """With ``record_query`` the request's span holds the query; a 503 then an answer is a
+        ``retry`` event on the namespace's span, whose status is ok."""
+        zoekt_payload = (fixtures_dir / "zoekt_search_response.json").read_bytes()
+        asked: list[int] = []
+
+        async def flaky(request: web.Request) -> web.Response:
+            asked.append(1)
+            if len(asked) == 1:
+                return web.Response(status=503)
+            return web.Response(body=zoekt_payload, content_type="application/json")
+
+        app = web.Application()
+        app.router.add_post("/api/search", flaky)
+        zoekt = await aiohttp_server(app)
+        async with Receiver() as receiver:
+            config = tmp_path / "front.toml"
+            config.write_text(
+                tracing_section(receiver.url, "front", record_query=True)
+                + zoekt_ns("z", str(zoekt.make_url("")).rstrip("/"))
+            )
+            front = await serve("--config", str(config), env=FAST_EXPORT)
+            _, headers = await search(front.url)
+            trace_id = headers["traceparent"].split("-")[1]
+            await receiver.wait_for(lambda r: any(s.kind == SERVER for s in r.of_trace(trace_id)))
+            spans = receiver.of_trace(trace_id)
+            assert server_span(spans, "front").attributes["fedsearch.query"] == NEEDLE
+            namespace = one(spans, **{"fedsearch.namespace": "z"})
+            assert "retry" in namespace.events
+            assert namespace.attributes["fedsearch.status"] == "ok"
+            assert namespace.attributes["http.response.status_code"] == 200  # its last request's
+            assert len(asked) == 2
+
+
+class TestCollectorDown:
+    """A collector that cannot be reached costs searches nothing and is said once."""
+
+    async def test_searches_go_on_and_one_warning(self, tmp_path: Path, serve: Serve) -> None:
+        """Every search answers in full while exports fail; the warning is logged once, and the
+        server still stops cleanly."""
+        root = corpus(tmp_path / "src", "alpha")
+        config = tmp_path / "front.toml"
+        endpoint = f"http://127.0.0.1:{free_port()}/v1/traces"  # nobody listens there
+        config.write_text(tracing_section(endpoint, "front", timeout_ms=300) + ripgrep_ns("alpha", root / "alpha"))
+        front = await serve("--config", str(config), env=FAST_EXPORT)
+        for _ in range(3):
+            answer, headers = await search(front.url)
+            assert [r["namespace"] for r in answer["files"]] == ["alpha"]
+            assert headers["traceparent"].startswith("00-")
+        await front.event("tracing_export_failed")
+        for _ in range(3):  # later batches fail too, silently
+            answer, _ = await search(front.url)
+            assert answer["files"]
+            await asyncio.sleep(0.2)
+        front.signal(signal.SIGTERM)
+        assert await front.exit_code() == 0
+        assert len(front.find("tracing_export_failed")) == 1
+        assert not [line for line in front.raw if "opentelemetry" in line]  # the SDK's own lines are muted
