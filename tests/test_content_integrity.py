@@ -123,15 +123,24 @@ def checkout(tmp_path: Path) -> Checkout:
 # --- damage ----------------------------------------------------------------------------------
 
 
+def damaged(path: Path, data: bytes) -> None:
+    """``path`` now holds ``data``: a new file put in its place. Never truncated where it lies: a reader of this
+    process has the engine's files mapped, and a page of a mapped file cut off under it is a SIGBUS (tantivy's
+    threads read them); the builder never rewrites a file in place either."""
+    spare = path.with_name(path.name + ".damage")
+    spare.write_bytes(data)
+    os.replace(spare, path)
+
+
 def cut(path: Path) -> None:
     data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
+    damaged(path, data[: len(data) // 2])
 
 
 def flip(path: Path, at: int | None = None) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2 if at is None else at] ^= 0x5A
-    path.write_bytes(bytes(data))
+    damaged(path, bytes(data))
 
 
 def flip_body(path: Path) -> None:
