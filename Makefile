@@ -89,6 +89,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/globs.py
 	$(BIN)/python bench/remote_read.py
 	$(BIN)/python bench/load.py
+	$(BIN)/python bench/fairness.py
 
 # Issue 22's load test at its full length: 3 minutes at 1x, 2x and 4x capacity, then
 # 10 minutes at 2x (about 20 minutes; over $(CORPUS_REAL), real checkouts outside the tree).

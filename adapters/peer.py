@@ -26,6 +26,10 @@ ours as ``<name>/<remote>``. Files: the peer is an AFI provider too, so its file
 read, stat'ed and listed through its ``/afi/read``, ``/afi/stat`` and ``/afi/list``
 (:mod:`adapters._afi_files`): ``<remote namespace>/<path>`` is ``/<remote namespace>/<path>``
 there.
+
+Callers: a search names the caller it is for in ``X-Fedsearch-Client`` (its key here,
+:mod:`gateway.resilience.callers`), so the peer shares its capacity between our callers,
+not with us as one; the peer trusts it from a token it configures ``peer = true``.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from gateway.models import (
 from gateway.query.fields import check_namespace_patterns
 from gateway.query.globs import PathFilter, namespace_matcher
 from gateway.query.syntax import literal
+from gateway.resilience.callers import CLIENT_HEADER, LOCAL, current
 from gateway.sizing import MAX_CHAR_BUDGET
 
 __all__ = ["PeerBackend", "PeerSettings", "build_request", "next_offset", "parse_page"]
@@ -279,6 +284,12 @@ class _Gathered:
         )
 
 
+def _forwarded() -> dict[str, str] | None:
+    """The caller this search is for, named to the peer (its own caller there: docs/operations.md)."""
+    key = current().key
+    return None if key == LOCAL.key else {CLIENT_HEADER: key}
+
+
 class PeerBackend(AfiFilesBackend[PeerSettings]):
     """Another fedsearch gateway; its namespaces appear as ``<name>/<remote namespace>``."""
 
@@ -332,7 +343,7 @@ class PeerBackend(AfiFilesBackend[PeerSettings]):
     async def _page(self, body: dict[str, Any], query: SearchQuery) -> Any:
         if self._unsized:
             body = {k: v for k, v in body.items() if k not in SIZING}
-        request = Request(url=self.settings.url + "/v1/search", method="POST", json=body)
+        request = Request(url=self.settings.url + "/v1/search", method="POST", json=body, headers=_forwarded())
         try:
             reply = await self.fetch(request, query.deadline)
         except Rejected as exc:

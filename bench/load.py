@@ -418,6 +418,19 @@ async def settle(server: Server, session: aiohttp.ClientSession, seconds: float)
     return await server.sample(session)
 
 
+async def ready(
+    server: Server, watcher: aiohttp.ClientSession, args: argparse.Namespace, index_dir: Path, dirs: list[Path]
+) -> int:
+    """Wait for the server to answer and its declaration index to be built; its ``max_scans``."""
+    await server.up(watcher)
+    if not args.no_index:
+        waited = await asyncio.to_thread(wait_for_index, index_dir, dirs)
+        print(f"declaration index built by the server in {waited:.1f} s")
+    max_scans = int((await server.metrics(watcher)).get("fedsearch_scans_max", 0))  # 0: a tree without it
+    print(f"server: pid {server.proc.pid}, max_scans {max_scans}, deadline {args.deadline_ms} ms")
+    return max_scans
+
+
 async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
     port = free_port()
     index_dir = work / "index"
@@ -433,12 +446,7 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
     watcher = aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True), timeout=timeout)
     load = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), timeout=timeout)
     try:
-        await server.up(watcher)
-        if not args.no_index:
-            waited = await asyncio.to_thread(wait_for_index, index_dir, dirs)
-            print(f"declaration index built by the server in {waited:.1f} s")
-        max_scans = int((await server.metrics(watcher)).get("fedsearch_scans_max", 0))  # 0: a tree without it
-        print(f"server: pid {server.proc.pid}, max_scans {max_scans}, deadline {args.deadline_ms} ms")
+        max_scans = await ready(server, watcher, args, index_dir, dirs)
         warm = Phase("warm-up", 0)
         await closed_loop(load, url, mix, warm, max(1, max_scans), args.warmup_s, deadline_s)
         await load.close()  # its connections go: the baseline holds none of them

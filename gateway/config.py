@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from gateway.backend import BackendSettings
 from gateway.discovery import NAME_PATTERN, checkouts, default_index_dir, discovered
@@ -44,6 +44,7 @@ __all__ = [
 DEFAULT_CONCURRENCY = 64
 DEFAULT_MAX_BODY = 1 << 20
 DEFAULT_CACHE_BYTES = 256 << 20
+DEFAULT_METRICS_CALLERS = 10
 
 #: Models are built (pydantic's schema) when first validated: a search over discovered
 #: checkouts validates none of them, and pays nothing for them at start-up.
@@ -83,6 +84,8 @@ class ServerConfig(BaseModel):
     concurrency: int = Field(default=DEFAULT_CONCURRENCY, ge=1, le=10_000)
     #: Local scans (rg processes) running at once, all requests together; the rest wait.
     max_scans: int = Field(default_factory=default_max_scans, ge=1, le=1024, strict=True)
+    #: Callers named in the per-caller metrics (the first this many; the rest are ``other``).
+    metrics_callers: int = Field(default=DEFAULT_METRICS_CALLERS, ge=0, le=1000, strict=True)
 
 
 class DefaultsConfig(BaseModel):
@@ -147,6 +150,20 @@ class TokenConfig(BaseModel):
     name: str = Field(min_length=1)
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
     namespaces: list[str] = Field(default_factory=lambda: ["*"])
+    #: Its share of the local scans beside the other callers' under load (docs/operations.md).
+    weight: float = Field(default=1.0, gt=0.0, le=100.0)
+    #: Its own quota: searches a second, sustained, and at most ``burst`` at once (default: a second's worth).
+    rate: float | None = Field(default=None, gt=0.0, le=1_000_000.0)
+    burst: int | None = Field(default=None, ge=1, le=1_000_000)
+    #: A federating gateway: the caller it names in ``X-Fedsearch-Client`` is its own caller here.
+    peer: bool = False
+
+    @field_validator("burst")
+    @classmethod
+    def _burst_needs_rate(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("rate") is None:
+            raise ValueError("needs a rate (requests a second) to refill it")
+        return value
 
 
 class _NamespaceCommon(BaseModel):

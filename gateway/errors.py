@@ -8,7 +8,8 @@
     ├── ConfigError(ValueError)           a bad config file: names the key
     ├── NotFound(LookupError)             a file or route that does not exist (or is cloaked)
     ├── Overloaded                        beyond capacity: refused before any fan-out (503,
-    │                                     Retry-After), retry_after in seconds
+    │   │                                 Retry-After), retry_after in seconds
+    │   └── CallerLimited                 this caller past its share or its quota (429, reason)
     └── BackendError                      one namespace's backend failed: costs only it
         ├── BackendTimeout(TimeoutError)  it did not answer within its deadline
         ├── BackendUnavailable(ConnectionError)   refused, circuit open, rate limited
@@ -38,6 +39,7 @@ __all__ = [
     "BackendError",
     "BackendTimeout",
     "BackendUnavailable",
+    "CallerLimited",
     "ConfigError",
     "GatewayError",
     "InvalidRequest",
@@ -101,10 +103,26 @@ class Overloaded(GatewayError):
     """The gateway is beyond its capacity: the request was refused before anything was sent
     (:mod:`gateway.resilience.admission`); ``retry_after`` says when to come back, in seconds."""
 
+    status = 503
+    title = "Overloaded"
+
     def __init__(self, detail: str, retry_after: float) -> None:
         super().__init__(detail)
         self.detail = detail
         self.retry_after = retry_after
+
+
+class CallerLimited(Overloaded):
+    """One caller was refused for what it alone asks (:mod:`gateway.resilience.admission`):
+    ``reason`` ``share`` (past its fair share of the local scans while others wait) or
+    ``quota`` (past its own ``rate``/``burst``); ``retry_after`` comes from its own queue."""
+
+    status = 429
+    title = "Too many requests"
+
+    def __init__(self, detail: str, retry_after: float, reason: str) -> None:
+        super().__init__(detail, retry_after)
+        self.reason = reason
 
 
 class BackendError(GatewayError):

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from gateway.cli.messages import ServerUnreachable
-from gateway.errors import InvalidRequest, NotFound, Overloaded
+from gateway.errors import CallerLimited, InvalidRequest, NotFound, Overloaded
 
 __all__ = ["TIMEOUT_S", "Client", "server_url"]
 
@@ -118,6 +118,9 @@ class Client:
             raise ServerUnreachable(self.url, "the server asks for a token (401)")
         if status == 503 and (retry := _retry_after(data, headers.get("Retry-After"))) is not None:
             raise Overloaded(str(detail or "the server is at capacity"), retry)
+        if status == 429 and (retry := _retry_after(data, headers.get("Retry-After"))) is not None:
+            reason = data.get("reason") if isinstance(data, dict) else None
+            raise CallerLimited(str(detail or "too many requests"), retry, str(reason or "share"))
         if status == 404:
             raise ServerUnreachable(self.url, f"no {what} here (404): is it a fedsearch server?")
         if status == 200:

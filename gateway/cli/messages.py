@@ -57,9 +57,10 @@ def describe(exc: BaseException) -> tuple[str, dict[str, Any], int] | None:
         import math
 
         seconds = max(1, math.ceil(exc.retry_after))
-        problem = _problem(503, "Overloaded", exc.detail)
+        problem = _problem(exc.status, exc.title, exc.detail)
         problem["retry_after"] = seconds
-        return f"the server is at capacity, retry in {seconds} s ({exc.detail})", problem, EXIT_ALL_FAILED
+        what = "the server is at capacity" if exc.status == 503 else "too many requests from this caller"
+        return f"{what}, retry in {seconds} s ({exc.detail})", problem, EXIT_ALL_FAILED
     if isinstance(exc, ServerUnreachable):
         return f"cannot reach the server: {exc}", _problem(502, "Server unreachable", str(exc)), EXIT_ALL_FAILED
     if isinstance(exc, NotFound):

@@ -23,6 +23,11 @@
   :func:`stdio_access` turns ``fedsearch mcp --token`` into that token's access.
 * With no tokens configured access is open: ``ACCESS`` stays unset (everything).
   The table follows the config in force, so a reload can add or drop tokens.
+* Both also say who the caller is, for fair admission (:mod:`gateway.resilience.callers`):
+  the token's principal (its ``weight`` and quota; a ``peer`` token's forwarded
+  ``X-Fedsearch-Client``), else the client id or the peer address; the middleware serves the
+  request for it (:func:`~gateway.resilience.callers.calling`), :class:`BearerAuth` leaves it
+  in the scope's ``state`` under :data:`PRINCIPAL_STATE`.
 """
 
 from __future__ import annotations
@@ -49,12 +54,15 @@ from gateway.http.page import PAGE_ROUTES
 from gateway.http.problems import PROBLEM_TYPE, problem
 from gateway.log import get_logger, redact_values
 from gateway.query.globs import namespace_matcher
+from gateway.resilience.callers import CLIENT_HEADER, Principal, calling, identify
 from gateway.service import Access
 
 __all__ = [
     "ACCESS_STATE",
     "CHALLENGE",
     "OPEN_ROUTES",
+    "PRINCIPAL_STATE",
+    "STDIO",
     "UNAUTHORIZED_DETAIL",
     "BearerAuth",
     "Caller",
@@ -66,6 +74,7 @@ __all__ = [
     "nobody",
     "refusal",
     "stdio_access",
+    "stdio_principal",
     "tokens_of",
     "unauthorized",
     "visible_metrics",
@@ -102,11 +111,16 @@ class _NamespaceAccess:
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """A configured token: its name (for logs) and what it may see."""
+    """A configured token: its name (for logs), what it may see, and who it is to admission."""
 
     name: str
     digest: bytes
     access: Callable[[str], bool]
+    principal: Principal
+
+
+def _principal(token: TokenConfig) -> Principal:
+    return Principal(token.name, token.weight, token.rate, token.burst, token.peer)
 
 
 class TokenTable:
@@ -114,7 +128,12 @@ class TokenTable:
 
     def __init__(self, tokens: Sequence[TokenConfig]) -> None:
         self._callers = tuple(
-            Caller(token.name, bytes.fromhex(token.sha256), _NamespaceAccess(token.namespaces, token.sha256.lower()))
+            Caller(
+                token.name,
+                bytes.fromhex(token.sha256),
+                _NamespaceAccess(token.namespaces, token.sha256.lower()),
+                _principal(token),
+            )
             for token in tokens
         )
 
@@ -231,8 +250,10 @@ def auth_middleware(tables: Callable[[web.Request], TokenTable]) -> Middleware:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         table = tables(request)
+        client = request.headers.get(CLIENT_HEADER)
         if not table:
-            return await handler(request)
+            with calling(identify(None, client=client, address=request.remote)):
+                return await handler(request)
         caller = table.lookup(bearer_token(_authorization(request)))
         if caller is None:
             if _route(request) in OPEN_ROUTES:
@@ -241,7 +262,10 @@ def auth_middleware(tables: Callable[[web.Request], TokenTable]) -> Middleware:
             log.info("auth_refused", route=_route(request) or "unmatched")
             return unauthorized(request.path)
         request[ACCESS] = caller.access
-        with structlog.contextvars.bound_contextvars(caller=caller.name):
+        with (
+            structlog.contextvars.bound_contextvars(caller=caller.name),
+            calling(identify(caller.principal, client=client)),
+        ):
             return await handler(request)
 
     return middleware
@@ -276,6 +300,8 @@ def visible_metrics(registry: Any, access: Callable[[str], bool] | None) -> byte
 
 #: Where :class:`BearerAuth` leaves the caller's access in the ASGI scope's ``state``.
 ACCESS_STATE = "fedsearch_access"
+#: Where it leaves the caller's principal (:class:`~gateway.resilience.callers.Principal`).
+PRINCIPAL_STATE = "fedsearch_principal"
 
 Scope = dict[str, Any]
 ASGIApp = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -302,6 +328,8 @@ class BearerAuth:
             return
         state = dict(scope.get("state") or {})
         state[ACCESS_STATE] = caller.access
+        client = next((v for n, v in scope.get("headers", ()) if n.lower() == _CLIENT_HEADER_BYTES), None)
+        state[PRINCIPAL_STATE] = identify(caller.principal, client=client.decode("latin-1") if client else None)
         await self.app({**scope, "state": state}, receive, send)
 
     @staticmethod
@@ -320,12 +348,30 @@ class BearerAuth:
         await send({"type": "http.response.body", "body": body})
 
 
+_CLIENT_HEADER_BYTES = CLIENT_HEADER.lower().encode()
+#: The caller of a local MCP session without a token.
+STDIO = Principal("session:stdio")
+
+
 def stdio_access(config: Config, token: str | None, env: Mapping[str, str] | None = None) -> Access:
     """The access of a local session (MCP stdio): everything (the local user), or ``--token``'s view.
 
     ``token`` is the token itself or ``env:VAR``; a token the config does not know,
     or a config without ``[[tokens]]``, is InvalidRequest naming ``token``.
     """
+    caller = _stdio_caller(config, token, env)
+    if caller is None:
+        return None
+    return caller.access
+
+
+def stdio_principal(config: Config, token: str | None, env: Mapping[str, str] | None = None) -> Principal:
+    """Who a local session (MCP stdio) is to admission: ``--token``'s principal, else :data:`STDIO`."""
+    caller = _stdio_caller(config, token, env)
+    return STDIO if caller is None else caller.principal
+
+
+def _stdio_caller(config: Config, token: str | None, env: Mapping[str, str] | None) -> Caller | None:
     if token is None:
         return None
     environ = os.environ if env is None else env
@@ -341,5 +387,4 @@ def stdio_access(config: Config, token: str | None, env: Mapping[str, str] | Non
     caller = table.lookup(value)
     if caller is None:
         raise InvalidRequest("token", "not a configured token")
-    log.info("mcp_caller", caller=caller.name)
-    return caller.access
+    return caller

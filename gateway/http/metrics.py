@@ -7,7 +7,10 @@ shared in flight or computed; snapshots stored, served or missed) and the bytes
 held by the in-process store. Admission (:mod:`gateway.resilience.admission`): local
 scans running, waiting and allowed at once, requests admitted, refused or shed,
 scans that waited until their deadline, how long scans waited and ran; the event loop's
-tasks (a leak shows there first). The content index: searches it narrowed and scans by the
+tasks (a leak shows there first). Callers (issue 53, :class:`CallerLabels`): requests admitted,
+shed and refused by reason, scans queued and waiting now, and their wait, by caller: the
+first ``[server] metrics_callers`` callers by name (the configured tokens first), the rest
+``other``. The content index: searches it narrowed and scans by the
 reason it could not, and each local namespace's index files, bytes, last build's seconds and
 whether searches use it, read from the index when scraped; the index folder's bytes (every
 file under ``[index] dir``) and its bound.
@@ -33,12 +36,44 @@ from gateway.resilience.admission import ScanQueue
 if TYPE_CHECKING:
     from gateway.service import SearchService
 
-__all__ = ["ContentIndexCollector", "Metrics"]
+__all__ = ["OTHER", "CallerLabels", "ContentIndexCollector", "Metrics"]
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 #: What admission decides about a request with local work.
 _DECISIONS = ("admitted", "refused", "shed")
+#: The label of every caller past the named ones.
+OTHER = "other"
+
+
+class CallerLabels:
+    """Caller keys -> at most ``named`` label values plus :data:`OTHER` (bounded cardinality).
+
+    The callers named first (the configured tokens, in config order) keep their name, then
+    each new caller takes a free name until ``named`` are taken; every later one is
+    ``other``. A caller keeps its label for the process's life, so its series only grow.
+    """
+
+    def __init__(self, named: int) -> None:
+        self.named = named
+        self._labels: dict[str, str] = {}
+
+    def name(self, keys: list[str]) -> None:
+        """Give ``keys`` their own names first (while names are left)."""
+        for key in keys:
+            self.label(key)
+
+    def label(self, key: str) -> str:
+        found = self._labels.get(key)
+        if found is not None:
+            return found
+        if len(self._labels) < self.named:
+            self._labels[key] = key
+            return key
+        return OTHER
+
+    def __len__(self) -> int:
+        return len(self._labels)
 
 
 def _tasks() -> int:
@@ -96,6 +131,24 @@ class ContentIndexCollector:
             if declarations.max_bytes is not None:
                 bound.add_metric([], declarations.max_bytes)
         return [searches, *families.values(), folder, bound]
+
+
+class _CallerSeries:
+    """One caller label's series, looked up once (``labels()`` validates and locks each time)."""
+
+    def __init__(self, metrics: Metrics, label: str) -> None:
+        self._metrics = metrics
+        self._label = label
+        self._decisions: dict[str, Counter] = {}
+        self.queued = metrics.caller_queued.labels(label)
+        self.waiting = metrics.caller_waiting.labels(label)
+        self.wait = metrics.caller_wait.labels(label)
+
+    def decision(self, event: str) -> Counter:
+        found = self._decisions.get(event)
+        if found is None:
+            found = self._decisions[event] = self._metrics.caller_requests.labels(self._label, event)
+        return found
 
 
 class Metrics:
@@ -169,6 +222,27 @@ class Metrics:
         self.scans_max = Gauge(
             "fedsearch_scans_max", "Local scans allowed at once ([server] max_scans)", registry=self.registry
         )
+        self.callers = CallerLabels(0)
+        self.caller_requests = Counter(
+            "fedsearch_caller_requests",
+            "Requests by caller: admitted, shed, refused_capacity (503), refused_share or refused_quota (429)",
+            ["caller", "decision"],
+            registry=self.registry,
+        )
+        self.caller_queued = Counter(
+            "fedsearch_caller_queued", "Local scans by caller that waited", ["caller"], registry=self.registry
+        )
+        self.caller_waiting = Gauge(
+            "fedsearch_caller_waiting", "Local scans by caller waiting now", ["caller"], registry=self.registry
+        )
+        self.caller_wait = Histogram(
+            "fedsearch_caller_queue_wait_seconds",
+            "Time a caller's local scan waited for a slot",
+            ["caller"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self._caller_series: dict[str, _CallerSeries] = {}
         self.tasks = Gauge("fedsearch_event_loop_tasks", "Tasks of the event loop", registry=self.registry)
         self.tasks.set_function(_tasks)
         self.content = ContentIndexCollector()
@@ -184,6 +258,11 @@ class Metrics:
         scans: ScanQueue = service.scans
         if self.observe_scans not in scans.observers:  # a reloaded service keeps its predecessor's queue
             scans.observers.append(self.observe_scans)
+            scans.caller_observers.append(self.observe_caller)
+        named = service.config.server.metrics_callers
+        if self.callers.named != named:
+            self.callers.named = max(named, len(self.callers))  # names given stay given
+        self.callers.name([token.name for token in service.config.tokens])
         self.scans_running.set_function(lambda: scans.running)
         self.scans_queued.set_function(lambda: scans.queued)
         self.scans_max.set_function(lambda: scans.max_scans)
@@ -199,6 +278,22 @@ class Metrics:
             self.scan_duration.observe(seconds)
         elif event == "expired":
             self.scans_expired.inc()
+
+    def observe_caller(self, event: str, key: str, seconds: float) -> None:
+        """Count one caller event of the scan queue (:data:`gateway.resilience.admission.CALLER_EVENTS`)."""
+        label = self.callers.label(key)
+        series = self._caller_series.get(label)
+        if series is None:
+            series = self._caller_series[label] = _CallerSeries(self, label)
+        if event == "waited":
+            series.wait.observe(seconds)
+        elif event == "queued":
+            series.queued.inc()
+            series.waiting.inc()
+        elif event == "dequeued":
+            series.waiting.dec()
+        else:
+            series.decision(event).inc()
 
     def observe_cache(self, event: str) -> None:
         self._cache_series[event].inc()

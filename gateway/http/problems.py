@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound, Overloaded, Unsupported
+from gateway.errors import CallerLimited, InvalidRequest, NotFound, Overloaded, Unsupported
 
 __all__ = ["PROBLEM_TYPE", "invalid_problem", "overloaded_problem", "problem", "problem_for"]
 
@@ -26,9 +26,12 @@ def invalid_problem(exc: InvalidRequest) -> dict[str, Any]:
 
 
 def overloaded_problem(exc: Overloaded) -> dict[str, Any]:
-    """The 503 problem for a request refused beyond capacity: ``retry_after`` (whole seconds, at
-    least 1) is what HTTP also sends as ``Retry-After``, for callers that see no headers (MCP)."""
-    body = problem(503, "Overloaded", exc.detail)
+    """The 503 problem for a request refused beyond capacity (429 for one caller past its share or
+    quota, ``reason`` saying which): ``retry_after`` (whole seconds, at least 1) is what HTTP also
+    sends as ``Retry-After``, for callers that see no headers (MCP)."""
+    body = problem(exc.status, exc.title, exc.detail)
+    if isinstance(exc, CallerLimited):
+        body["reason"] = exc.reason
     body["retry_after"] = max(1, math.ceil(exc.retry_after))
     return body
 

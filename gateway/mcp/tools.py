@@ -45,11 +45,22 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
-from gateway.http.auth import ACCESS_STATE, BearerAuth, TokenTable, nobody, stdio_access, warn_if_open
+from gateway.http.auth import (
+    ACCESS_STATE,
+    PRINCIPAL_STATE,
+    STDIO,
+    BearerAuth,
+    TokenTable,
+    nobody,
+    stdio_access,
+    stdio_principal,
+    warn_if_open,
+)
 from gateway.http.problems import problem_for
 from gateway.log import configure, get_logger
 from gateway.mcp.compact import compact
 from gateway.query.request import SearchRequest, parse_request, problem_fields
+from gateway.resilience.callers import CLIENT_HEADER, Principal, calling, identify
 from gateway.service import MAX_READ_LINES, Access, SearchService
 from gateway.serving import settle_heap
 from gateway.wire import SearchResponse
@@ -62,6 +73,7 @@ __all__ = [
     "ReadFileResult",
     "build_server",
     "caller_access",
+    "caller_principal",
     "http_app",
     "numbered",
     "parse_endpoint",
@@ -190,13 +202,15 @@ def _failure(body: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[_text(body)], is_error=True)
 
 
-def _guarded(name: str, handler: Handler, access: Access) -> ToolFn:
-    """``handler`` with the caller's access, errors turned into problem-JSON tool errors, one log event."""
+def _guarded(name: str, handler: Handler, access: Access, principal: Principal) -> ToolFn:
+    """``handler`` with the caller's access, served for its principal, errors turned into
+    problem-JSON tool errors, one log event."""
 
     async def call(arguments: dict[str, Any], ctx: Context | None = None) -> CallToolResult:
         started = time.monotonic()
         try:
-            result = await handler(arguments, caller_access(ctx, access), ctx)
+            with calling(caller_principal(ctx, principal)):
+                result = await handler(arguments, caller_access(ctx, access), ctx)
         except GatewayError as exc:
             if not isinstance(exc, InvalidRequest | NotFound | Unsupported | Overloaded):
                 log.warning("mcp_tool_failed", tool=name, error=type(exc).__name__)
@@ -223,10 +237,11 @@ def _tool(
     input_model: type[BaseModel],
     output_model: type[BaseModel],
     access: Access,
+    principal: Principal,
 ) -> Tool:
     """A read-only tool whose schemas are exactly the given models' JSON schemas."""
     return Tool(
-        fn=_guarded(name, handler, access),
+        fn=_guarded(name, handler, access, principal),
         name=name,
         title=title,
         description=description,
@@ -265,10 +280,13 @@ def numbered(result: dict[str, Any], asked_end: int | None = None) -> str:
 # --- the server ------------------------------------------------------------------------
 
 
-def build_server(service: SearchService, access: Access = None, text: str = "json") -> MCPServer:
+def build_server(
+    service: SearchService, access: Access = None, text: str = "json", principal: Principal = STDIO
+) -> MCPServer:
     """The MCP server over ``service``, showing only what ``access`` lets the caller see
     (unless :class:`BearerAuth` gave the request its own access). ``text`` is the form of a
-    ``search`` result's text content: ``json`` (SPEC §4) or ``compact`` (:mod:`gateway.mcp.compact`)."""
+    ``search`` result's text content: ``json`` (SPEC §4) or ``compact`` (:mod:`gateway.mcp.compact`).
+    ``principal``: who a call without an HTTP request (stdio) is to admission (:func:`caller_principal`)."""
     as_text = compact if text == "compact" else None
 
     async def search(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
@@ -294,8 +312,17 @@ def build_server(service: SearchService, access: Access = None, text: str = "jso
         return _answer({"namespaces": await service.list_namespaces(access)})
 
     tools = [
-        _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse, access),
-        _tool("read_file", "Read a file", READ_FILE_DESCRIPTION, read_file, ReadFileRequest, ReadFileResult, access),
+        _tool("search", "Search code", SEARCH_DESCRIPTION, search, SearchRequest, SearchResponse, access, principal),
+        _tool(
+            "read_file",
+            "Read a file",
+            READ_FILE_DESCRIPTION,
+            read_file,
+            ReadFileRequest,
+            ReadFileResult,
+            access,
+            principal,
+        ),
         _tool(
             "namespaces",
             "List namespaces",
@@ -304,6 +331,7 @@ def build_server(service: SearchService, access: Access = None, text: str = "jso
             NamespacesRequest,
             NamespacesResult,
             access,
+            principal,
         ),
     ]
     return MCPServer(name=SERVER_NAME, title="fedsearch", instructions=INSTRUCTIONS, tools=tools)
@@ -312,18 +340,43 @@ def build_server(service: SearchService, access: Access = None, text: str = "jso
 # --- access ------------------------------------------------------------------------------
 
 
-def caller_access(ctx: Context | None, default: Access) -> Access:
-    """The access :class:`BearerAuth` put in this call's HTTP request, else ``default``."""
+def _scope(ctx: Context | None) -> dict[str, Any] | None:
+    """The ASGI scope of this call's HTTP request (None over stdio)."""
     request = None
     if ctx is not None:
         with contextlib.suppress(ValueError, AttributeError):
             request = ctx.request_context.request
     scope = getattr(request, "scope", None)
-    state = scope.get("state") if isinstance(scope, dict) else None
+    return scope if isinstance(scope, dict) else None
+
+
+def caller_access(ctx: Context | None, default: Access) -> Access:
+    """The access :class:`BearerAuth` put in this call's HTTP request, else ``default``."""
+    scope = _scope(ctx)
+    state = scope.get("state") if scope is not None else None
     if isinstance(state, dict) and ACCESS_STATE in state:
         found: Access = state[ACCESS_STATE]
         return found
     return default
+
+
+def caller_principal(ctx: Context | None, default: Principal) -> Principal:
+    """Who this call's caller is (:mod:`gateway.resilience.callers`): what :class:`BearerAuth` found,
+    else its MCP session, its client id, its address over HTTP; ``default`` over stdio."""
+    scope = _scope(ctx)
+    if scope is None:
+        return default
+    state = scope.get("state")
+    if isinstance(state, dict) and isinstance(found := state.get(PRINCIPAL_STATE), Principal):
+        return found
+    headers = {n.lower(): v.decode("latin-1") for n, v in scope.get("headers", ())}
+    client = scope.get("client")
+    return identify(
+        None,
+        session=headers.get(b"mcp-session-id"),
+        client=headers.get(CLIENT_HEADER.lower().encode()),
+        address=client[0] if client else None,
+    )
 
 
 # --- running it ------------------------------------------------------------------------
@@ -374,20 +427,27 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
     await _Uvicorn(config).serve()
 
 
-async def _serve(config: Config, endpoint: tuple[str, int] | None, access: Access, text: str) -> None:
+async def _serve(
+    config: Config, endpoint: tuple[str, int] | None, access: Access, text: str, principal: Principal = STDIO
+) -> None:
     service = SearchService(config)
     service.start_serving()  # a long-lived server: the declaration index builds beside it, rg starts ahead
     table = TokenTable(config.tokens)
     settle_heap()
-    await _serve_with(service, table, endpoint, access, text)
+    await _serve_with(service, table, endpoint, access, text, principal)
 
 
 async def _serve_with(
-    service: SearchService, table: TokenTable, endpoint: tuple[str, int] | None, access: Access, text: str = "json"
+    service: SearchService,
+    table: TokenTable,
+    endpoint: tuple[str, int] | None,
+    access: Access,
+    text: str = "json",
+    principal: Principal = STDIO,
 ) -> None:
     try:
         # over HTTP with tokens, a request without BearerAuth's access sees nothing (fail closed)
-        server = build_server(service, nobody if endpoint is not None and table else access, text)
+        server = build_server(service, nobody if endpoint is not None and table else access, text, principal)
         log.info("mcp_ready", namespaces=len(service.visible(access)), transport="http" if endpoint else "stdio")
         if endpoint is None:
             await server.run_stdio_async()
@@ -409,6 +469,7 @@ def run_mcp(config: Config, http: str | None = None, token: str | None = None, t
     if endpoint is not None and token is not None:
         raise InvalidRequest("token", "only for stdio: over --http each request brings its bearer token")
     access = stdio_access(config, token)
+    principal = stdio_principal(config, token)
     if endpoint is not None:
         warn_if_open(config, endpoint[0], "mcp")
-    asyncio.run(_serve(config, endpoint, access, text))
+    asyncio.run(_serve(config, endpoint, access, text, principal))

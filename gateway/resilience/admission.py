@@ -39,6 +39,21 @@ A request whose namespaces are partly remote is never refused for its local part
 part is **shed** (its local namespaces answer ``unavailable`` at once, with the same
 retry time) and the remote ones are searched. A request with no local work is not
 held back by the queue at all.
+
+**Callers share it fairly** (issue 53; who a caller is: :mod:`gateway.resilience.callers`).
+Waiting scans queue per caller and take free slots by start-time fair queueing
+(:mod:`gateway.resilience.fairness`, weighted by the caller's token ``weight``): a caller
+arriving beside a busy one waits behind at most one of its scans, never its whole queue.
+A request's expected wait is planned the same way, for its caller: the running scans, its
+caller's own queue, and of each other caller's queue only as much as that caller would be
+served meanwhile (its weight's part). So a caller flooding the gateway makes its own wait
+long, not anyone else's: it is the one refused, with ``Retry-After`` from its own queue. A
+refusal of a caller that already holds or waits for its share of the slots (``max_scans``
+times its weight over the weights of the callers seen in the last :data:`ACTIVE_S`) is
+:class:`~gateway.errors.CallerLimited` (429, ``reason`` ``share``); one that asked no more
+than its share is the capacity's (503, as above). A token's ``rate``/``burst`` quota is
+taken as a request is admitted (:mod:`gateway.resilience.quota`; 429, ``reason`` ``quota``).
+With one caller present, all this is the FIFO and the plan above.
 """
 
 from __future__ import annotations
@@ -47,15 +62,17 @@ import asyncio
 import contextlib
 import math
 import time
-from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from gateway.backend import AsyncBackend
-from gateway.errors import BackendUnavailable, Overloaded
+from gateway.errors import BackendUnavailable, CallerLimited, Overloaded
 from gateway.models import BackendResult, Mode, SearchQuery
+from gateway.resilience.callers import LOCAL, Principal, current
+from gateway.resilience.fairness import FairQueue
+from gateway.resilience.quota import Bucket, default_burst
 from gateway.tracing import event, span
 from gateway.tracing import on as tracing_on
 
@@ -80,8 +97,26 @@ DEVIATIONS = 2.0
 #: What the queue tells its observers (``/metrics`` counts them): a decision, a scan that
 #: waited (seconds), one that ran to its end (seconds), one whose deadline came first.
 EVENTS = ("admitted", "refused", "shed", "waited", "scanned", "expired")
+#: What it tells its caller observers, with the caller's key: a decision (a refusal by its
+#: reason: ``capacity`` 503, ``share`` or ``quota`` 429), a scan that joined the queue and
+#: one that left it (granted or gone), and a scan's wait (seconds).
+CALLER_EVENTS = (
+    "admitted",
+    "refused_capacity",
+    "refused_share",
+    "refused_quota",
+    "shed",
+    "queued",
+    "dequeued",
+    "waited",
+)
+#: A caller seen this recently (seconds) counts among those the slots are shared by.
+ACTIVE_S = 10.0
+#: Callers remembered with nothing in the queue before idle ones are forgotten.
+REMEMBERED = 4096
 
 Event = Literal["admitted", "refused", "shed", "waited", "scanned", "expired"]
+Refusal = Literal["capacity", "share", "quota"]
 
 
 @dataclass(slots=True)
@@ -120,6 +155,25 @@ class Scan:
     started: float
     waited: float = 0.0
     outcome: Literal["complete", "cut"] | None = None
+    caller: str = LOCAL.key
+
+
+@dataclass(slots=True, eq=False)
+class _Caller:
+    """What one caller has in the queue now (scans running, waiting, requests reserved) and its quota."""
+
+    key: str
+    weight: float
+    seen: float
+    running: int = 0
+    queued: int = 0
+    reserved: int = 0
+    reserved_cost: float = 0.0
+    bucket: Bucket | None = None
+
+    @property
+    def present(self) -> int:
+        return self.running + self.queued + self.reserved
 
 
 @dataclass(slots=True, eq=False)
@@ -128,6 +182,7 @@ class _Waiter:
     names: tuple[str, ...]
     since: float
     deadline: float
+    caller: _Caller
 
 
 class TooLate(TimeoutError):
@@ -140,19 +195,21 @@ class Ticket:
 
     queue: ScanQueue
     cost: float
+    caller: _Caller
     held: bool = True
 
     def arrive(self) -> None:
         """The request's scan reached the queue (or the request ended): the reservation goes."""
         if self.held:
             self.held = False
-            self.queue._unreserve(self.cost)
+            self.queue._unreserve(self.cost, self.caller)
 
 
 @dataclass(frozen=True, slots=True)
 class _Entered:
     queue: ScanQueue
     ticket: Ticket | None
+    caller: _Caller
 
 
 _CURRENT: ContextVar[_Entered | None] = ContextVar("fedsearch_scan_queue", default=None)
@@ -164,6 +221,7 @@ class _Verdict:
 
     wait: float
     work: float
+    caller: _Caller
 
 
 class _Shed(AsyncBackend[Any]):
@@ -198,9 +256,12 @@ class ScanQueue:
     clock: Callable[[], float] = time.monotonic
     #: Called with every event (one of :data:`EVENTS`) and its seconds (0 for a decision).
     observers: list[Callable[[str, float], None]] = field(default_factory=list)
+    #: Called with every caller event (one of :data:`CALLER_EVENTS`), the caller's key and its seconds.
+    caller_observers: list[Callable[[str, str, float], None]] = field(default_factory=list)
     counts: _Counts = field(default_factory=_Counts)
     _running: dict[int, Scan] = field(default_factory=dict)
-    _waiters: deque[_Waiter] = field(default_factory=deque)
+    _waiters: FairQueue[_Waiter] = field(default_factory=FairQueue)
+    _callers: dict[str, _Caller] = field(default_factory=dict)
     _queued: int = 0
     _reserved: int = 0
     _reserved_cost: float = 0.0
@@ -233,10 +294,13 @@ class ScanQueue:
         plus two deviations."""
         return max((self.estimate(n).cost() for n in names), default=0.0)
 
-    def wait(self) -> float:
-        """The expected wait of a scan arriving now: 0 while a slot is free for it, else the
-        work ahead of it (running, waiting, reserved; each at its cost now) over ``max_scans``."""
-        if len(self._running) + self._queued + self._reserved < self.max_scans:
+    def wait(self, caller: _Caller | None = None, own: float = 0.0) -> float:
+        """The expected wait of a scan arriving now (``own``: its cost) for ``caller``: 0 while a slot
+        is free for it, else the work ahead of it over ``max_scans``: the running scans' rest, and
+        the waiting and reserved work (each at its cost now), of another caller's only what it would
+        be served meanwhile by fair queueing (its weight's part), all of it with one caller present."""
+        present = len(self._running) + self._queued + self._reserved
+        if present < self.max_scans:
             return 0.0
         now = self.clock()
         costs: dict[tuple[str, ...], float] = {}  # most scans ahead are over the same namespaces
@@ -248,67 +312,150 @@ class ScanQueue:
             return found
 
         ahead = sum(max(0.0, s.started + cost(s.names) - now) for s in self._running.values())
-        ahead += sum(cost(w.names) for w in self._waiters if not w.future.done())
-        return (ahead + self._reserved_cost) / self.max_scans
+        if caller is None or caller.present >= present:  # nobody else here: one FIFO
+            ahead += sum(cost(w.names) for _, w in self._waiters if not w.future.done())
+            return (ahead + self._reserved_cost) / self.max_scans
+        work = {c.key: c.reserved_cost for c in self._callers.values() if c.reserved}
+        for key, waiter in self._waiters:
+            if not waiter.future.done():
+                work[key] = work.get(key, 0.0) + cost(waiter.names)
+        mine = work.pop(caller.key, 0.0)
+        horizon = (mine + own) / caller.weight  # served meanwhile: each other caller, its weight's part of it
+        callers = self._callers
+        ahead += mine + sum(min(theirs, horizon * callers[key].weight) for key, theirs in work.items())
+        return ahead / self.max_scans
 
     def resize(self, max_scans: int) -> None:
         """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
         self.max_scans = max_scans
         self._grant()
 
+    # --- callers --------------------------------------------------------------------------
+
+    def caller(self, principal: Principal) -> _Caller:
+        """The state of ``principal``'s caller (made when first seen; its weight and quota follow the config)."""
+        now = self.clock()
+        found = self._callers.get(principal.key)
+        if found is None:
+            if len(self._callers) >= REMEMBERED:
+                self._forget(now)
+            found = self._callers[principal.key] = _Caller(principal.key, principal.weight, now)
+        found.seen = now
+        found.weight = principal.weight
+        rate = principal.rate
+        bucket = found.bucket
+        if rate is None:
+            found.bucket = None
+        else:
+            burst = principal.burst or default_burst(rate)
+            if bucket is None or bucket.rate != rate or bucket.burst != burst:
+                found.bucket = Bucket.full(rate, burst, now)
+        return found
+
+    def _forget(self, now: float) -> None:
+        """Forget the callers with nothing in the queue, not seen lately, whose quota is whole again."""
+        for key, c in list(self._callers.items()):
+            if not c.present and now - c.seen > ACTIVE_S and (c.bucket is None or c.bucket.is_full(now)):
+                del self._callers[key]
+
+    def _share(self, caller: _Caller) -> float | None:
+        """The slots ``caller``'s weight gives it beside the callers seen lately; None when it is alone."""
+        now = self.clock()
+        weights = 0.0
+        others = False
+        for c in self._callers.values():
+            if c is caller or c.present or now - c.seen <= ACTIVE_S:
+                weights += c.weight
+                others = others or c is not caller
+        return self.max_scans * caller.weight / weights if others else None
+
+    def _quota(self, caller: _Caller, take: bool) -> None:
+        """Raise :class:`CallerLimited` (``quota``) if ``caller``'s bucket is empty; else take one
+        request from it when ``take``."""
+        bucket = caller.bucket
+        if bucket is None:
+            return
+        now = self.clock()
+        wait = bucket.take(now) if take else bucket.wait(now)
+        if wait > 0.0:
+            seconds = max(1, math.ceil(wait))
+            detail = (
+                f"caller {caller.key} is past its quota ({bucket.rate:g} searches a second, "
+                f"{bucket.burst} at once); retry in {seconds} s"
+            )
+            if take:
+                self._refused(caller, "quota")
+            raise CallerLimited(detail, wait, "quota")
+
     # --- admission ----------------------------------------------------------------------
 
-    def _judge(self, names: Sequence[str], remaining: float) -> _Verdict | None:
-        """None if work over ``names`` fits in ``remaining`` seconds, else why not."""
+    def _judge(self, names: Sequence[str], remaining: float, caller: _Caller) -> _Verdict | None:
+        """None if work over ``names`` fits in ``remaining`` seconds for ``caller``, else why not."""
         if not names:
             return None
-        wait = self.wait()
-        if wait <= 0.0:
+        if len(self._running) + self._queued + self._reserved < self.max_scans:
             return None
         work = self.cost(names)
-        if wait + work <= remaining:
+        wait = self.wait(caller, work)
+        if wait <= 0.0 or wait + work <= remaining:
             return None
-        return _Verdict(wait, work)
+        return _Verdict(wait, work, caller)
 
     def _overloaded(self, verdict: _Verdict, remaining: float) -> Overloaded:
         retry = verdict.wait - max(0.0, remaining - verdict.work)
         seconds = max(1, math.ceil(retry))
-        detail = (
-            f"local scans are at capacity: {self._queued} waiting for {self.max_scans} slots; "
+        caller = verdict.caller
+        late = (
             f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
             f"do not fit in the {round(remaining * 1000)} ms left; retry in {seconds} s"
         )
+        share = self._share(caller)
+        if share is not None and caller.present and caller.present >= share:
+            detail = (
+                f"caller {caller.key} is past its fair share of the local scans: it holds or waits for "
+                f"{caller.present} of {self.max_scans} slots, its share {share:.2g}, while others wait; {late}"
+            )
+            return CallerLimited(detail, retry, "share")
+        detail = f"local scans are at capacity: {self._queued} waiting for {self.max_scans} slots; {late}"
         return Overloaded(detail, retry)
 
-    def check(self, routes: Sequence[Route], mode: Mode, remaining: float) -> None:
-        """Raise :class:`Overloaded` if a request over ``routes`` would be refused now (nothing reserved)."""
+    def check(self, routes: Sequence[Route], mode: Mode, remaining: float, principal: Principal | None = None) -> None:
+        """Raise :class:`Overloaded` if a request over ``routes`` would be refused now (nothing reserved,
+        nothing taken from a quota); ``principal``: its caller (the current one by default)."""
+        caller = self.caller(principal or current())
+        self._quota(caller, take=False)
         local = _local(routes, mode)
         if len(local) == len(routes):
-            verdict = self._judge(local, remaining)
+            verdict = self._judge(local, remaining, caller)
             if verdict is not None:
                 raise self._overloaded(verdict, remaining)
 
     @contextlib.contextmanager
-    def admit(self, routes: Sequence[Route], query: SearchQuery) -> Iterator[Sequence[Route]]:
-        """Admit a request over ``routes`` (raising :class:`Overloaded` if every route is local and
-        they cannot make the deadline); inside, its scans take slots of this queue. Yields the
-        routes to search: the local ones shed when the request is partly remote and they cannot."""
+    def admit(
+        self, routes: Sequence[Route], query: SearchQuery, principal: Principal | None = None
+    ) -> Iterator[Sequence[Route]]:
+        """Admit a request over ``routes`` for ``principal`` (the current caller by default), raising
+        :class:`CallerLimited` past its quota, or :class:`Overloaded` if every route is local and they
+        cannot make the deadline; inside, its scans take slots of this queue. Yields the routes to
+        search: the local ones shed when the request is partly remote and they cannot."""
+        caller = self.caller(principal or current())
+        self._quota(caller, take=True)
         local = _local(routes, query.mode)
         ticket: Ticket | None = None
         if local:
             remaining = query.remaining()
-            verdict = self._judge(local, remaining)
+            verdict = self._judge(local, remaining, caller)
             if verdict is not None:
                 overloaded = self._overloaded(verdict, remaining)
                 if len(local) == len(routes):
-                    self._event("refused")
+                    self._refused(caller, overloaded.reason if isinstance(overloaded, CallerLimited) else "capacity")
                     raise overloaded
-                self._event("shed")
+                self._event("shed", 0.0, caller)
                 routes = _shed(routes, query.mode, overloaded)
             else:
-                self._event("admitted")
-                ticket = self._reserve(self.cost(local))
-        token = _CURRENT.set(_Entered(self, ticket))
+                self._event("admitted", 0.0, caller)
+                ticket = self._reserve(self.cost(local), caller)
+        token = _CURRENT.set(_Entered(self, ticket, caller))
         try:
             yield routes
         finally:
@@ -316,16 +463,27 @@ class ScanQueue:
             if ticket is not None:
                 ticket.arrive()
 
-    def _reserve(self, cost: float) -> Ticket:
+    def _reserve(self, cost: float, caller: _Caller) -> Ticket:
         self._reserved += 1
         self._reserved_cost += cost
-        return Ticket(self, cost)
+        caller.reserved += 1
+        caller.reserved_cost += cost
+        return Ticket(self, cost, caller)
 
-    def _unreserve(self, cost: float) -> None:
+    def _unreserve(self, cost: float, caller: _Caller) -> None:
         self._reserved -= 1
         self._reserved_cost = max(0.0, self._reserved_cost - cost) if self._reserved else 0.0
+        caller.reserved -= 1
+        caller.reserved_cost = max(0.0, caller.reserved_cost - cost) if caller.reserved else 0.0
 
-    def _event(self, name: Event, seconds: float = 0.0) -> None:
+    def _refused(self, caller: _Caller, reason: str) -> None:
+        self.counts.refused += 1
+        for observe in self.observers:
+            observe("refused", 0.0)
+        for tell in self.caller_observers:
+            tell(f"refused_{reason}", caller.key, 0.0)
+
+    def _event(self, name: Event, seconds: float = 0.0, caller: _Caller | None = None) -> None:
         counts = self.counts
         if name in ("admitted", "refused", "shed", "expired"):
             setattr(counts, name, getattr(counts, name) + 1)
@@ -333,32 +491,43 @@ class ScanQueue:
                 event("admission", {"fedsearch.admission": name})
         for observe in self.observers:
             observe(name, seconds)
+        if caller is not None and name in ("admitted", "shed", "waited"):
+            for tell in self.caller_observers:
+                tell(name, caller.key, seconds)
+
+    def _queue_event(self, name: str, caller: _Caller) -> None:
+        for tell in self.caller_observers:
+            tell(name, caller.key, 0.0)
 
     # --- slots --------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def slot(self, names: Sequence[str], deadline: float) -> AsyncIterator[Scan]:
-        """Hold a slot for one scan over ``names``; TimeoutError if ``deadline`` comes while it waits."""
+    async def slot(self, names: Sequence[str], deadline: float, caller: _Caller | None = None) -> AsyncIterator[Scan]:
+        """Hold a slot for one scan over ``names`` for ``caller`` (in-process by default);
+        TimeoutError if ``deadline`` comes while it waits."""
         names = tuple(names)
+        caller = caller if caller is not None else self.caller(LOCAL)
         if len(self._running) < self.max_scans and not self._queued:
-            scan = self._start(names, 0.0)
+            scan = self._start(names, 0.0, caller)
         else:
-            with span("fedsearch.admission.wait") as current:  # a span only for a scan that waits
-                if current is not None:
+            with span("fedsearch.admission.wait") as waiting:  # a span only for a scan that waits
+                if waiting is not None:
                     queued, slots = self._queued, self.max_scans
-                    current.set_attributes(
+                    waiting.set_attributes(
                         {"fedsearch.namespaces": len(names), "fedsearch.queued": queued, "fedsearch.slots": slots}
                     )
-                scan = await self._wait_for(names, deadline)
+                scan = await self._wait_for(names, deadline, caller)
         try:
             yield scan
         finally:
             self._end(scan)
 
-    async def _wait_for(self, names: tuple[str, ...], deadline: float) -> Scan:
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, self.clock(), deadline)
-        self._waiters.append(waiter)
+    async def _wait_for(self, names: tuple[str, ...], deadline: float, caller: _Caller) -> Scan:
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), names, self.clock(), deadline, caller)
+        self._waiters.push(caller.key, waiter, self.mean(names), caller.weight)
         self._queued += 1
+        caller.queued += 1
+        self._queue_event("queued", caller)
         try:
             async with asyncio.timeout_at(deadline):
                 return await waiter.future
@@ -379,17 +548,23 @@ class ScanQueue:
 
     def _dequeued(self, waiter: _Waiter) -> None:
         self._queued -= 1
+        waiter.caller.queued -= 1
+        self._queue_event("dequeued", waiter.caller)
 
-    def _start(self, names: tuple[str, ...], waited: float) -> Scan:
-        scan = Scan(names, self.clock(), waited)
+    def _start(self, names: tuple[str, ...], waited: float, caller: _Caller) -> Scan:
+        scan = Scan(names, self.clock(), waited, caller=caller.key)
         self._running[id(scan)] = scan
+        caller.running += 1
         self.counts.scans += 1
-        self._event("waited", waited)
+        self._event("waited", waited, caller)
         return scan
 
     def _end(self, scan: Scan) -> None:
         if self._running.pop(id(scan), None) is None:
             return
+        caller = self._callers.get(scan.caller)
+        if caller is not None:
+            caller.running -= 1
         took = self.clock() - scan.started
         if scan.outcome == "complete":
             for name in scan.names:
@@ -403,12 +578,14 @@ class ScanQueue:
         self._grant()
 
     def _grant(self) -> None:
-        """Hand free slots to the waiters in arrival order (those gone are skipped, and those whose
-        turn comes with less time left than half a scan takes start nothing: :class:`TooLate`)."""
-        while self._waiters and len(self._running) < self.max_scans:
-            waiter = self._waiters.popleft()
-            if waiter.future.done():
-                continue  # gone: its count was taken off when it left
+        """Hand free slots to the waiters, fairly between callers and in arrival order within each
+        (those gone are skipped, and those whose turn comes with less time left than half a scan
+        takes start nothing: :class:`TooLate`)."""
+        while len(self._running) < self.max_scans:
+            popped = self._waiters.pop(_waiting)
+            if popped is None:
+                return
+            waiter = popped[1]
             self._dequeued(waiter)
             waited = self.clock() - waiter.since
             left = waiter.deadline - time.monotonic()
@@ -416,7 +593,12 @@ class ScanQueue:
                 waiter.future.set_exception(TooLate(f"{round(left * 1000)} ms left"))
                 self._event("expired", waited)
                 continue
-            waiter.future.set_result(self._start(waiter.names, waited))
+            waiter.future.set_result(self._start(waiter.names, waited, waiter.caller))
+
+
+def _waiting(waiter: _Waiter) -> bool:
+    """Whether a waiter is still there (one gone had its count taken off when it left)."""
+    return not waiter.future.done()
 
 
 def _local(routes: Sequence[Route], mode: Mode) -> list[str]:
@@ -442,5 +624,5 @@ async def scan_slot(names: Sequence[str], deadline: float) -> AsyncIterator[Scan
         return
     if entered.ticket is not None:
         entered.ticket.arrive()  # the request's reservation becomes this scan's place
-    async with entered.queue.slot(names, deadline) as scan:
+    async with entered.queue.slot(names, deadline, entered.caller) as scan:
         yield scan
