@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
+from gateway.filehit import gathered
 from gateway.http.app import create_app
 from gateway.models import FileMatch, Hit
 from gateway.query.request import parse_request
@@ -98,13 +99,15 @@ class TestEstimate:
         hits=st.lists(st.one_of(_LINE, _DECLARATION), min_size=1, max_size=30),
         path=st.from_regex(r"[a-z]{1,12}(/[a-z_]{1,12}){0,4}\.py", fullmatch=True),
         lines=st.one_of(st.none(), st.integers(0, 4)),
+        bare=st.booleans(),
     )
     def test_a_file_is_estimated_within_a_fifth_of_its_json(
-        self, hits: list[Hit], path: str, lines: int | None
+        self, hits: list[Hit], path: str, lines: int | None, bare: bool
     ) -> None:
-        """What paging counts for a file is within 20 % of the characters the wire then writes for it."""
+        """What paging counts for a file (its hits gathered, bare or not) is within 20 % of the characters
+        the wire then writes for it."""
         ordered = sorted(hits, key=lambda h: h.line)
-        file = FileMatch(path=path, hits=tuple(ordered))
+        file = gathered(FileMatch(path=path, hits=tuple(ordered)))
         request = parse_request({"query": "x", "hit_lines": lines, "char_budget": 10_000_000, "hit_budget": 5000})
         from gateway.rank import Ranked, RankedFile
 
@@ -118,9 +121,10 @@ class TestEstimate:
             statuses=[],
             offset=0,
             hit_lines=lines,
+            bare=bare,
         )
         real = _chars(build_response(request, ranked, 0)["files"][0])
-        estimate = file_chars(file, "ns", lines)
+        estimate = file_chars(file, "ns", lines, bare=bare)
         assert abs(estimate - real) <= 0.2 * real, (estimate, real)
 
 

@@ -536,7 +536,7 @@ class TestCompactText:
                 {
                     "namespace": "flask",
                     "file_path": "src/app.py",
-                    "hits": [hit, {"kind": "file", "start_line": 1, "end_line": 1}],
+                    "hits": [{"kind": "file", "start_line": 1, "end_line": 1, "line_count": 0}, hit],
                     "duplicates": [{"namespace": "fork", "file_path": "src/app.py"}],
                 }
             ],

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
+from gateway.filehit import gather, gathered
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.parse import Declaration
 from gateway.models import BackendResult, FileMatch, Hit, Outcome
@@ -42,10 +43,25 @@ class TestInvariants:
         """Invariant 1: every shown file carries all of its hits."""
         request = parse_request(args)
         answer = _answer(request, outs)
-        sources = {(o.namespace, f.path): len(f.hits) for o in outs if o.result for f in o.result.files}
+        sources = {(o.namespace, f.path): len(gather(f.hits, f.path)) for o in outs if o.result for f in o.result.files}
         for group in answer["files"]:
             assert group["hit_count"] == len(group["hits"])
             assert group["hit_count"] == sources[(group["namespace"], group["file_path"])]
+
+    @given(outcomes(), request_args())
+    def test_every_matched_line_belongs_to_the_files_own_hit(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """SPEC §3: with no declarations known, a shown file has ONE hit, kind file, holding each matched line
+        once, in order, counted in line_count; no hit has a text or column of its own."""
+        request = parse_request({**args, "hit_lines": None, "char_budget": MAX_CHAR_BUDGET})
+        answer = _answer(request, outs)
+        sources = {(o.namespace, f.path): [h.line for h in f.hits] for o in outs if o.result for f in o.result.files}
+        for group in answer["files"]:
+            (hit,) = group["hits"]
+            lines = [line["line"] for line in hit["lines"]]
+            assert hit["kind"] == "file" and hit["qualified_name"] == group["file_path"]
+            assert lines == sorted(sources[(group["namespace"], group["file_path"])]) == matched_lines(group)
+            assert hit["line_count"] == len(lines) and (hit["start_line"], hit["end_line"]) == (1, lines[-1])
+            assert "text" not in hit and "column" not in hit
 
     @given(outcomes(), request_args())
     def test_next_iff_truncated(self, outs: list[Outcome], args: dict[str, Any]) -> None:
@@ -120,6 +136,7 @@ class TestInvariants:
             assert total <= request.hit_budget and chars <= request.char_budget
         if len(groups) < len(ordered) and len(groups) < request.files and groups:
             following = ordered[len(groups)]
+            following = following._replace(file=gathered(following.file))
             assert (
                 total + len(following.file.hits) > request.hit_budget
                 or chars + file_chars(following.file, following.namespace, lines) > request.char_budget
@@ -189,7 +206,7 @@ def _grouping(index: dict[tuple[str, str], list[Declaration]]) -> Resolve:
             item = out[i]
             decls = index.get((item.namespace, item.file.path))
             if decls:
-                hits = as_declarations(item.file.hits, Outline.of(decls))
+                hits = as_declarations(item.file.hits, Outline.of(decls), item.file.path)
                 out[i] = item._replace(file=FileMatch(path=item.file.path, hits=hits, namespace=item.file.namespace))
         return out
 
@@ -224,8 +241,8 @@ class TestInvariantsWithDeclarations:
     def test_a_declaration_lists_its_first_lines_and_counts_them_all(
         self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
     ) -> None:
-        """Past ``limits.hit_lines`` (at most the request's) a declaration hit lists only its first lines, and
-        ``line_count`` counts them all: together with the line hits, every matched line of the file."""
+        """Past ``limits.hit_lines`` (at most the request's) a hit lists only its first lines, and ``line_count``
+        counts them all: together (the file's own hit's and the declarations'), every matched line of the file."""
         request = parse_request(args)
         answer = build_response(request, rank(request, outs, resolve=self._resolve(outs, data)), took_ms=0)
         listed = answer["limits"]["hit_lines"]
@@ -235,10 +252,7 @@ class TestInvariantsWithDeclarations:
         for group in answer["files"]:
             counted = 0
             for hit in group["hits"]:
-                assert "text" not in hit or hit["kind"] in ("line", "file")
-                if hit["kind"] in ("line", "file"):
-                    counted += hit["kind"] == "line"
-                    continue
+                assert "text" not in hit and "column" not in hit
                 lines = [line["line"] for line in hit.get("lines", [])]
                 expected = hit["line_count"] if listed is None else min(hit["line_count"], listed)
                 assert lines == sorted(lines) and len(lines) == expected
