@@ -55,7 +55,8 @@ async def get_view(request: web.Request) -> web.Response:
     first = result["start_line"]
     lead: list[str] = []
     if first > 1 and lexer_for(path) is not None:  # the lines before, so a slice inside a docstring is one
-        lead = (await service.read_file(namespace, path, max(1, first - LEAD), first - 1, access))["lines"]
+        before = await service.read_file(namespace, path, max(1, first - LEAD), first - 1, access, most_chars=None)
+        lead = before["lines"]
     loop = asyncio.get_running_loop()
     body: dict[str, Any] = {key: value for key, value in result.items() if key != "lines"}
     body["lines"] = await loop.run_in_executor(None, highlight, path, result["lines"], lead)
