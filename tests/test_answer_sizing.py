@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
 from gateway.filehit import gathered
 from gateway.http.app import create_app
+from gateway.mcp.tools import build_server
 from gateway.models import FileMatch, Hit
 from gateway.query.request import parse_request
 from gateway.rank import reads_as_question
@@ -23,6 +24,7 @@ from gateway.service import READ_LINES, SearchService
 from gateway.sizing import DEFAULT_CHAR_BUDGET, PERSON, file_chars
 from gateway.wire import build_response
 from tests.corpus import make_corpus
+from tests.helpers import held_client
 
 Client = TestClient[Any, Any]
 MakeClient = Callable[..., Awaitable[Client]]
@@ -140,6 +142,26 @@ class TestPage:
         methods = [h for h in group["hits"] if h["kind"] == "method"]
         assert all(h["line_count"] == 6 and len(h.get("lines", [])) == min(6, listed) for h in methods)
         assert _chars(answer) <= 15_000 * 1.2
+
+    async def test_a_first_file_that_cannot_fit_leaves_its_hits_bare_and_says_how_to_get_the_rest(
+        self, service: SearchService
+    ) -> None:
+        """Past the budget with no lines listed, every hit is still there without the file_path and namespace
+        its group says; note says so, and next's search (verbatim) gets that file alone with its lines."""
+        request = parse_request({"query": "self", "paths": ["big.py"], "char_budget": 1000})
+        answer = await service.search(request)
+        (group,) = answer["files"]
+        assert group["hit_count"] == 60 == len(group["hits"]) and answer["limits"]["hit_lines"] == 0
+        assert all("file_path" not in h and "namespace" not in h and "lines" not in h for h in group["hits"])
+        assert answer["truncated"] and "big.py alone passes char_budget 1000" in answer["note"]
+        (action,) = [a for a in answer["next"] if a["reason"].startswith("the lines of")]
+        assert action["args"]["paths"] == ["/big.py"] and action["args"]["namespaces"] == [group["namespace"]]
+        whole = await service.search(parse_request(action["args"]))
+        (again,) = whole["files"]
+        assert whole["limits"]["hit_lines"] == 3 and again["file_path"] == "big.py" and again["hit_count"] == 60
+        assert all(
+            h["file_path"] == "big.py" and len(h.get("lines", ())) == min(3, h["line_count"]) for h in again["hits"]
+        )
 
     async def test_a_person_sees_the_files_asked_for(self, service: SearchService) -> None:
         """With a person's budgets, the page holds the 20 files asked for; an agent's answer stays within its
@@ -261,3 +283,28 @@ def test_twenty_namespaces_at_most_are_named() -> None:
 
     error = UnknownNamespace("x", [f"ns{n}" for n in range(25)])
     assert error.message.endswith("ns18, ns19 and 5 more") and "ns20" not in error.message
+
+
+class TestMcpChannels:
+    """SPEC §4: a client hands its model ONE channel, so each (the text, the structured content as compact
+    JSON) stays within about 1.1 x char_budget at defaults, for any query."""
+
+    @pytest.mark.parametrize("query", ["self", "e", "a", "_", "(", "value", "def m", "return self"])
+    async def test_each_channel_within_the_budget(self, service: SearchService, query: str) -> None:
+        """At defaults every channel holds at most 44,000 characters; at a budget of 5,000 at most 5,500, or
+        the note says which file alone passed it and next holds the search that gets its lines."""
+        async for mcp in held_client(build_server(service)):
+            for budget in (None, 5000):
+                args = {"query": query} if budget is None else {"query": query, "char_budget": budget}
+                result = await mcp.call_tool("search", args)
+                structured = result.structured_content
+                assert structured is not None and not result.is_error
+                (content,) = result.content
+                assert content.type == "text"
+                largest = max(len(content.text), _chars(structured))
+                limit = 1.1 * (budget or DEFAULT_CHAR_BUDGET)
+                if budget is None:
+                    assert largest <= limit, (query, largest)
+                elif largest > limit:
+                    assert "alone passes char_budget" in structured["note"], (query, largest)
+                    assert any(a["reason"].startswith("the lines of") for a in structured["next"])

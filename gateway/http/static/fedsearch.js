@@ -511,7 +511,8 @@ async function loadFacets(answer) {
     if (!response.ok || state.answer !== answer) return;
     const body = await response.json();
     if (state.answer !== answer) return;
-    const counts = { namespaces: new Map(body.namespaces), languages: new Map(body.languages), folders: new Map(body.folders) };
+    const tally = (facet) => new Map(facet.map((f) => [f.value, f.count]));
+    const counts = { namespaces: tally(body.namespaces), languages: tally(body.languages), folders: tally(body.folders) };
     state.facets = { answer, counts };
     renderFacets();
   } catch { /* the facets stay counted over this page */ }
@@ -644,7 +645,7 @@ async function openViewer(route, start) {
 }
 
 function codeRow(route, n, line, hitLines) {
-  const runs = typeof line === "string" ? [["", line]] : line;
+  const runs = typeof line === "string" ? [["", line]] : line.map((run) => [run.kind, run.text]);
   const text = runs.map((run) => run[1]).join("");
   return el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
     el("a", { class: "ln", href: fileHref(route.namespace, route.path, n), "aria-label": `line ${n}`, text: String(n) }),
