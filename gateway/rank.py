@@ -132,7 +132,11 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     hit_lines: int | None = None
     #: Whether the page's hits leave out the ``file_path``/``namespace`` their group says (gateway.sizing.Fit).
     bare: bool = False
+    #: The characters the page's files could take (``char_budget`` less the rest of the answer).
+    room: int = MAX_CHAR_BUDGET
 
+
+_ENCODE = msgspec.json.Encoder().encode
 
 # --- fusion -------------------------------------------------------------------------
 
@@ -738,7 +742,9 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
     page is cut, so the hit budget counts declarations.
     """
     start = request.offset - whole.first
-    budgets = (request.files, request.hit_budget, request.char_budget, request.hit_lines)
+    rest = _rest(request, whole)
+    room = max(request.char_budget // 2, request.char_budget - rest)
+    budgets = (request.files, request.hit_budget, room, request.hit_lines)
     if resolve is None:
         shown, fit = page(whole.ordered, start, *budgets)
     else:
@@ -760,7 +766,7 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
             following = len(page(nxt, 0, *budgets)[0])
             span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
         actions.append(_action(f"next page: {span} of {total}", args))
-    over = _over(request, shown[0], fit) if fit.bare and fit.size > request.char_budget else None
+    over = _over(request, shown[0], fit._replace(size=fit.size + rest)) if fit.bare and fit.size > room else None
     if over is not None:
         actions.append(over[1])
     actions.extend(whole.widen)
@@ -776,7 +782,22 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
         more=more,
         hit_lines=fit.lines,
         bare=fit.bare,
+        room=room,
     )
+
+
+#: An answer's own fields besides its files, namespaces and actions (counts, limits, a note, punctuation).
+ENVELOPE_CHARS = 400
+
+
+def _rest(request: SearchRequest, whole: Whole) -> int:
+    """About the characters of the answer besides its files (its namespaces' statuses, its actions, a next
+    page's, known before the page is cut): the page's files take ``char_budget`` less these, but never
+    less than half of it."""
+    rest = ENVELOPE_CHARS + len(_ENCODE(whole.statuses)) + len(_ENCODE(whole.widen))
+    if whole.total > request.offset + 1:  # a next page's action: the whole request, a cursor, a reason
+        rest += len(_ENCODE(request.args())) + 100
+    return rest
 
 
 def _joined(*notes: str | None) -> str | None:
@@ -789,11 +810,12 @@ _GLOB_SPECIAL = frozenset("*?[]{}\\!")
 
 
 def _over(request: SearchRequest, first: RankedFile, fit: Fit) -> tuple[str, dict[str, Any]]:
-    """What an answer whose first file alone passes ``char_budget`` (no lines listed, its hits bare)
-    withheld, in words, and the search that gets it: that file alone, with the budget its lines need."""
+    """What an answer whose first file alone passes ``char_budget`` (no lines listed, its hits bare; ``fit.size``
+    the answer's characters then) withheld, in words, and the search that gets it: that file alone, with the
+    budget its lines need."""
     file = first.file
     inner = "/" + "".join("\\" + c if c in _GLOB_SPECIAL else c for c in file.inner_path)
-    needed = file_chars(file, first.namespace, request.hit_lines) + copies_chars(first.duplicates)
+    needed = file_chars(file, first.namespace, request.hit_lines) + copies_chars(first.duplicates) + ENVELOPE_CHARS
     budget = min(MAX_CHAR_BUDGET, max(request.char_budget + 1, needed + needed // 10))
     hits = _plural(len(file.hits), "hit")
     note = (

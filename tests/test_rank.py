@@ -132,14 +132,16 @@ class TestInvariants:
         lines = answer["limits"]["hit_lines"]
         total = sum(g["hit_count"] for g in groups)
         chars = sum(file_chars(item.file, item.namespace, lines) for item in ranked.page)
+        room = ranked.room  # char_budget less the answer's other fields, never under half of it
+        assert request.char_budget // 2 <= room <= request.char_budget
         if len(groups) > 1:
-            assert total <= request.hit_budget and chars <= request.char_budget
+            assert total <= request.hit_budget and chars <= room
         if len(groups) < len(ordered) and len(groups) < request.files and groups:
             following = ordered[len(groups)]
             following = following._replace(file=gathered(following.file))
             assert (
                 total + len(following.file.hits) > request.hit_budget
-                or chars + file_chars(following.file, following.namespace, lines) > request.char_budget
+                or chars + file_chars(following.file, following.namespace, lines) > room
             )
 
     @given(outcomes(), request_args())
