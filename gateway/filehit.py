@@ -43,7 +43,8 @@ def own_hit(path: str, lines: Sequence[Hit]) -> Hit:
 
 
 def _flattened(hits: Sequence[Hit]) -> list[Hit]:
-    """The matched lines of ``hits`` (their line and file hits), a file hit's own lines included, in order."""
+    """The matched lines of ``hits`` (their line and file hits), a file hit's own lines included, in order,
+    each line once (a backend may give two fragments of one line: the first is kept)."""
     lines: list[Hit] = []
     for hit in hits:
         if hit.kind == "line":
@@ -51,7 +52,7 @@ def _flattened(hits: Sequence[Hit]) -> list[Hit]:
         elif hit.kind == "file" and hit.lines:
             lines.extend(hit.lines)
     lines.sort(key=lambda h: h.line)
-    return lines
+    return [hit for i, hit in enumerate(lines) if not i or hit.line != lines[i - 1].line]
 
 
 def gather(hits: Sequence[Hit], path: str) -> tuple[Hit, ...]:

@@ -531,6 +531,27 @@ class TestCompactText:
         assert f"{answer['file_count']} files matched" in text
         assert len(text) < len(text_of(as_json)) / 2
 
+    def test_the_files_own_lines_come_under_its_heading(self) -> None:
+        """The file's own hit has no header line: its lines, and how many it left out, under the file's."""
+        own = {
+            "kind": "file",
+            "start_line": 1,
+            "end_line": 40,
+            "line_count": 3,
+            "lines": [{"line": 2, "text": "import e"}],
+        }
+        answer = {
+            "files": [{"namespace": "sa", "file_path": "__init__.py", "hits": [own]}],
+            "file_count": 1,
+            "limits": {"offset": 0},
+            "namespaces": [{"name": "sa", "status": "ok"}],
+        }
+        assert compact(answer).splitlines()[:3] == [
+            "sa/__init__.py",
+            "  2: import e",
+            "  … 2 more matched lines: read_file sa __init__.py 1-40",
+        ]
+
     def test_elided_lines_copies_and_next_are_said(self) -> None:
         hit = {
             "qualified_name": "Flask.url_for",

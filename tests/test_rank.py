@@ -505,3 +505,30 @@ class TestNextActions:
         exact = _answer(parse_request({"query": "x"}), outs)
         assert semantic["files"][0]["hits"][0]["score"] == 0.9
         assert "score" not in exact["files"][0]["hits"][0]
+
+
+class TestFilesOwnHit:
+    @given(
+        st.lists(st.integers(1, 60), max_size=25),
+        st.booleans(),
+        st.lists(st.tuples(st.integers(1, 60), st.integers(0, 20)), max_size=4),
+    )
+    def test_every_matched_line_belongs_to_exactly_one_hit(
+        self, numbers: list[int], path_match: bool, spans: list[tuple[int, int]]
+    ) -> None:
+        """gather: whatever lines (repeated, unordered), path hits and declarations a file holds, each matched
+        line is in exactly one hit, the file's own first; gathering again changes nothing."""
+        lines = [Hit(line=n, text=f"t{n}", column=1) for n in numbers]
+        path = [Hit(line=1, text="a/b.py", kind="file")] if path_match else []
+        declared = [
+            Hit(line=s, end_line=s + n, text="", kind="function", symbol=f"f{s}", lines=(Hit(line=s, text="d"),))
+            for s, n in spans
+        ]
+        hits = gather([*path, *lines, *declared], "a/b.py")
+        own = [hit for hit in hits if hit.kind == "file"]
+        assert len(own) == (1 if lines or path_match else 0) and (not own or hits[0] is own[0])
+        if own:
+            assert [h.line for h in own[0].lines] == sorted(set(numbers))
+            assert own[0].line == 1 and own[0].last_line == max([1, *numbers])
+        assert [h for h in hits if h.kind != "file"] == declared
+        assert gather(hits, "a/b.py") == hits
