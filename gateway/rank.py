@@ -27,8 +27,7 @@ from msgspec.structs import replace
 
 from gateway.dedup.group import Deferred, Entry, by_claim
 from gateway.dedup.identity import Identities
-from gateway.filehit import gathered
-from gateway.models import FileMatch, Hit, LazyHits, Outcome
+from gateway.models import FileMatch, Hit, LazyHits, Outcome, gathered
 from gateway.query.syntax import escape, with_pattern
 from gateway.signals import (
     QueryMatcher,

@@ -17,8 +17,7 @@ try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at e
 except ImportError:  # pragma: no cover - a Python built without its own hashes
     from hashlib import blake2b
 
-from gateway.filehit import FLAT, gather
-from gateway.models import Hit, LazyHits
+from gateway.models import FLAT, Hit, LazyHits, gather
 from gateway.rank import Ranked, RankedFile
 from gateway.signals import QueryMatcher
 
@@ -78,7 +77,7 @@ class _FileOf(NamedTuple):
 def _own(
     of: _FileOf, hit: Hit, path_match: bool, with_context: bool, semantic: bool, listed: int | None
 ) -> dict[str, Any]:
-    """The file's own hit (:mod:`gateway.filehit`): named by the file, its matched lines outside every
+    """The file's own hit (:func:`gateway.models.gather`): named by the file, its matched lines outside every
     declaration (none: a path match), the first ``listed`` of them (None: all)."""
     lines = hit.lines
     matched = ["content", "path"] if lines and path_match else ["content"] if lines else ["path"]

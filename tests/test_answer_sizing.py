@@ -14,10 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
-from gateway.filehit import gathered
 from gateway.http.app import create_app
 from gateway.mcp.tools import build_server
-from gateway.models import FileMatch, Hit
+from gateway.models import FileMatch, Hit, gathered
 from gateway.query.request import parse_request
 from gateway.rank import reads_as_question
 from gateway.service import READ_LINES, SearchService

@@ -9,10 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from msgspec.structs import replace
 
-from gateway.filehit import gather, gathered
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.parse import Declaration
-from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.models import BackendResult, FileMatch, Hit, Outcome, gather, gathered
 from gateway.query.request import SearchRequest, parse_request
 from gateway.rank import EXACT, Known, RankedFile, Resolve, fuse, rank
 from gateway.sizing import MAX_CHAR_BUDGET, file_chars

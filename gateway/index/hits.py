@@ -2,7 +2,7 @@
 
 Every matched line inside a declaration belongs to the innermost one, and that
 declaration is ONE hit carrying those lines; the matched lines outside every
-declaration are the file's own hit (:mod:`gateway.filehit`), first. Every line hit
+declaration are the file's own hit (:func:`gateway.models.gather`), first. Every line hit
 given appears in exactly one hit of the result, and the result is in file order.
 
 A file's declarations are grouped by as an :class:`Outline`: their spans in order of
@@ -20,9 +20,8 @@ from collections.abc import Sequence
 
 import msgspec
 
-from gateway.filehit import gather
 from gateway.index.parse import Declaration
-from gateway.models import Hit
+from gateway.models import Hit, gather
 
 __all__ = ["Outline", "as_declarations"]
 

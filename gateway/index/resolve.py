@@ -36,13 +36,12 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from gateway.filehit import gathered
 from gateway.index.files import MAX_PARSE_BYTES, Source, index_file, stat_of
 from gateway.index.grammars import grammar, language_of
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.store import FileRecord, Store, Stored, damaged
 from gateway.log import get_logger
-from gateway.models import FileMatch
+from gateway.models import FileMatch, gathered
 from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Resolve
 from gateway.signals import query_name
 
