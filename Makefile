@@ -74,6 +74,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/namespaces.py
 	$(BIN)/python bench/scale.py --short
 	$(BIN)/python bench/answer_size.py
+	$(BIN)/python bench/mcp_channels.py
 	$(BIN)/python bench/dedup.py
 	$(BIN)/python bench/openapi_checks.py --max-examples 20
 	$(BIN)/python bench/content_engines.py

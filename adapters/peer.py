@@ -185,6 +185,14 @@ def _hit(item: Mapping[str, Any], mode: Mode) -> Hit:
     )
 
 
+def _hits(item: Mapping[str, Any], mode: Mode) -> tuple[Hit, ...]:
+    """A peer's hit as ours: the file's own hit as the matched lines it holds (gathered again here,
+    with this side's declarations), or as a path match where it holds none; any other whole."""
+    if item.get("kind") == "file" and item.get("lines"):
+        return tuple(_line_hit(line) for line in item["lines"])
+    return (_hit(item, mode),)
+
+
 def _child(status: Mapping[str, Any]) -> ChildStatus:
     raw = str(status.get("status"))
     state = cast(Status, raw) if raw in _STATUSES else "error"
@@ -224,7 +232,7 @@ def parse_page(answer: Any, mode: Mode) -> tuple[list[FileMatch], list[ChildStat
         namespace = str(group["namespace"])
         if not namespace:
             raise ValueError("file group without a namespace")
-        hits = tuple(_hit(item, mode) for item in group["hits"])
+        hits = tuple(hit for item in group["hits"] for hit in _hits(item, mode))
         if hits:
             identity = group.get("identity")
             identity = identity if isinstance(identity, str) and len(identity) <= MAX_IDENTITY else ""

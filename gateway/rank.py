@@ -27,7 +27,7 @@ from msgspec.structs import replace
 
 from gateway.dedup.group import Deferred, Entry, by_claim
 from gateway.dedup.identity import Identities
-from gateway.models import FileMatch, Hit, LazyHits, Outcome
+from gateway.models import FileMatch, Hit, LazyHits, Outcome, gathered
 from gateway.query.syntax import escape, with_pattern
 from gateway.signals import (
     QueryMatcher,
@@ -39,7 +39,7 @@ from gateway.signals import (
     query_name,
     secondary,
 )
-from gateway.sizing import MAX_CHAR_BUDGET, copies_chars, file_chars, fit_lines
+from gateway.sizing import MAX_CHAR_BUDGET, Fit, copies_chars, file_chars, fit_lines
 
 if TYPE_CHECKING:  # a type only: the one-shot CLI ranks its own request without pydantic (gateway.cli.quick)
     from gateway.query.request import SearchRequest
@@ -127,9 +127,15 @@ class Ranked(msgspec.Struct, frozen=True, kw_only=True):
     statuses: list[dict[str, Any]]
     offset: int
     more: bool = False  # a next page exists (its action is the first of ``next``)
-    #: The matched lines each declaration hit of the page lists (None: all; see gateway.sizing).
+    #: The matched lines each hit of the page lists (None: all; see gateway.sizing).
     hit_lines: int | None = None
+    #: Whether the page's hits leave out the ``file_path``/``namespace`` their group says (gateway.sizing.Fit).
+    bare: bool = False
+    #: The characters the page's files could take (``char_budget`` less the rest of the answer).
+    room: int = MAX_CHAR_BUDGET
 
+
+_ENCODE = msgspec.json.Encoder().encode
 
 # --- fusion -------------------------------------------------------------------------
 
@@ -389,27 +395,31 @@ def page(
     hit_budget: int,
     char_budget: int = MAX_CHAR_BUDGET,
     lines: int | None = None,
-) -> tuple[list[RankedFile], int | None]:
-    """Files whole, in order, from ``offset``: the first always, the rest within both budgets; and
-    how many lines each declaration hit lists (``lines``, fewer where the first file needs it:
-    :mod:`gateway.sizing`)."""
+) -> tuple[list[RankedFile], Fit]:
+    """Files whole, in order, from ``offset``, their hits gathered (the file's own hit): the first always,
+    the rest within both budgets; and how the page is written (:class:`gateway.sizing.Fit`: the lines
+    each hit lists, ``lines`` or fewer where the first file needs it; whether its hits are bare; its size)."""
     out: list[RankedFile] = []
     used = chars = 0
-    listed = lines
+    fit = Fit(lines, False, 0)
     for item in ordered[offset : offset + files]:
-        n = len(item.file.hits)
+        file = gathered(item.file)  # the file's own hit: its lines outside declarations, one hit
+        if file is not item.file:
+            item = item._replace(file=file)
+        n = len(file.hits)
         if not out:
-            listed, size = fit_lines(item.file, item.namespace, lines, char_budget)
+            fit = fit_lines(file, item.namespace, lines, char_budget)
+            size = fit.size
         elif used + n > hit_budget or len(out) >= files:
             break
         else:
-            size = file_chars(item.file, item.namespace, listed)
+            size = file_chars(file, item.namespace, fit.lines)
             if chars + size > char_budget:
                 break
         out.append(item)
         used += n
         chars += size + copies_chars(item.duplicates)
-    return out, listed
+    return out, fit._replace(size=chars)
 
 
 def _decoded(items: Sequence[RankedFile]) -> bool:
@@ -732,12 +742,14 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
     page is cut, so the hit budget counts declarations.
     """
     start = request.offset - whole.first
-    budgets = (request.files, request.hit_budget, request.char_budget, request.hit_lines)
+    rest = _rest(request, whole)
+    room = max(request.char_budget // 2, request.char_budget - rest)
+    budgets = (request.files, request.hit_budget, room, request.hit_lines)
     if resolve is None:
-        shown, lines = page(whole.ordered, start, *budgets)
+        shown, fit = page(whole.ordered, start, *budgets)
     else:
         window = resolve(list(whole.ordered[start : start + request.files]), 0, request.files, request.hit_budget)
-        shown, lines = page(window, 0, *budgets)
+        shown, fit = page(window, 0, *budgets)
     end = request.offset + len(shown)
     # copies a group held that changed since looked at are split off once read (gateway.dedup.group)
     grown = max(0, whole.first + len(whole.ordered) - whole.total)
@@ -754,6 +766,9 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
             following = len(page(nxt, 0, *budgets)[0])
             span = f"file {end + 1}" if following == 1 else f"files {end + 1}-{end + following}"
         actions.append(_action(f"next page: {span} of {total}", args))
+    over = _over(request, shown[0], fit._replace(size=fit.size + rest)) if fit.bare and fit.size > room else None
+    if over is not None:
+        actions.append(over[1])
     actions.extend(whole.widen)
     return Ranked(
         page=shown,
@@ -761,12 +776,58 @@ def page_of(request: SearchRequest, whole: Whole, cursor: str | None = None, res
         weak_filtered=whole.weak,
         truncated=bool(actions),
         next=actions,
-        note=_note(request, len(shown), total, whole.weak, whole.asked, whole.failed),
+        note=_joined(_note(request, len(shown), total, whole.weak, whole.asked, whole.failed), over and over[0]),
         statuses=whole.statuses,
         offset=request.offset,
         more=more,
-        hit_lines=lines,
+        hit_lines=fit.lines,
+        bare=fit.bare,
+        room=room,
     )
+
+
+#: An answer's own fields besides its files, namespaces and actions (counts, limits, a note, punctuation).
+ENVELOPE_CHARS = 400
+
+
+def _rest(request: SearchRequest, whole: Whole) -> int:
+    """About the characters of the answer besides its files (its namespaces' statuses, its actions, a next
+    page's, known before the page is cut): the page's files take ``char_budget`` less these, but never
+    less than half of it."""
+    rest = ENVELOPE_CHARS + len(_ENCODE(whole.statuses)) + len(_ENCODE(whole.widen))
+    if whole.total > request.offset + 1:  # a next page's action: the whole request, a cursor, a reason
+        rest += len(_ENCODE(request.args())) + 100
+    return rest
+
+
+def _joined(*notes: str | None) -> str | None:
+    said = [note for note in notes if note]
+    return "; ".join(said) if said else None
+
+
+#: The characters a glob takes literally only escaped (``paths`` globs, SPEC §2).
+_GLOB_SPECIAL = frozenset("*?[]{}\\!")
+
+
+def _over(request: SearchRequest, first: RankedFile, fit: Fit) -> tuple[str, dict[str, Any]]:
+    """What an answer whose first file alone passes ``char_budget`` (no lines listed, its hits bare; ``fit.size``
+    the answer's characters then) withheld, in words, and the search that gets it: that file alone, with the
+    budget its lines need."""
+    file = first.file
+    inner = "/" + "".join("\\" + c if c in _GLOB_SPECIAL else c for c in file.inner_path)
+    needed = file_chars(file, first.namespace, request.hit_lines) + copies_chars(first.duplicates) + ENVELOPE_CHARS
+    budget = min(MAX_CHAR_BUDGET, max(request.char_budget + 1, needed + needed // 10))
+    hits = _plural(len(file.hits), "hit")
+    note = (
+        f"{first.namespace}/{file.path} alone passes char_budget {request.char_budget} (about {fit.size} "
+        f"characters): its {hits} list no lines and leave file_path and namespace to their group; next "
+        f"searches that file alone with the budget its lines need, or read_file a hit's span"
+    )
+    action = _action(
+        f"the lines of {first.namespace}/{file.path}'s {hits}",
+        request.args(namespaces=[first.namespace], paths=[inner], offset=0, cursor=None, char_budget=budget),
+    )
+    return note, action
 
 
 def rank(

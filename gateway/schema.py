@@ -37,7 +37,7 @@ class Context(BaseModel):
 
 
 class LineItem(BaseModel):
-    """One matched line of a declaration hit."""
+    """One matched line of a hit."""
 
     model_config = _STRICT
     line: int = Field(ge=1)
@@ -47,29 +47,30 @@ class LineItem(BaseModel):
 
 
 class ResultItem(BaseModel):
-    """One hit: a declaration with its matched lines, a matched line, or a path (``kind`` says which)."""
+    """One hit: a declaration with its matched lines inside it, or the file's own hit (``kind`` ``file``:
+    its matched lines outside every declaration; none: its path matched). Every matched line of a file
+    belongs to exactly one hit."""
 
     model_config = _STRICT
     id: int = Field(ge=0, lt=1 << 53)
-    qualified_name: str
-    kind: str
+    qualified_name: str = Field(description="A declaration's dotted chain of names; the file's own hit: its file_path.")
+    kind: str = Field(description="function, method, class, ... or file (the file's own hit).")
     name: str
-    file_path: str
+    file_path: str | None = Field(
+        default=None,
+        description="Its group's file_path; left out (with namespace) only where the first file alone passes "
+        "char_budget with no lines listed.",
+    )
     start_line: int = Field(ge=1)
     end_line: int = Field(ge=1)
     intent: str | None = None
     matched: list[Literal["content", "path", "name", "intent"]]
     reason: str | None = None
     matched_terms: list[str] | None = None
-    namespace: str
-    text: str | None = Field(
-        default=None, max_length=256, description="A line or path hit's text (not a declaration's)."
-    )
-    column: int | None = Field(default=None, ge=1)
-    context: Context | None = None
+    namespace: str | None = Field(default=None, description="Its group's namespace (left out as file_path is).")
     score: float | None = Field(default=None, ge=0.0, le=1.0)
-    line_count: int | None = Field(
-        default=None, ge=1, description="A declaration's matched lines, all of them: `lines` lists the first ones."
+    line_count: int = Field(
+        ge=0, description="The hit's matched lines, all of them: `lines` lists the first `limits.hit_lines`."
     )
     lines: list[LineItem] | None = None
 
@@ -108,7 +109,7 @@ class Limits(BaseModel):
     offset: int
     hit_budget: int
     char_budget: int
-    hit_lines: int | None = Field(description="Lines each declaration hit of this page lists at most (null: all).")
+    hit_lines: int | None = Field(description="Lines each hit of this page lists at most (null: all).")
 
 
 class NextAction(BaseModel):

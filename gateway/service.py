@@ -454,12 +454,16 @@ class SearchService:
         start_line: int | None = None,
         end_line: int | None = None,
         access: Access = None,
+        *,
+        most_lines: int = READ_LINES,
+        most_chars: int | None = READ_CHARS,
     ) -> dict[str, Any]:
         """Lines of one file, never outside the namespace root: a local checkout's, or a remote
-        backend's where it offers content (:mod:`gateway.files`). Without ``end_line``, a slice sized
-        for its reader (READ_LINES lines, cut where they pass READ_CHARS characters); with it, at most
-        MAX_READ_LINES. ``next_start_line`` says where the next slice starts when lines are left; a
-        ``start_line`` past the end is an error naming it."""
+        backend's where it offers content (:mod:`gateway.files`). A slice sized for an agent whatever
+        range is asked (SPEC §4): at most ``most_lines`` lines, cut where they pass ``most_chars``
+        characters (None: no such cut; a person's surfaces ask for up to MAX_READ_LINES).
+        ``next_start_line`` says where the next slice starts when lines of the range asked (to the
+        file's end without ``end_line``) are left; a ``start_line`` past the end is an error naming it."""
         start = 1 if start_line is None else start_line
         if start < 1:
             raise InvalidRequest("start_line", "must be at least 1")
@@ -467,12 +471,12 @@ class SearchService:
             raise InvalidRequest("end_line", "must not be before start_line")
         if self.catalog.children.parents and self.catalog.partial(access):
             await self.catalog.children.refresh()
-        most = MAX_READ_LINES if end_line is not None else READ_LINES
+        most = max(1, min(most_lines, MAX_READ_LINES))
         lines, total = await self.view(namespace, access).read_lines(path, start, end_line, most)
         if start > max(total, 1):
             raise InvalidRequest("start_line", f"{start} is past the end of {path} ({total} lines)")
-        if end_line is None:
-            lines = _within_chars(lines, READ_CHARS)
+        if most_chars is not None:
+            lines = _within_chars(lines, most_chars)
         end = start + len(lines) - 1 if lines else start - 1
         result: dict[str, Any] = {
             "namespace": namespace,
@@ -487,11 +491,17 @@ class SearchService:
         return result
 
 
+#: What a line costs besides its characters, in the larger of its two forms: JSON's quotes and comma,
+#: or the numbered text's number, tab and newline.
+LINE_COST = 8
+
+
 def _within_chars(lines: list[str], most: int) -> list[str]:
-    """The first ``lines`` whose characters (a newline each) stay within ``most``: at least one."""
+    """The first ``lines`` that stay within ``most`` characters as a reader gets them (a JSON string
+    each, its quotes, backslashes and tabs escaped; or numbered text): at least one."""
     used = 0
     for i, line in enumerate(lines):
-        used += len(line) + 1
+        used += len(line) + LINE_COST + line.count('"') + line.count("\\") + line.count("\t")
         if used > most and i:
             return lines[:i]
     return lines

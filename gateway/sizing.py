@@ -21,7 +21,7 @@ control character, six characters once JSON escapes it, counts as one: code hold
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # annotations only: the CLI reads the budgets without importing msgspec
     from gateway.models import FileMatch, Hit
@@ -33,6 +33,7 @@ __all__ = [
     "MAX_HIT_LINES",
     "MIN_CHAR_BUDGET",
     "PERSON",
+    "Fit",
     "copies_chars",
     "file_chars",
     "fit_lines",
@@ -54,11 +55,12 @@ PERSON: dict[str, Any] = {"hit_budget": 5000, "char_budget": 2_000_000}
 #: ``matched``, punctuation) and a listed line's (``{"line":..,"column":..,"text":""}``),
 #: measured on the answers of bench/answer_size.py (the estimate is within ~10 % of them).
 FILE_CHARS = 60
-HIT_CHARS = 150
+HIT_CHARS = 136
 LINE_CHARS = 34
 CONTEXT_CHARS = 30
-COUNT_CHARS = 16
 LINES_CHARS = 10
+#: A hit's ``"file_path":"","namespace":"",`` (the values aside): what a bare hit leaves out.
+NAMED_CHARS = 30
 #: A group's ``"duplicates":[]`` key, and each copy's ``{"namespace":"","file_path":""}``.
 COPIES_CHARS = 16
 COPY_CHARS = 32
@@ -70,21 +72,25 @@ def _context(hit: Hit) -> int:
     return CONTEXT_CHARS + sum(len(line) + 3 for line in hit.before) + sum(len(line) + 3 for line in hit.after)
 
 
-def file_chars(file: FileMatch, namespace: str, lines: int | None) -> int:
-    """About the characters of ``file``'s group as the wire writes it, listing up to ``lines`` lines in
-    each declaration hit (None: all). Decodes a file's lazily kept hits (a page's are decoded anyway)."""
-    named = len(file.path) + len(namespace)
+def file_chars(file: FileMatch, namespace: str, lines: int | None, bare: bool = False) -> int:
+    """About the characters of ``file``'s group as the wire writes it (its hits gathered: the file's own
+    hit and declarations), listing up to ``lines`` lines in each hit (None: all); ``bare``: its hits
+    without the ``file_path`` and ``namespace`` the group already says. Decodes a file's lazily kept
+    hits (a page's are decoded anyway)."""
+    path = file.path
+    named = len(path) + len(namespace)
+    each = HIT_CHARS + (0 if bare else NAMED_CHARS + named)
     total = FILE_CHARS + named
     for hit in file.hits:
-        total += HIT_CHARS + named + len(hit.name) + len(hit.intent) + len(hit.reason)
-        if hit.kind in ("line", "file"):  # its qualified name is namespace:path:line, and its text its own
-            total += named + len(hit.text) + _context(hit)
-            continue
-        total += 2 * len(hit.symbol) + sum(len(t) + 3 for t in hit.terms)
+        total += each + len(hit.intent) + len(hit.reason)
+        if hit.kind in ("line", "file"):  # the file's own: named by the file (its path, its base name)
+            total += len(path) + len(path) - path.rfind("/") - 1
+        else:
+            total += len(hit.name) + len(hit.symbol) + sum(len(t) + 3 for t in hit.terms)
         shown = hit.lines if lines is None else hit.lines[:lines]
         total += sum(LINE_CHARS + len(line.text) + _context(line) for line in shown)
-        if hit.lines:  # its "line_count", and its "lines" key where any is listed
-            total += COUNT_CHARS + (LINES_CHARS if shown else 0)
+        if shown:  # its "lines" key
+            total += LINES_CHARS
     return total
 
 
@@ -95,17 +101,27 @@ def copies_chars(copies: tuple[tuple[str, str], ...]) -> int:
     return COPIES_CHARS + sum(COPY_CHARS + len(namespace) + len(path) for namespace, path in copies)
 
 
-def fit_lines(file: FileMatch, namespace: str, lines: int | None, budget: int) -> tuple[int | None, int]:
-    """The most lines (at most ``lines``) a declaration hit of the page's first file may list for the
-    file to fit ``budget``, none if it cannot fit with one; and the file's characters then."""
+class Fit(NamedTuple):
+    """How the page's first file is written to fit: the lines each hit lists (None: all), whether its
+    hits leave out the ``file_path``/``namespace`` their group says (``bare``), and its characters then."""
+
+    lines: int | None
+    bare: bool
+    size: int
+
+
+def fit_lines(file: FileMatch, namespace: str, lines: int | None, budget: int) -> Fit:
+    """How the page's first file fits ``budget`` (SPEC §3 invariant 6): its hits list fewer lines (at most
+    ``lines``), down to none; then they leave out the fields that repeat their group's; never is a hit
+    left out, so a file of very many hits may still pass the budget (``size`` says by how much)."""
     size = file_chars(file, namespace, lines)
     if size <= budget:
-        return lines, size
+        return Fit(lines, False, size)
     if lines is None:
         most = max((len(hit.lines) for hit in file.hits), default=0)
         lines = min(most, DEFAULT_HIT_LINES + 1)
     for fewer in range(lines - 1, -1, -1):
         size = file_chars(file, namespace, fewer)
         if size <= budget:
-            return fewer, size
-    return 0, size
+            return Fit(fewer, False, size)
+    return Fit(0, True, file_chars(file, namespace, 0, bare=True))

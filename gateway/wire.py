@@ -17,7 +17,7 @@ try:  # hashlib's own blake2b, without hashlib's load of OpenSSL (_hashlib) at e
 except ImportError:  # pragma: no cover - a Python built without its own hashes
     from hashlib import blake2b
 
-from gateway.models import Hit, LazyHits
+from gateway.models import FLAT, Hit, LazyHits, gather
 from gateway.rank import Ranked, RankedFile
 from gateway.signals import QueryMatcher
 
@@ -71,32 +71,39 @@ class _FileOf(NamedTuple):
     namespace: str
     path: str
     name: str  # the file's base name
-    qualified: str  # "namespace:path:"
     id_prefix: bytes
 
 
-def _item(of: _FileOf, hit: Hit, matched: list[str], with_context: bool, semantic: bool) -> dict[str, Any]:
-    end = hit.last_line
-    symbol = hit.symbol
+def _own(
+    of: _FileOf, hit: Hit, path_match: bool, with_context: bool, semantic: bool, listed: int | None
+) -> dict[str, Any]:
+    """The file's own hit (:func:`gateway.models.gather`): named by the file, its matched lines outside every
+    declaration (none: a path match), the first ``listed`` of them (None: all)."""
+    lines = hit.lines
+    matched = ["content", "path"] if lines and path_match else ["content"] if lines else ["path"]
     item: dict[str, Any] = {
-        "id": _hit_id(of.id_prefix, hit.line, end),
-        "qualified_name": f"{of.qualified}{symbol or hit.line}",
-        "kind": hit.kind,
-        "name": symbol or of.name,
+        "id": _hit_id(of.id_prefix, hit.line, hit.last_line),
+        "qualified_name": of.path,
+        "kind": "file",
+        "name": of.name,
         "file_path": of.path,
         "start_line": hit.line,
-        "end_line": end,
+        "end_line": hit.last_line,
         "matched": matched,
         "namespace": of.namespace,
-        "text": hit.text,
     }
-    if hit.column is not None:
-        item["column"] = hit.column
-    if with_context:
-        item["context"] = {"before": list(hit.before), "after": list(hit.after)}
     if semantic:  # present iff the mode is semantic
         item["score"] = hit.score if hit.score is not None else 0.0
+    _list_lines(item, lines, with_context, listed)
     return item
+
+
+def _list_lines(item: dict[str, Any], lines: tuple[Hit, ...], with_context: bool, listed: int | None) -> None:
+    """A hit's ``line_count`` and its first ``listed`` lines (None: all; the key only where one is listed)."""
+    item["line_count"] = len(lines)
+    shown = lines if listed is None else lines[:listed]
+    if shown:
+        item["lines"] = [_line(line, with_context) for line in shown]
 
 
 def _line(hit: Hit, with_context: bool) -> dict[str, Any]:
@@ -164,12 +171,7 @@ def _declaration(
     item["namespace"] = of.namespace
     if semantic:
         item["score"] = hit.score if hit.score is not None else 0.0
-    lines = hit.lines
-    if lines:
-        item["line_count"] = len(lines)
-        shown = lines if listed is None else lines[:listed]
-        if shown:
-            item["lines"] = [_line(line, with_context) for line in shown]
+    _list_lines(item, hit.lines, with_context, listed)
     return item
 
 
@@ -178,16 +180,14 @@ def _group(
 ) -> dict[str, Any]:
     path = item.file.path
     namespace = item.namespace
-    content = ["content", "path"] if item.path_match else ["content"]
-    path_only = ["path"]
     with_context = request.context_lines > 0
     semantic = request.mode == "semantic"
-    of = _FileOf(namespace, path, posixpath.basename(path), f"{namespace}:{path}:", _id_prefix(namespace, path))
+    of = _FileOf(namespace, path, posixpath.basename(path), _id_prefix(namespace, path))
     hits = [
-        _item(of, hit, path_only if hit.kind == "file" else content, with_context, semantic)
-        if hit.kind in ("line", "file")
+        _own(of, hit, item.path_match, with_context, semantic, listed)
+        if hit.kind in FLAT
         else _declaration(of, hit, matches, item.path_match, with_context, semantic, listed)
-        for hit in item.file.hits
+        for hit in gather(item.file.hits, path)
     ]
     group: dict[str, Any] = {"file_path": path, "namespace": namespace, "hit_count": len(hits), "hits": hits}
     if item.duplicates:
@@ -200,7 +200,7 @@ def _group(
 def _flat(item: RankedFile) -> bool:
     """Whether a file's hits are all lines or paths (no declaration among them: no name to match)."""
     hits = item.file.hits
-    return isinstance(hits, LazyHits) or all(hit.kind in ("line", "file") for hit in hits)
+    return isinstance(hits, LazyHits) or all(hit.kind in FLAT for hit in hits)
 
 
 def _matcher(request: SearchRequest) -> QueryMatcher | None:
@@ -213,8 +213,13 @@ def _matcher(request: SearchRequest) -> QueryMatcher | None:
 def build_response(request: SearchRequest, ranked: Ranked, took_ms: int) -> dict[str, Any]:
     """The answer to ``request`` as JSON-ready data: the only place an answer is built."""
     matches = _matcher(request) if any(not _flat(item) for item in ranked.page) else None
+    groups = [_group(item, request, matches, ranked.hit_lines) for item in ranked.page]
+    if ranked.bare:  # the first file alone passes the budget: its hits leave their group's fields to it
+        for group in groups:
+            for hit in group["hits"]:
+                del hit["file_path"], hit["namespace"]
     answer: dict[str, Any] = {
-        "files": [_group(item, request, matches, ranked.hit_lines) for item in ranked.page],
+        "files": groups,
         "file_count": ranked.file_count,
         "weak_filtered": ranked.weak_filtered,
         "truncated": ranked.truncated,

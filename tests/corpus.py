@@ -39,10 +39,8 @@ def make_corpus(root: Path, files: dict[str, dict[str, str]] | None = None) -> P
 
 
 def matched_lines(group: dict[str, Any]) -> list[int]:
-    """Every matched line of a file group, from its hits: a declaration's ``lines``, a line hit's own."""
+    """Every matched line of a file group, from its hits' ``lines`` (the file's own hit's and each declaration's)."""
     out: list[int] = []
     for hit in group["hits"]:
-        if hit["kind"] == "file":
-            continue
-        out.extend(line["line"] for line in hit["lines"]) if "lines" in hit else out.append(hit["start_line"])
+        out.extend(line["line"] for line in hit.get("lines") or ())
     return out

@@ -199,3 +199,18 @@ async def held_client(target: Any, **options: Any) -> AsyncIterator[Client]:
     finally:
         stop.set()
         await task
+
+
+async def mcp_over(root: Path) -> AsyncIterator[Client]:
+    """A connected MCP Client of a server over the checkouts under ``root`` (discovery); its service
+    closed after."""
+    from gateway.config import config_from_env
+    from gateway.mcp.tools import build_server
+    from gateway.service import SearchService
+
+    service = SearchService(config_from_env(None, str(root), env={}))
+    try:
+        async for c in held_client(build_server(service)):
+            yield c
+    finally:
+        await service.aclose()

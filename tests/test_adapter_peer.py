@@ -262,10 +262,11 @@ class TestRealPeer:
         """A remote file comes back as <peer>/<remote> with the peer's lines and character columns."""
         answer = await local(peer_url).search_json({"query": "register_widget"})
         widgets = group(answer, "peer/alpha", "src/widgets.py")
-        first = [h.get("lines", [h])[0] for h in widgets["hits"]]  # a declaration's first line, or the line hit
-        assert [(h["start_line"], f["column"]) for h, f in zip(widgets["hits"], first, strict=True)] == [(4, 5), (8, 1)]
-        assert first[0]["text"] == "def register_widget(name):" and "text" not in widgets["hits"][0]
-        assert group(answer, "peer/team/beta", "docs/guide.md")["hits"][0]["column"] == 5
+        first = [h["lines"][0] for h in widgets["hits"]]  # the file's own hit's first line, a declaration's
+        assert [(h["kind"], h["start_line"]) for h in widgets["hits"]] == [("file", 1), ("function", 4)]
+        assert [(f["line"], f["column"]) for f in first] == [(8, 1), (4, 5)]
+        assert first[1]["text"] == "def register_widget(name):" and "text" not in widgets["hits"][1]
+        assert group(answer, "peer/team/beta", "docs/guide.md")["hits"][0]["lines"][0]["column"] == 5
 
     async def test_remote_statuses(self, peer_url: str, local: Local) -> None:
         """Every remote namespace appears in namespaces as <peer>/<remote> with its backend and counts."""
@@ -296,7 +297,7 @@ class TestRealPeer:
     async def test_context_lines(self, peer_url: str, local: Local) -> None:
         """Context lines asked for come back from the peer around each hit."""
         answer = await local(peer_url).search_json({"query": "register_widget", "context_lines": 1})
-        hit = group(answer, "peer/alpha", "src/widgets.py")["hits"][0]["lines"][0]
+        hit = group(answer, "peer/alpha", "src/widgets.py")["hits"][1]["lines"][0]  # the declaration's
         assert hit["context"] == {"before": [""], "after": ["    return name"]}
 
     async def test_remote_glob_limits(self, peer_url: str, local: Local) -> None:

@@ -521,11 +521,13 @@ class TestTraversal:
 
 def test_conversion_is_one_function() -> None:
     """afi_matches turns a wire answer into AFI matches, dropping path-only and weak hits."""
-    hit = {"kind": "line", "file_path": "a/b.py", "start_line": 3, "end_line": 3, "text": "t", "column": 2}
+    line = {"line": 3, "text": "t", "column": 2}
+    hit = {"kind": "file", "start_line": 1, "end_line": 3, "line_count": 1, "lines": [line]}
+    path_only = {"kind": "file", "start_line": 1, "end_line": 1, "line_count": 0}
     answer = {
         "files": [
-            {"namespace": "ns", "hits": [hit, {**hit, "kind": "file", "start_line": 1}]},
-            {"namespace": "n2", "hits": [{**hit, "score": 0.4}, {**hit, "score": 0.8}]},
+            {"namespace": "ns", "file_path": "a/b.py", "hits": [hit, path_only]},
+            {"namespace": "n2", "file_path": "a/b.py", "hits": [{**hit, "score": 0.4}, {**hit, "score": 0.8}]},
         ]
     }
     assert afi_matches(answer, False, 0.5)[0] == [

@@ -15,13 +15,15 @@ from hypothesis import strategies as st
 
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
 from gateway.http.app import create_app
-from gateway.models import FileMatch, Hit
+from gateway.mcp.tools import build_server
+from gateway.models import FileMatch, Hit, gathered
 from gateway.query.request import parse_request
 from gateway.rank import reads_as_question
 from gateway.service import READ_LINES, SearchService
 from gateway.sizing import DEFAULT_CHAR_BUDGET, PERSON, file_chars
 from gateway.wire import build_response
 from tests.corpus import make_corpus
+from tests.helpers import held_client
 
 Client = TestClient[Any, Any]
 MakeClient = Callable[..., Awaitable[Client]]
@@ -98,13 +100,15 @@ class TestEstimate:
         hits=st.lists(st.one_of(_LINE, _DECLARATION), min_size=1, max_size=30),
         path=st.from_regex(r"[a-z]{1,12}(/[a-z_]{1,12}){0,4}\.py", fullmatch=True),
         lines=st.one_of(st.none(), st.integers(0, 4)),
+        bare=st.booleans(),
     )
     def test_a_file_is_estimated_within_a_fifth_of_its_json(
-        self, hits: list[Hit], path: str, lines: int | None
+        self, hits: list[Hit], path: str, lines: int | None, bare: bool
     ) -> None:
-        """What paging counts for a file is within 20 % of the characters the wire then writes for it."""
+        """What paging counts for a file (its hits gathered, bare or not) is within 20 % of the characters
+        the wire then writes for it."""
         ordered = sorted(hits, key=lambda h: h.line)
-        file = FileMatch(path=path, hits=tuple(ordered))
+        file = gathered(FileMatch(path=path, hits=tuple(ordered)))
         request = parse_request({"query": "x", "hit_lines": lines, "char_budget": 10_000_000, "hit_budget": 5000})
         from gateway.rank import Ranked, RankedFile
 
@@ -118,9 +122,10 @@ class TestEstimate:
             statuses=[],
             offset=0,
             hit_lines=lines,
+            bare=bare,
         )
         real = _chars(build_response(request, ranked, 0)["files"][0])
-        estimate = file_chars(file, "ns", lines)
+        estimate = file_chars(file, "ns", lines, bare=bare)
         assert abs(estimate - real) <= 0.2 * real, (estimate, real)
 
 
@@ -136,6 +141,26 @@ class TestPage:
         methods = [h for h in group["hits"] if h["kind"] == "method"]
         assert all(h["line_count"] == 6 and len(h.get("lines", [])) == min(6, listed) for h in methods)
         assert _chars(answer) <= 15_000 * 1.2
+
+    async def test_a_first_file_that_cannot_fit_leaves_its_hits_bare_and_says_how_to_get_the_rest(
+        self, service: SearchService
+    ) -> None:
+        """Past the budget with no lines listed, every hit is still there without the file_path and namespace
+        its group says; note says so, and next's search (verbatim) gets that file alone with its lines."""
+        request = parse_request({"query": "self", "paths": ["big.py"], "char_budget": 1000})
+        answer = await service.search(request)
+        (group,) = answer["files"]
+        assert group["hit_count"] == 60 == len(group["hits"]) and answer["limits"]["hit_lines"] == 0
+        assert all("file_path" not in h and "namespace" not in h and "lines" not in h for h in group["hits"])
+        assert answer["truncated"] and "big.py alone passes char_budget 1000" in answer["note"]
+        (action,) = [a for a in answer["next"] if a["reason"].startswith("the lines of")]
+        assert action["args"]["paths"] == ["/big.py"] and action["args"]["namespaces"] == [group["namespace"]]
+        whole = await service.search(parse_request(action["args"]))
+        (again,) = whole["files"]
+        assert whole["limits"]["hit_lines"] == 3 and again["file_path"] == "big.py" and again["hit_count"] == 60
+        assert all(
+            h["file_path"] == "big.py" and len(h.get("lines", ())) == min(3, h["line_count"]) for h in again["hits"]
+        )
 
     async def test_a_person_sees_the_files_asked_for(self, service: SearchService) -> None:
         """With a person's budgets, the page holds the 20 files asked for; an agent's answer stays within its
@@ -189,19 +214,22 @@ class TestHttp:
         assert (given["limits"]["hit_lines"], given["limits"]["char_budget"]) == (None, 2_000_000)
 
     async def test_a_file_is_read_in_slices(self, client: Client) -> None:
-        """Without end_line a read is a slice (400 lines) saying where the next starts; with one, the range."""
+        """A read is a slice (400 lines) saying where the next starts, whatever range is asked."""
         resp = await client.get("/v1/files/repo/long.txt")
         assert resp.status == 200 and len((await resp.text()).splitlines()) == READ_LINES
         assert (resp.headers["X-End-Line"], resp.headers["X-Next-Start-Line"]) == ("400", "401")
         last = await client.get("/v1/files/repo/long.txt?start_line=801")
         assert len((await last.text()).splitlines()) == 200 and "X-Next-Start-Line" not in last.headers
         ranged = await client.get("/v1/files/repo/long.txt?start_line=1&end_line=1000")
-        assert len((await ranged.text()).splitlines()) == 1000
+        assert len((await ranged.text()).splitlines()) == READ_LINES and ranged.headers["X-Next-Start-Line"] == "401"
+        short = await client.get("/v1/files/repo/long.txt?start_line=1&end_line=10")
+        assert len((await short.text()).splitlines()) == 10 and "X-Next-Start-Line" not in short.headers
 
     async def test_a_slice_stops_at_its_characters(self, client: Client) -> None:
-        """Lines of 400 characters: a slice stops at 40,000 characters (100 lines), not 400 lines."""
+        """Lines of 400 characters: a slice stops at about 40,000 characters (98 lines, each counted with what
+        its JSON string or numbered line adds), not 400 lines."""
         resp = await client.get("/v1/files/repo/wide.txt")
-        assert len((await resp.text()).splitlines()) == 100 and resp.headers["X-Next-Start-Line"] == "101"
+        assert len((await resp.text()).splitlines()) == 98 and resp.headers["X-Next-Start-Line"] == "99"
 
     async def test_a_start_past_the_end_is_a_400_naming_start_line(self, client: Client) -> None:
         resp = await client.get("/v1/files/repo/long.txt?start_line=5000")
@@ -254,3 +282,28 @@ def test_twenty_namespaces_at_most_are_named() -> None:
 
     error = UnknownNamespace("x", [f"ns{n}" for n in range(25)])
     assert error.message.endswith("ns18, ns19 and 5 more") and "ns20" not in error.message
+
+
+class TestMcpChannels:
+    """SPEC §4: a client hands its model ONE channel, so each (the text, the structured content as compact
+    JSON) stays within about 1.1 x char_budget at defaults, for any query."""
+
+    @pytest.mark.parametrize("query", ["self", "e", "a", "_", "(", "value", "def m", "return self"])
+    async def test_each_channel_within_the_budget(self, service: SearchService, query: str) -> None:
+        """At defaults every channel holds at most 44,000 characters; at a budget of 5,000 at most 5,500, or
+        the note says which file alone passed it and next holds the search that gets its lines."""
+        async for mcp in held_client(build_server(service)):
+            for budget in (None, 5000):
+                args = {"query": query} if budget is None else {"query": query, "char_budget": budget}
+                result = await mcp.call_tool("search", args)
+                structured = result.structured_content
+                assert structured is not None and not result.is_error
+                (content,) = result.content
+                assert content.type == "text"
+                largest = max(len(content.text), _chars(structured))
+                limit = 1.1 * (budget or DEFAULT_CHAR_BUDGET)
+                if budget is None:
+                    assert largest <= limit, (query, largest)
+                elif largest > limit:
+                    assert "alone passes char_budget" in structured["note"], (query, largest)
+                    assert any(a["reason"].startswith("the lines of") for a in structured["next"])

@@ -98,12 +98,12 @@ def _group(answer: dict[str, Any], path: str) -> dict[str, Any]:
 
 class TestHitsAsDeclarations:
     async def test_matched_lines_are_grouped_into_their_innermost_declaration(self, service: SearchService) -> None:
-        """Each declaration is one hit with its own lines; a line outside every declaration is a line hit."""
+        """Each declaration is one hit with its own lines; the lines outside every declaration, the file's own."""
         answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
         hits = _group(answer, "src/mod.py")["hits"]
         shape = [(h["kind"], h["qualified_name"], h["start_line"], h["end_line"]) for h in hits]
         assert shape == [
-            ("line", "repo:src/mod.py:2", 2, 2),
+            ("file", "src/mod.py", 1, 2),
             ("function", "one", 4, 7),
             ("class", "Holder", 9, 17),
             ("method", "Holder.two", 11, 12),
@@ -189,28 +189,28 @@ class TestHitsAsDeclarations:
         answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/*.py"], hit_budget=8)
         assert [g["file_path"] for g in answer["files"]] == ["src/mod.py", "src/other.py"]
 
-    async def test_a_file_without_a_grammar_keeps_line_hits(self, service: SearchService) -> None:
-        """README.md has no grammar: its match is a line hit."""
+    async def test_a_file_without_a_grammar_has_only_its_own_hit(self, service: SearchService) -> None:
+        """README.md has no grammar: its matches are the file's own hit."""
         answer = await _search(service, query="needle", namespaces=["repo"], paths=["README.md"])
-        assert [h["kind"] for h in _group(answer, "README.md")["hits"]] == ["line"]
+        assert [h["kind"] for h in _group(answer, "README.md")["hits"]] == ["file"]
 
-    async def test_a_file_changed_since_the_search_began_keeps_line_hits(
+    async def test_a_file_changed_since_the_search_began_has_only_its_own_hit(
         self, service: SearchService, corpus: Path
     ) -> None:
-        """Its lines may not be the ones rg read: line hits, never a wrong span."""
+        """Its lines may not be the ones rg read: the file's own hit, never a wrong span."""
         future = time.time_ns() + 3600 * 10**9
         os.utime(corpus / "repo" / "src" / "mod.py", ns=(future, future))
         answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
-        assert {h["kind"] for h in _group(answer, "src/mod.py")["hits"]} == {"line"}
+        assert {h["kind"] for h in _group(answer, "src/mod.py")["hits"]} == {"file"}
 
-    async def test_no_time_to_parse_means_line_hits_now_declarations_once_indexed(
+    async def test_no_time_to_parse_means_its_own_hit_now_declarations_once_indexed(
         self, corpus: Path, tmp_path: Path
     ) -> None:
-        """With no parse budget a page never waits: line hits, until the builder has indexed the file."""
+        """With no parse budget a page never waits: the file's own hit, until the builder has indexed the file."""
         service = _service(corpus, tmp_path / "idx", parse_budget_ms=0)
         try:
             answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
-            assert {h["kind"] for h in _group(answer, "src/mod.py")["hits"]} == {"line"}
+            assert {h["kind"] for h in _group(answer, "src/mod.py")["hits"]} == {"file"}
             Builder(Store.open(str(tmp_path / "idx")), [Source("repo", str(corpus / "repo"))]).refresh()
             answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
             assert "function" in {h["kind"] for h in _group(answer, "src/mod.py")["hits"]}
@@ -244,7 +244,7 @@ class TestHitsAsDeclarations:
         assert loaded == {"python"}
         for path in ("src/mod.py", "src/other.py"):
             kinds = {h["kind"] for h in _group(answer, path)["hits"]}
-            assert ("function" in kinds) if allowance else (kinds == {"line"}), (path, kinds)
+            assert ("function" in kinds) if allowance else (kinds == {"file"}), (path, kinds)
 
     async def test_a_recurring_file_is_read_from_the_database_once_until_it_changes(
         self, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -309,7 +309,7 @@ class TestHitsAsDeclarations:
         monkeypatch.setattr(Store, "lookup", lookup)
         with capture_logs() as logs:
             answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
-        assert {h["kind"] for h in _group(answer, "src/mod.py")["hits"]} == {"line"}
+        assert {h["kind"] for h in _group(answer, "src/mod.py")["hits"]} == {"file"}
         assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["index_rebuilt"]
         answer = await _search(service, query="needle", namespaces=["repo"], paths=["src/mod.py"])
         assert "function" in {h["kind"] for h in _group(answer, "src/mod.py")["hits"]}

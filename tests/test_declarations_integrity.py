@@ -354,7 +354,7 @@ class TestDamage:
         try:
             with capture_logs() as logs:
                 answer = await _exact(service)
-            assert _lines(answer) == rg and _kinds(answer, "src/retry.py") == {"line"}  # (a)
+            assert _lines(answer) == rg and _kinds(answer, "src/retry.py") == {"file"}  # (a)
             assert _rebuilt(logs) == 1  # (b)
             rg = _add_late(corpus)
             _build(corpus, index)

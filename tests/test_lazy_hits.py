@@ -30,7 +30,8 @@ class TestLazyHits:
         answer = build_response(request, rank(request, outs), 0)
         assert answer["file_count"] == 100 and len(answer["files"]) == 3
         assert sorted(calls) == sorted(g["file_path"] for g in answer["files"])
-        assert all(g["hit_count"] == 2 == len(g["hits"]) for g in answer["files"])
+        assert all(g["hit_count"] == 1 == len(g["hits"]) for g in answer["files"])  # the file's own hit
+        assert all(g["hits"][0]["line_count"] == 2 for g in answer["files"])
 
     def test_late_garbage_costs_only_that_file(self) -> None:
         """A file whose hits cannot be decoded when shown keeps one path-level hit."""

@@ -32,7 +32,7 @@ from gateway.mcp.tools import (
 )
 from gateway.models import BackendResult, SearchQuery
 from gateway.query.request import SearchRequest, parse_request
-from gateway.service import MAX_READ_LINES, READ_LINES, SearchService
+from gateway.service import READ_LINES, SearchService
 from gateway.testing import MockBackend
 from gateway.wire import SearchResponse
 from tests.helpers import fedsearch_command, free_port, held_client, subprocess_env, wait_for_port
@@ -149,15 +149,15 @@ class TestTools:
         """read_file and namespaces publish their request and answer models, no extra arguments."""
         tools = await tools_by_name(client)
         assert tools["read_file"].input_schema == ReadFileRequest.model_json_schema()
-        assert tools["read_file"].input_schema["required"] == ["namespace", "path"]
+        assert tools["read_file"].input_schema["required"] == ["namespace", "file_path"]
         assert tools["read_file"].output_schema == ReadFileResult.model_json_schema()
         assert tools["namespaces"].input_schema["additionalProperties"] is False
         assert tools["namespaces"].output_schema == NamespacesResult.model_json_schema()
 
     async def test_search_description_tells_how_to_use_it(self, client: MCPClient) -> None:
-        """The description says results are whole files by namespace and to follow `next` verbatim."""
+        """The description says results are whole files, best first, and to follow `next` verbatim."""
         description = (await tools_by_name(client))["search"].description or ""
-        for phrase in ("whole files grouped by namespace", "`truncated`", "`next`", "verbatim", "`args`"):
+        for phrase in ("whole files, best first", "`truncated`", "`next`", "verbatim", "`args`"):
             assert phrase in description
 
 
@@ -289,18 +289,27 @@ class TestReadFile:
         assert result.structured_content["lines"] == ["def register_widget(name):", "    return name"]
         assert text_of(result).splitlines()[1:] == ["4\tdef register_widget(name):", "5\t    return name"]
 
-    async def test_a_slice_then_at_most_2000_lines(self, client: MCPClient) -> None:
-        """A long file read whole comes in a slice of 400 lines saying where the next starts; a range asked
-        for is cut at 2,000 lines; the text says where to go on."""
-        result = await client.call_tool("read_file", {"namespace": "alpha", "path": "long.txt"})
+    async def test_a_slice_whatever_range_is_asked(self, client: MCPClient) -> None:
+        """A long file read whole, or a range of 2,500 lines, comes in a slice of 400 lines saying where the
+        next starts; the text ends with the read_file call that reads it, made verbatim."""
+        result = await client.call_tool("read_file", {"namespace": "alpha", "file_path": "long.txt"})
         answer = result.structured_content
         assert len(answer["lines"]) == READ_LINES == 400 and answer["next_start_line"] == 401
         assert answer["total_lines"] == LONG_LINES
-        assert text_of(result).splitlines()[-1] == "(more: read_file with start_line=401)"
+        assert (
+            text_of(result).splitlines()[-1]
+            == '(more: read_file {"namespace":"alpha","file_path":"long.txt","start_line":401})'
+        )
         ranged = {"namespace": "alpha", "path": "long.txt", "start_line": 1, "end_line": LONG_LINES}
         result = await client.call_tool("read_file", ranged)
-        assert len(result.structured_content["lines"]) == MAX_READ_LINES == 2000
-        assert text_of(result).splitlines()[-1] == "(more: read_file with start_line=2001)"
+        assert (
+            len(result.structured_content["lines"]) == READ_LINES
+            and result.structured_content["next_start_line"] == 401
+        )
+        follow = json.loads(text_of(result).splitlines()[-1].removeprefix("(more: read_file ").removesuffix(")"))
+        assert follow == {"namespace": "alpha", "file_path": "long.txt", "start_line": 401, "end_line": LONG_LINES}
+        following = (await client.call_tool("read_file", follow)).structured_content
+        assert following["lines"][0] == "line 401" and following["next_start_line"] == 801
 
     @pytest.mark.parametrize(
         "arguments",
@@ -522,6 +531,27 @@ class TestCompactText:
         assert f"{answer['file_count']} files matched" in text
         assert len(text) < len(text_of(as_json)) / 2
 
+    def test_the_files_own_lines_come_under_its_heading(self) -> None:
+        """The file's own hit has no header line: its lines, and how many it left out, under the file's."""
+        own = {
+            "kind": "file",
+            "start_line": 1,
+            "end_line": 40,
+            "line_count": 3,
+            "lines": [{"line": 2, "text": "import e"}],
+        }
+        answer = {
+            "files": [{"namespace": "sa", "file_path": "__init__.py", "hits": [own]}],
+            "file_count": 1,
+            "limits": {"offset": 0},
+            "namespaces": [{"name": "sa", "status": "ok"}],
+        }
+        assert compact(answer).splitlines()[:3] == [
+            "sa/__init__.py",
+            "  2: import e",
+            "  … 2 more matched lines: read_file sa __init__.py 1-40",
+        ]
+
     def test_elided_lines_copies_and_next_are_said(self) -> None:
         hit = {
             "qualified_name": "Flask.url_for",
@@ -536,7 +566,7 @@ class TestCompactText:
                 {
                     "namespace": "flask",
                     "file_path": "src/app.py",
-                    "hits": [hit, {"kind": "file", "start_line": 1, "end_line": 1}],
+                    "hits": [{"kind": "file", "start_line": 1, "end_line": 1, "line_count": 0}, hit],
                     "duplicates": [{"namespace": "fork", "file_path": "src/app.py"}],
                 }
             ],

@@ -21,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from multidict import MultiDict
+from openapi_spec_validator import validate
 
 from gateway.config import Config, DefaultsConfig, ServerConfig, discover
 from gateway.errors import InvalidRequest
@@ -147,6 +148,23 @@ class TestParametersAreTheFields:
     def test_an_integral_float_is_an_integer(self) -> None:
         """5.0 is the integer 5, in JSON Schema and here."""
         assert parse_request({"query": "x", "files": 5.0, "context_lines": 2.0}).files == 5
+
+
+class TestEveryToolReadsIt:
+    def test_it_validates_as_openapi_3_1(self) -> None:
+        """openapi-spec-validator agrees the document is OpenAPI 3.1."""
+        doc = orjson.loads(document())
+        assert doc["openapi"].startswith("3.1")
+        validate(doc)
+
+    def test_pairs_are_small_objects_never_tuples(self) -> None:
+        """No `prefixItems` (schemathesis' stateful phase and code generators read them as an old `items`
+        list): a facet's values are {value, count}, a highlighted line's runs {kind, text} (issue 50)."""
+        doc = orjson.loads(document())
+        assert b"prefixItems" not in document()
+        schemas = doc["components"]["schemas"]
+        assert set(schemas["FacetCount"]["properties"]) == {"value", "count"}
+        assert set(schemas["Run"]["properties"]) == {"kind", "text"}
 
 
 @pytest.fixture

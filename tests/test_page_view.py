@@ -225,7 +225,7 @@ class TestRoutes:
             async with http.get(base + "v1/view/shapes/src/shapes.py") as response:
                 body = await response.json()
             assert response.status == 200
-            assert body["lines"][15][0] == ["k", "def"]
+            assert body["lines"][15][0] == {"kind": "k", "text": "def"}
             assert body["total_lines"] == 17
             async with http.get(base + "v1/outline/shapes/src/shapes.py") as response:
                 body = await response.json()

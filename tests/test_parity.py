@@ -20,10 +20,8 @@ from mcp import Client, StdioServerParameters
 
 from gateway.config import config_from_env
 from gateway.http.app import create_app
-from gateway.mcp.tools import build_server
-from gateway.service import SearchService
 from tests.corpus import make_corpus
-from tests.helpers import fedsearch_command, held_client, subprocess_env
+from tests.helpers import fedsearch_command, mcp_over, subprocess_env
 
 REPO = Path(__file__).resolve().parents[1]
 REQUEST: dict[str, Any] = {"query": "register_widget", "files": 2, "context_lines": 1, "paths": ["!vendor/**"]}
@@ -54,12 +52,8 @@ async def http(aiohttp_client: Callable[..., Awaitable[HttpClient]], root: Path)
 
 @pytest.fixture
 async def mcp_client(root: Path) -> AsyncIterator[Client]:
-    service = SearchService(config_from_env(None, str(root), env={}))
-    try:
-        async for c in held_client(build_server(service)):
-            yield c
-    finally:
-        await service.aclose()
+    async for c in mcp_over(root):
+        yield c
 
 
 def cli(root: Path, args: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from msgspec.structs import replace
 
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.parse import Declaration
-from gateway.models import BackendResult, FileMatch, Hit, Outcome
+from gateway.models import BackendResult, FileMatch, Hit, Outcome, gather, gathered
 from gateway.query.request import SearchRequest, parse_request
 from gateway.rank import EXACT, Known, RankedFile, Resolve, fuse, rank
 from gateway.sizing import MAX_CHAR_BUDGET, file_chars
@@ -42,10 +42,25 @@ class TestInvariants:
         """Invariant 1: every shown file carries all of its hits."""
         request = parse_request(args)
         answer = _answer(request, outs)
-        sources = {(o.namespace, f.path): len(f.hits) for o in outs if o.result for f in o.result.files}
+        sources = {(o.namespace, f.path): len(gather(f.hits, f.path)) for o in outs if o.result for f in o.result.files}
         for group in answer["files"]:
             assert group["hit_count"] == len(group["hits"])
             assert group["hit_count"] == sources[(group["namespace"], group["file_path"])]
+
+    @given(outcomes(), request_args())
+    def test_every_matched_line_belongs_to_the_files_own_hit(self, outs: list[Outcome], args: dict[str, Any]) -> None:
+        """SPEC §3: with no declarations known, a shown file has ONE hit, kind file, holding each matched line
+        once, in order, counted in line_count; no hit has a text or column of its own."""
+        request = parse_request({**args, "hit_lines": None, "char_budget": MAX_CHAR_BUDGET})
+        answer = _answer(request, outs)
+        sources = {(o.namespace, f.path): [h.line for h in f.hits] for o in outs if o.result for f in o.result.files}
+        for group in answer["files"]:
+            (hit,) = group["hits"]
+            lines = [line["line"] for line in hit["lines"]]
+            assert hit["kind"] == "file" and hit["qualified_name"] == group["file_path"]
+            assert lines == sorted(sources[(group["namespace"], group["file_path"])]) == matched_lines(group)
+            assert hit["line_count"] == len(lines) and (hit["start_line"], hit["end_line"]) == (1, lines[-1])
+            assert "text" not in hit and "column" not in hit
 
     @given(outcomes(), request_args())
     def test_next_iff_truncated(self, outs: list[Outcome], args: dict[str, Any]) -> None:
@@ -116,13 +131,16 @@ class TestInvariants:
         lines = answer["limits"]["hit_lines"]
         total = sum(g["hit_count"] for g in groups)
         chars = sum(file_chars(item.file, item.namespace, lines) for item in ranked.page)
+        room = ranked.room  # char_budget less the answer's other fields, never under half of it
+        assert request.char_budget // 2 <= room <= request.char_budget
         if len(groups) > 1:
-            assert total <= request.hit_budget and chars <= request.char_budget
+            assert total <= request.hit_budget and chars <= room
         if len(groups) < len(ordered) and len(groups) < request.files and groups:
             following = ordered[len(groups)]
+            following = following._replace(file=gathered(following.file))
             assert (
                 total + len(following.file.hits) > request.hit_budget
-                or chars + file_chars(following.file, following.namespace, lines) > request.char_budget
+                or chars + file_chars(following.file, following.namespace, lines) > room
             )
 
     @given(outcomes(), request_args())
@@ -189,7 +207,7 @@ def _grouping(index: dict[tuple[str, str], list[Declaration]]) -> Resolve:
             item = out[i]
             decls = index.get((item.namespace, item.file.path))
             if decls:
-                hits = as_declarations(item.file.hits, Outline.of(decls))
+                hits = as_declarations(item.file.hits, Outline.of(decls), item.file.path)
                 out[i] = item._replace(file=FileMatch(path=item.file.path, hits=hits, namespace=item.file.namespace))
         return out
 
@@ -224,8 +242,8 @@ class TestInvariantsWithDeclarations:
     def test_a_declaration_lists_its_first_lines_and_counts_them_all(
         self, outs: list[Outcome], args: dict[str, Any], data: st.DataObject
     ) -> None:
-        """Past ``limits.hit_lines`` (at most the request's) a declaration hit lists only its first lines, and
-        ``line_count`` counts them all: together with the line hits, every matched line of the file."""
+        """Past ``limits.hit_lines`` (at most the request's) a hit lists only its first lines, and ``line_count``
+        counts them all: together (the file's own hit's and the declarations'), every matched line of the file."""
         request = parse_request(args)
         answer = build_response(request, rank(request, outs, resolve=self._resolve(outs, data)), took_ms=0)
         listed = answer["limits"]["hit_lines"]
@@ -235,10 +253,7 @@ class TestInvariantsWithDeclarations:
         for group in answer["files"]:
             counted = 0
             for hit in group["hits"]:
-                assert "text" not in hit or hit["kind"] in ("line", "file")
-                if hit["kind"] in ("line", "file"):
-                    counted += hit["kind"] == "line"
-                    continue
+                assert "text" not in hit and "column" not in hit
                 lines = [line["line"] for line in hit.get("lines", [])]
                 expected = hit["line_count"] if listed is None else min(hit["line_count"], listed)
                 assert lines == sorted(lines) and len(lines) == expected
@@ -489,3 +504,30 @@ class TestNextActions:
         exact = _answer(parse_request({"query": "x"}), outs)
         assert semantic["files"][0]["hits"][0]["score"] == 0.9
         assert "score" not in exact["files"][0]["hits"][0]
+
+
+class TestFilesOwnHit:
+    @given(
+        st.lists(st.integers(1, 60), max_size=25),
+        st.booleans(),
+        st.lists(st.tuples(st.integers(1, 60), st.integers(0, 20)), max_size=4),
+    )
+    def test_every_matched_line_belongs_to_exactly_one_hit(
+        self, numbers: list[int], path_match: bool, spans: list[tuple[int, int]]
+    ) -> None:
+        """gather: whatever lines (repeated, unordered), path hits and declarations a file holds, each matched
+        line is in exactly one hit, the file's own first; gathering again changes nothing."""
+        lines = [Hit(line=n, text=f"t{n}", column=1) for n in numbers]
+        path = [Hit(line=1, text="a/b.py", kind="file")] if path_match else []
+        declared = [
+            Hit(line=s, end_line=s + n, text="", kind="function", symbol=f"f{s}", lines=(Hit(line=s, text="d"),))
+            for s, n in spans
+        ]
+        hits = gather([*path, *lines, *declared], "a/b.py")
+        own = [hit for hit in hits if hit.kind == "file"]
+        assert len(own) == (1 if lines or path_match else 0) and (not own or hits[0] is own[0])
+        if own:
+            assert [h.line for h in own[0].lines] == sorted(set(numbers))
+            assert own[0].line == 1 and own[0].last_line == max([1, *numbers])
+        assert [h for h in hits if h.kind != "file"] == declared
+        assert gather(hits, "a/b.py") == hits

@@ -390,3 +390,24 @@ class TestAfiSearch:
         finally:
             await service.aclose()
         assert (scope.patterns, scope.paths) == (["peer/alpha"], ["/src", "/src/**"])  # the file, or all in the folder
+
+
+class TestShape:
+    async def test_a_backend_of_lines_gives_the_files_own_hit(self, peer: Peer, front: Front) -> None:
+        """SPEC §3: a zoekt namespace (lines only) behind the peer, and the peer's own, answer as a local one
+        does: at most one hit of kind file a file, first, holding every line outside a declaration; no hit
+        has a text or column of its own."""
+        client = await front(peer.url)
+        status, answer = await search(client, namespaces=["peer/*"], hit_lines=None, files=200)
+        assert status == 200
+        kinds = {group["namespace"] for group in answer["files"]}
+        assert {"peer/zk", "peer/alpha"} <= kinds
+        for group in answer["files"]:
+            own = [hit for hit in group["hits"] if hit["kind"] == "file"]
+            assert len(own) <= 1 and (not own or group["hits"][0] is own[0])
+            for hit in group["hits"]:
+                lines = [line["line"] for line in hit.get("lines", ())]
+                assert "text" not in hit and "column" not in hit and hit["line_count"] == len(lines)
+                assert lines == sorted(lines)
+            if group["namespace"] == "peer/zk":
+                assert [hit["kind"] for hit in group["hits"]] == ["file"]

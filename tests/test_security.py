@@ -847,9 +847,7 @@ class TestSlowClients:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                 sock.connect((host, port))
                 reader, writer = await asyncio.open_connection(sock=sock)
-                whole = (
-                    b"GET /v1/files/bulk/big.txt?start_line=1&end_line=2000 HTTP/1.1\r\n"  # 16 MB: a range, not a slice
-                )
+                whole = b"GET /afi/read?path=/bulk/big.txt HTTP/1.1\r\n"  # 16 MB raw (/v1/files gives slices)
                 writer.write(whole + b"Host: x\r\nConnection: close\r\n\r\n")
                 for _ in range(400):  # the server gives up on us: wait for its event, not for a clock
                     if any(e["event"] == "slow_reader" for e in logs):

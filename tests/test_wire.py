@@ -109,9 +109,16 @@ class TestRequestValidation:
         assert SearchRequest.model_validate(r.args()) == r
 
 
-def _ids(path: str, lines: list[int]) -> list[int]:
+def _ids(path: str, spans: list[tuple[int, int]]) -> list[int]:
+    """The hit ids of a file whose hits are declarations of these spans (a span of one line: a matched
+    line outside any, which the file's own hit holds)."""
     request = parse_request({"query": "x"})
-    hits = tuple(Hit(line=n, text="x") for n in lines)
+    hits = tuple(
+        Hit(line=a, text="x")
+        if a == b
+        else Hit(line=a, end_line=b, text="x", kind="function", symbol=f"f{a}", lines=(Hit(line=a, text="x"),))
+        for a, b in spans
+    )
     result = BackendResult(files=(FileMatch(path=path, hits=hits),))
     outcome = Outcome(namespace="ns", backend="mock", status="ok", took_ms=1, result=result)
     answer = build_response(request, rank(request, [outcome]), 1)
@@ -120,16 +127,19 @@ def _ids(path: str, lines: list[int]) -> list[int]:
 
 class TestIds:
     def test_hit_id_is_stable_and_below_2_53(self) -> None:
-        """The same hit has the same id on every call, below 2**53; different hits differ."""
-        first = _ids("a.py", [3, 4])
-        assert first == _ids("a.py", [3, 4])
+        """The same hit has the same id on every call, below 2**53; different hits differ (the file's own
+        hit spans line 1 to its last matched line)."""
+        first = _ids("a.py", [(3, 3), (5, 9)])
+        assert first == _ids("a.py", [(3, 3), (5, 9)])
         assert all(0 <= i < 2**53 for i in first)
         assert first[0] != first[1]
-        assert _ids("b.py", [3])[0] != first[0]
+        assert _ids("b.py", [(3, 3), (5, 9)])[0] != first[0]
+        assert _ids("a.py", [(4, 4), (5, 9)])[0] != first[0]
 
     def test_hit_id_does_not_depend_on_the_other_hits(self) -> None:
         """A hit's id is derived from its namespace, path and span only."""
-        assert _ids("a.py", [3, 9])[0] == _ids("a.py", [3])[0]
+        assert _ids("a.py", [(5, 9), (20, 30)])[0] == _ids("a.py", [(5, 9)])[0]
+        assert _ids("a.py", [(3, 3), (5, 9)])[1] == _ids("a.py", [(5, 9)])[0]
 
 
 class TestSchema:

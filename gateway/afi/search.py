@@ -138,7 +138,8 @@ async def _scope(service: SearchService, target: Target, names: list[str], acces
 def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> list[list[dict[str, Any]]]:
     """The AFI Matches of a search answer: one list per file group, in the answer's order.
 
-    This is the only conversion from the wire answer to AFI matches. Path-only hits
+    This is the only conversion from the wire answer to AFI matches: one Match per matched
+    line, the file's own hit's and each declaration's. Path-only hits
     are left out (AFI search returns text matches), and so are semantic hits under
     ``threshold``: ``score`` is present iff the search is semantic. A group's other copies
     of its content (SPEC §3, Duplicates) are each of its matches' ``x-duplicates``: their
@@ -150,15 +151,16 @@ def afi_matches(answer: Mapping[str, Any], semantic: bool, threshold: float) -> 
         matches: list[dict[str, Any]] = []
         for item in group["hits"]:
             score = item.get("score", 0.0)
-            if item["kind"] == "file" or (semantic and score < threshold):
+            own = item["kind"] == "file"  # the file's own hit: its lines are the file's, in no declaration
+            if (own and "lines" not in item) or (semantic and score < threshold):
                 continue
-            path = f"/{namespace}/{item['file_path'].lstrip('/')}"
-            if "lines" in item:  # a declaration: one Match per matched line, the declaration beside it
-                declaration = {k: item[k] for k in _DECLARATION if k in item}
+            path = f"/{namespace}/{group['file_path'].lstrip('/')}"
+            if "lines" in item:  # one Match per matched line, the declaration it lies in beside it
+                declaration = None if own else {k: item[k] for k in _DECLARATION if k in item}
                 for line in item["lines"]:
                     matches.append(_match(path, line["line"], line, semantic, score, namespace, declaration))
                 continue
-            around = {k: item[k] for k in _DECLARATION if k in item} if item["kind"] != "line" else None
+            around = {k: item[k] for k in _DECLARATION if k in item}
             match = _match(path, item["start_line"], item, semantic, score, namespace, around)
             if item["end_line"] != item["start_line"]:
                 match["x-end-line"] = item["end_line"]

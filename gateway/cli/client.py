@@ -150,7 +150,7 @@ class Client:
         if lines and lines[-1] == "":
             lines.pop()
         first = int(headers.get("X-Start-Line") or start or 1)
-        return {
+        result: dict[str, Any] = {
             "namespace": namespace,
             "path": path,
             "start_line": first,
@@ -158,3 +158,6 @@ class Client:
             "total_lines": int(headers.get("X-Total-Lines") or 0),
             "lines": lines,
         }
+        if headers.get("X-Next-Start-Line"):  # a slice: where the next one starts
+            result["next_start_line"] = int(headers["X-Next-Start-Line"])
+        return result

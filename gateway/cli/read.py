@@ -55,7 +55,7 @@ def _print(result: dict[str, Any], as_json: bool, asked_end: int | None) -> None
     width = len(str(max(end, 1)))
     sys.stdout.write("".join(f"{start + i:>{width}}\t{line}\n" for i, line in enumerate(result["lines"])))
     total = result.get("total_lines")
-    if total and end < total and (asked_end is None or asked_end > end):  # the read limit stopped it
+    if total and end < total and (asked_end is None or asked_end > end):  # a slice's limit stopped it
         hint(f"lines {start}-{end} of {total}; more: fedsearch read {result['namespace']}/{result['path']}:{end + 1}-")
 
 
@@ -77,7 +77,7 @@ def _local(args: argparse.Namespace, target: str, start: int | None, end: int | 
     import asyncio
 
     from gateway.cli.scope import load, scope_of
-    from gateway.service import SearchService
+    from gateway.service import MAX_READ_LINES, SearchService
 
     config = load(args)
     here = _local_file(scope_of(config).roots, target) if os.path.isfile(target) else None
@@ -87,7 +87,10 @@ def _local(args: argparse.Namespace, target: str, start: int | None, end: int | 
         try:
             try:
                 namespace, path = here or await service.file_of(target)
-                return await service.read_file(namespace, path, start, end)
+                if end is None:  # a slice, as an agent's
+                    return await service.read_file(namespace, path, start)
+                # a person's range: all of it, up to the most one call reads
+                return await service.read_file(namespace, path, start, end, most_lines=MAX_READ_LINES, most_chars=None)
             except NotFound:
                 raise NotFound(_missing(target)) from None
         finally:

@@ -153,7 +153,7 @@ def _shown_lines(group: dict[str, Any], most: int | None) -> set[int] | None:
         return None
     numbers: set[int] = set()
     for hit in group["hits"]:
-        if hit.get("kind") != "file":
+        if hit.get("lines") or hit.get("kind") != "file":  # (a path match has no line)
             numbers.update(line.get("line", line.get("start_line")) for line in hit.get("lines") or [hit])
     return set(sorted(numbers)[:most])
 
@@ -165,13 +165,14 @@ def rows(group: dict[str, Any], style: Style) -> list[Row]:
     headers: list[Row] = []
     shown = _shown_lines(group, style.max_count)
     for hit in group["hits"]:
-        if hit.get("kind") == "file":
+        own = hit.get("kind") == "file"  # the file's own hit: its lines under the file's heading, no header
+        if own and not hit.get("lines"):
             continue  # the path matched: the heading says it
         lines = [ln for ln in hit.get("lines") or [] if shown is None or ln["line"] in shown]
         by_meaning = "reason" in hit  # a semantic hit: a declaration, its signature as its line
         if not lines and (hit.get("lines") or (shown is not None and hit["start_line"] not in shown)):
             continue  # -m left none of its lines
-        if lines or by_meaning:
+        if (lines or by_meaning) and not own:
             headers.append(_header(hit))
         if by_meaning and hit["reason"]:  # under its header: the query's words and where they were found
             headers.append(Row(hit["start_line"], f"  why: {hit['reason']}", False, header=True))

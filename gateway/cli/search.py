@@ -430,7 +430,7 @@ def _nothing(args: argparse.Namespace, data: dict[str, Any]) -> int:
     from gateway.wire import build_response
 
     request = parse_request(data)  # bad input is still an error naming its field
-    lines = page([], 0, request.files, request.hit_budget, request.char_budget, request.hit_lines)[1]
+    lines = page([], 0, request.files, request.hit_budget, request.char_budget, request.hit_lines)[1].lines
     empty = Ranked(
         page=[],
         file_count=0,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from gateway.errors import InvalidRequest
@@ -24,7 +23,7 @@ __all__ = ["post_facets"]
 
 
 async def post_facets(request: web.Request) -> web.Response:
-    """``{file_count, namespaces, languages, folders}``, each facet ``[[value, files], ...]``, the most first."""
+    """``{file_count, namespaces, languages, folders}``, each facet ``[{value, count}, ...]``, the most first."""
     service = service_of(request)
     access: Any = request.get(ACCESS)
     with parameter_names(request):
@@ -34,4 +33,7 @@ async def post_facets(request: web.Request) -> web.Response:
     facets = await service.facets(search, access)
     if facets is None:
         raise InvalidRequest("cursor", "no snapshot of this cursor here: it expired, or is another request's")
-    return json_response(msgspec.to_builtins(facets))
+    body: dict[str, Any] = {"file_count": facets.file_count}
+    for name in ("namespaces", "languages", "folders"):
+        body[name] = [{"value": value, "count": count} for value, count in getattr(facets, name)]
+    return json_response(body)

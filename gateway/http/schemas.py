@@ -115,6 +115,14 @@ class ProgressEvent(BaseModel):
     file_count: int = Field(ge=0)
 
 
+class Run(BaseModel):
+    """A run of a highlighted line: text of one token class."""
+
+    model_config = _STRICT
+    kind: str = Field(description="The token class (Pygments' short name; empty: plain text).")
+    text: str
+
+
 class FileView(BaseModel):
     """``/v1/view``: the slice ``/v1/files`` reads, each line plain text or ``[class, text]`` runs."""
 
@@ -125,8 +133,8 @@ class FileView(BaseModel):
     end_line: int = Field(ge=0)
     total_lines: int = Field(ge=0)
     next_start_line: int | None = Field(default=None, ge=1, description="Where the next slice starts, if any.")
-    lines: list[str | list[tuple[str, str]]] = Field(
-        description="Each line: its text, or its runs as [token class, text] (the page's stylesheet colours them)."
+    lines: list[str | list[Run]] = Field(
+        description="Each line: its text, or its runs of one token class each (the page's stylesheet colours them)."
     )
 
 
@@ -151,11 +159,19 @@ class FileOutline(BaseModel):
     outline: list[Symbol]
 
 
+class FacetCount(BaseModel):
+    """One value of a facet and the files that have it."""
+
+    model_config = _STRICT
+    value: str
+    count: int = Field(ge=0)
+
+
 class Facets(BaseModel):
-    """``/v1/facets``: an answer's files counted over its snapshot, each facet [[value, files], ...], most first."""
+    """``/v1/facets``: an answer's files counted over its snapshot, each facet's values the most first."""
 
     model_config = _STRICT
     file_count: int = Field(ge=0)
-    namespaces: list[tuple[str, int]]
-    languages: list[tuple[str, int]]
-    folders: list[tuple[str, int]]
+    namespaces: list[FacetCount]
+    languages: list[FacetCount]
+    folders: list[FacetCount]

@@ -46,7 +46,7 @@ def _params(request: web.Request) -> _Params:
 
 async def get_view(request: web.Request) -> web.Response:
     """A slice of a file: ``{namespace, path, start_line, end_line, total_lines, next_start_line?,
-    lines}``, each line plain text or ``[class, text]`` runs."""
+    lines}``, each line plain text or its ``{kind, text}`` runs (``kind``: the token class)."""
     service = service_of(request)
     access: Any = request.get(ACCESS)
     params = _params(request)
@@ -55,10 +55,12 @@ async def get_view(request: web.Request) -> web.Response:
     first = result["start_line"]
     lead: list[str] = []
     if first > 1 and lexer_for(path) is not None:  # the lines before, so a slice inside a docstring is one
-        lead = (await service.read_file(namespace, path, max(1, first - LEAD), first - 1, access))["lines"]
+        before = await service.read_file(namespace, path, max(1, first - LEAD), first - 1, access, most_chars=None)
+        lead = before["lines"]
     loop = asyncio.get_running_loop()
     body: dict[str, Any] = {key: value for key, value in result.items() if key != "lines"}
-    body["lines"] = await loop.run_in_executor(None, highlight, path, result["lines"], lead)
+    lines = await loop.run_in_executor(None, highlight, path, result["lines"], lead)
+    body["lines"] = [line if isinstance(line, str) else [{"kind": k, "text": t} for k, t in line] for line in lines]
     return json_response(body)
 
 

@@ -1,9 +1,9 @@
 """A file's matched lines as declaration hits (SPEC §3, "Declarations are the unit inside a file").
 
 Every matched line inside a declaration belongs to the innermost one, and that
-declaration is ONE hit carrying those lines; a matched line outside every
-declaration stays a ``line`` hit. Every line hit given appears in exactly one hit
-of the result, and the result is in file order.
+declaration is ONE hit carrying those lines; the matched lines outside every
+declaration are the file's own hit (:func:`gateway.models.gather`), first. Every line hit
+given appears in exactly one hit of the result, and the result is in file order.
 
 A file's declarations are grouped by as an :class:`Outline`: their spans in order of
 start line and their parents as plain integers, their names and intent encoded
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import msgspec
 
 from gateway.index.parse import Declaration
-from gateway.models import Hit
+from gateway.models import Hit, gather
 
 __all__ = ["Outline", "as_declarations"]
 
@@ -111,11 +111,12 @@ class Outline:
         return _DETAIL_OF(self._details[self._offsets[i] : self._offsets[i + 1]])
 
 
-def as_declarations(hits: Sequence[Hit], outline: Outline) -> tuple[Hit, ...]:
-    """``hits`` (a file's line hits, in order) grouped into the declarations they lie in."""
+def as_declarations(hits: Sequence[Hit], outline: Outline, path: str) -> tuple[Hit, ...]:
+    """``hits`` (a file's line hits, in order) grouped into the declarations they lie in, the rest
+    into the file's own hit (``path``: the file's)."""
     starts, ends, parents = outline.starts, outline.ends, outline.parents
     if not starts:
-        return tuple(hits)
+        return gather(hits, path)
     grouped: dict[int, list[Hit]] = {}
     out: list[Hit] = []
     for hit in hits:  # Outline.innermost inline: the loop of a page's every matched line
@@ -150,7 +151,7 @@ def as_declarations(hits: Sequence[Hit], outline: Outline) -> tuple[Hit, ...]:
             )
         )
     out.sort(key=_place)
-    return tuple(out)
+    return gather(out, path)
 
 
 def _place(hit: Hit) -> tuple[int, int]:

@@ -41,7 +41,7 @@ from gateway.index.grammars import grammar, language_of
 from gateway.index.hits import Outline, as_declarations
 from gateway.index.store import FileRecord, Store, Stored, damaged
 from gateway.log import get_logger
-from gateway.models import FileMatch
+from gateway.models import FileMatch, gathered
 from gateway.rank import EXACT, OTHER_CASE, Definitions, Known, RankedFile, Resolve
 from gateway.signals import query_name
 from gateway.tracing import span
@@ -416,11 +416,12 @@ class DeclarationIndex:
                 if outline is not None and outline.starts:
                     file = item.file
                     try:
-                        grouped = as_declarations(file.hits, outline)
+                        grouped = as_declarations(file.hits, outline, file.path)
                     except _GARBLED as exc:  # names that do not decode: not what was written
                         raise sqlite3.DatabaseError(f"database disk image is malformed: {file.path}'s outline") from exc
                     item = item._replace(file=FileMatch(path=file.path, hits=grouped, namespace=file.namespace))
-                    out[offset + k] = item
+            item = item._replace(file=gathered(item.file))
+            out[offset + k] = item
             n = len(item.file.hits)
             if k and used + n > budget:
                 break  # the page ends before this file

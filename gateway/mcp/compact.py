@@ -6,17 +6,18 @@ puts this instead in the text content: the page as a person reads it, in about a
 JSON's characters, while ``structuredContent`` keeps the whole answer::
 
     flask/src/flask/app.py
+      12: from .helpers import url_for
       Flask.url_for  method  1003-1130
         1003: def url_for(
         1046: … 4 more matched lines: read_file flask src/flask/app.py 1003-1130
-      1201: url_for = ...
     20 files matched; showing 1-20
     next (more files): search {"query": "url_for", "offset": 20}
 
-One line a file (``namespace/path``, and ``also in:`` its copies), one a declaration (qualified
-name, kind, span, score), one a matched line (``line: text``), one for the lines a declaration
-left out (with the ``read_file`` span holding them), then what the page holds, the note and each
-next action as the ``search`` arguments that make it.
+One line a file (``namespace/path``, and ``also in:`` its copies), then its own hit's matched
+lines (those outside every declaration), one a declaration (qualified name, kind, span, score),
+one a matched line (``line: text``), one for the lines a hit left out (with the ``read_file``
+span holding them), then what the page holds, the note and each next action as the ``search``
+arguments that make it.
 """
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ TEXT_FORMS = ("json", "compact")
 
 def _hit(hit: dict[str, Any], group: dict[str, Any]) -> list[str]:
     lines = hit.get("lines")
-    if lines is None and hit["kind"] == "line":
-        return [f"  {hit['start_line']}: {hit['text']}"]
+    own = hit["kind"] == "file"  # the file's own hit: its lines under the file's heading, unindented
     score = f"  {hit['score']:.2f}" if hit.get("score") is not None else ""
-    out = [f"  {hit['qualified_name']}  {hit['kind']}  {hit['start_line']}-{hit['end_line']}{score}"]
-    out += [f"    {line['line']}: {line['text']}" for line in lines or ()]
+    out = [] if own else [f"  {hit['qualified_name']}  {hit['kind']}  {hit['start_line']}-{hit['end_line']}{score}"]
+    indent = "  " if own else "    "
+    out += [f"{indent}{line['line']}: {line['text']}" for line in lines or ()]
     more = hit.get("line_count", 0) - len(lines or ())
     if more > 0:
         span = f"{group['namespace']} {group['file_path']} {hit['start_line']}-{hit['end_line']}"
-        out.append(f"    … {more} more matched line{'s' if more != 1 else ''}: read_file {span}")
+        out.append(f"{indent}… {more} more matched line{'s' if more != 1 else ''}: read_file {span}")
     return out
 
 
@@ -52,7 +53,7 @@ def _group(group: dict[str, Any]) -> list[str]:
         head += "  (also in: " + ", ".join(f"{c['namespace']}/{c['file_path']}" for c in copies) + ")"
     out = [head]
     for hit in group["hits"]:
-        if hit["kind"] != "file":  # a path-only match: the heading says it
+        if hit["kind"] != "file" or hit.get("line_count"):  # a path-only match: the heading says it
             out += _hit(hit, group)
     return out
 

@@ -41,7 +41,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
@@ -61,7 +61,7 @@ from gateway.log import configure, get_logger
 from gateway.mcp.compact import compact
 from gateway.query.request import SearchRequest, parse_request, problem_fields
 from gateway.resilience.callers import CLIENT_HEADER, Principal, calling, identify
-from gateway.service import MAX_READ_LINES, Access, SearchService
+from gateway.service import READ_LINES, Access, SearchService
 from gateway.serving import settle_heap
 from gateway.wire import SearchResponse
 
@@ -86,32 +86,47 @@ SERVER_NAME = "fedsearch"
 
 INSTRUCTIONS = (
     "Federated code search over many repositories (namespaces). Start with `search`; when an answer "
-    "is `truncated`, make the calls in its `next` list verbatim. Open a file you found with "
-    "`read_file`; list namespace names with `namespaces`."
+    "is `truncated`, make the calls in its `next` list verbatim. Open what a hit names with "
+    "`read_file` (its namespace, file_path, start_line, end_line); list namespaces with `namespaces`."
 )
 
-SEARCH_DESCRIPTION = (
-    "Search source code across every namespace (repository) this gateway serves, in one call. "
-    "mode=exact (default) finds a literal substring, mode=regex takes RE2 syntax, mode=semantic "
-    "searches by meaning: use it when you describe what code does rather than words it contains "
-    '("sanitize an uploaded file name"). The query may carry filters: `repo:GLOB`, `file:GLOB` '
-    "(`-file:GLOB` excludes), `lang:NAME`, `sym:NAME` (declarations named so), `case:yes`, and `/RE/` "
-    "for a regex. Examples: "
-    "`repo:flask def url_for`; `lang:go file:internal/** ServeHTTP`; `/def get_\\w+\\(/ -file:tests/**`. "
-    "Results are whole files grouped by namespace, best first: each hit is the "
-    "declaration a match lies in (kind, qualified_name, its span start_line-end_line) with its first "
-    "matched `lines` (`line_count` says how many it has: read_file on the span reads them all), or a "
-    "matched line outside any. An answer is sized for you (about 40,000 characters: `char_budget`, "
-    "`hit_lines`). `namespaces` gives each namespace's status. When `truncated` is true something "
-    "was withheld: `next` lists follow-up calls; make them verbatim (call `search` with that `args`, "
-    "unchanged) instead of editing offsets yourself."
+#: Each tool teaches by example (issue 50): every call written ``tool {json}`` on a line of its own
+#: here works verbatim (tests/test_mcp_examples.py makes each one through the MCP client).
+SEARCH_DESCRIPTION = "\n".join(
+    [
+        "Search code in every namespace (repository) at once. Answers fit your context (about `char_budget` "
+        "40,000 characters): whole files, best first, each with its hits.",
+        "",
+        "A hit is the declaration a match lies in (kind, qualified_name, start_line-end_line) with its first "
+        "`lines` (`line_count` says how many it has), or the file's own hit (kind `file`): its matched lines "
+        "outside every declaration.",
+        "",
+        "Examples:",
+        "1. Where a name is defined, in one namespace (exact text is the default mode):",
+        'search {"query": "def url_for", "namespaces": ["flask"]}',
+        "2. Filters inside the query (repo:, file:, -file:, lang:, sym:, case:yes) and /RE/ for a regex:",
+        'search {"query": "lang:python -file:tests/** /def get_\\\\w+\\\\(/"}',
+        "3. By meaning, when you know what the code does but not its words:",
+        'search {"query": "sanitize an uploaded file name", "mode": "semantic"}',
+        "",
+        "When `truncated` is true, `note` says what was left out and `next` lists calls that get it: make "
+        "one verbatim, e.g. the next page:",
+        'search {"query": "def url_for", "namespaces": ["flask"], "offset": 20}',
+        "(copy `args` unchanged: it carries the cursor that keeps the order). `namespaces` in the answer "
+        "gives each namespace's status.",
+    ]
 )
 
-READ_FILE_DESCRIPTION = (
-    "Read one file of a namespace, lines numbered from 1. Use the `namespace` and `file_path` of a "
-    "search hit, and its start_line/end_line to read the declaration it names. Without end_line you "
-    "get a slice of at most 400 lines or 40,000 characters; `next_start_line` says where the next "
-    "one starts. With end_line, at most 2,000 lines. `total_lines` tells how far the file goes."
+READ_FILE_DESCRIPTION = "\n".join(
+    [
+        "Read lines of one file, numbered. Pass a search hit's `namespace` and `file_path`, and its "
+        "`start_line`/`end_line` to read the declaration it names, all its matched lines included:",
+        'read_file {"namespace": "flask", "file_path": "src/flask/app.py", "start_line": 1003, "end_line": 1130}',
+        "One call gives at most 400 lines or about 40,000 characters, whatever range is asked; "
+        "`next_start_line` says where the next slice starts, e.g.:",
+        'read_file {"namespace": "flask", "file_path": "src/flask/app.py", "start_line": 401}',
+        "`total_lines` says how long the file is. (`path` is accepted for `file_path`.)",
+    ]
 )
 
 NAMESPACES_DESCRIPTION = "List the namespaces you can search, with their backend kind, health and capabilities."
@@ -125,14 +140,16 @@ _STRICT = ConfigDict(frozen=True, extra="forbid")
 
 
 class ReadFileRequest(BaseModel):
-    """The ``read_file`` tool's arguments."""
+    """The ``read_file`` tool's arguments: named as a search hit names them (``path`` too, as before)."""
 
     model_config = _STRICT
-    namespace: str = Field(min_length=1, description="The namespace, as in a search hit's `namespace`.")
-    path: str = Field(min_length=1, description="The file's path, as in a search hit's `file_path`.")
+    namespace: str = Field(min_length=1, description="A search hit's `namespace`.")
+    file_path: str = Field(
+        min_length=1, validation_alias=AliasChoices("file_path", "path"), description="A search hit's `file_path`."
+    )
     start_line: int | None = Field(default=None, ge=1, description="First line to read (default 1).")
     end_line: int | None = Field(
-        default=None, ge=1, description=f"Last line to read (default: up to {MAX_READ_LINES} lines)."
+        default=None, ge=1, description=f"Last line to read (one call reads at most {READ_LINES} of them)."
     )
 
 
@@ -146,7 +163,9 @@ class ReadFileResult(BaseModel):
     end_line: int
     total_lines: int
     lines: list[str]
-    next_start_line: int | None = Field(default=None, description="Where the next slice starts, when lines are left.")
+    next_start_line: int | None = Field(
+        default=None, description="Where the next slice starts, when lines of the range asked are left."
+    )
 
 
 class NamespacesRequest(BaseModel):
@@ -266,14 +285,22 @@ def _validate(model: type[BaseModel], arguments: dict[str, Any]) -> Any:
 
 
 def numbered(result: dict[str, Any], asked_end: int | None = None) -> str:
-    """``read_file``'s text: a header, each line prefixed by its number, and where to go on
-    when the line cap (not the caller's ``end_line``) stopped it."""
+    """``read_file``'s text: a header, each line prefixed by its number, and the call that reads the
+    next slice when the range asked was cut."""
     start, end, total = result["start_line"], result["end_line"], result["total_lines"]
     head = f"{result['namespace']}:{result['path']} lines {start}-{end} of {total}"
     width = len(str(max(end, 1)))
     body = [f"{start + i:>{width}}\t{line}" for i, line in enumerate(result["lines"])]
-    capped = end < total and (asked_end is None or asked_end > end)
-    tail = [f"(more: read_file with start_line={end + 1})"] if capped else []
+    tail = []
+    if "next_start_line" in result:
+        call: dict[str, Any] = {
+            "namespace": result["namespace"],
+            "file_path": result["path"],
+            "start_line": result["next_start_line"],
+        }
+        if asked_end is not None:
+            call["end_line"] = asked_end
+        tail = [f"(more: read_file {orjson.dumps(call).decode()})"]
     return "\n".join([head, *body, *tail]) + "\n"
 
 
@@ -304,7 +331,7 @@ def build_server(
 
     async def read_file(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:
         req: ReadFileRequest = _validate(ReadFileRequest, arguments)
-        result = await service.read_file(req.namespace, req.path, req.start_line, req.end_line, access)
+        result = await service.read_file(req.namespace, req.file_path, req.start_line, req.end_line, access)
         return _answer(result, text=numbered(result, req.end_line))
 
     async def namespaces(arguments: dict[str, Any], access: Access, ctx: Context | None) -> CallToolResult:

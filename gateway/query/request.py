@@ -87,7 +87,7 @@ class SearchRequest(BaseModel):
         default=DEFAULT_HIT_LINES,
         ge=0,
         le=MAX_HIT_LINES,
-        description="A declaration hit lists its first matched lines up to this many (line_count says how "
+        description="Each hit lists its first matched lines up to this many (line_count says how "
         "many it has; read_file reads its span); null lists every one.",
     )
     timeout_ms: int = Field(default=5000, ge=100, le=60_000, description="The whole answer's deadline.")

@@ -369,9 +369,9 @@ function linesNode(group, entries) {
 }
 
 function hitNode(group, hit) {
-  if (hit.kind === "file") return el("li", { class: "hit pathhit" }, el("span", { class: "kind file", text: "path" }), " the path matches");
-  // a declaration has no text of its own: its matched lines (the first ones); a semantic hit has its reason
+  // a hit has no text of its own: its matched lines (the first ones); a semantic hit has its reason
   const lines = hit.lines && hit.lines.length ? hit.lines : [];
+  if (hit.kind === "file" && !lines.length) return el("li", { class: "hit pathhit" }, el("span", { class: "kind file", text: "path" }), " the path matches");
   const why = hit.reason  // the query's words and the field or sentence they were found in
     ? [el("div", { class: "why", title: "why it matched: " + (hit.matched_terms || []).join(", "), text: hit.reason })]
     : [];
@@ -384,24 +384,17 @@ function hitNode(group, hit) {
   const score = typeof hit.score === "number"  // a search by meaning: how close, in [0, 1]
     ? [el("span", { class: "score", title: "similarity to the query", text: hit.score.toFixed(2) })]
     : [];
+  // the file's own hit (its lines outside every declaration): the lines alone, under the file's header
+  if (hit.kind === "file") return el("li", { class: "hit own" }, ...linesNode(group, lines), ...more);
   return el("li", { class: "hit decl" },
     el("div", { class: "decl-head" }, el("span", { class: "kind " + hit.kind, text: hit.kind }),
       el("span", { class: "qname" }, highlighted(hit.qualified_name, state.matcher)), el("span", { class: "span", text: span }), ...score),
     ...why, ...linesNode(group, lines), ...more);
 }
 
-// A file's hits in order: each declaration on its own, the line hits between them merged.
+// A file's hits in order: the file's own (its lines outside every declaration) first, then each declaration.
 function hitsNode(group) {
-  const items = [];
-  let run = [];
-  const flush = () => { if (run.length) items.push(el("li", { class: "hit" }, ...linesNode(group, run))); run = []; };
-  for (const hit of group.hits) {
-    if (hit.kind === "line") { run.push({ line: hit.start_line, text: hit.text, context: hit.context }); continue; }
-    flush();
-    items.push(hitNode(group, hit));
-  }
-  flush();
-  return el("ol", { class: "hits" }, ...items);
+  return el("ol", { class: "hits" }, ...group.hits.map((hit) => hitNode(group, hit)));
 }
 
 // The other copies of a group's content (SPEC §3, Duplicates): a "+N copies" toggle in its header
@@ -518,7 +511,8 @@ async function loadFacets(answer) {
     if (!response.ok || state.answer !== answer) return;
     const body = await response.json();
     if (state.answer !== answer) return;
-    const counts = { namespaces: new Map(body.namespaces), languages: new Map(body.languages), folders: new Map(body.folders) };
+    const tally = (facet) => new Map(facet.map((f) => [f.value, f.count]));
+    const counts = { namespaces: tally(body.namespaces), languages: tally(body.languages), folders: tally(body.folders) };
     state.facets = { answer, counts };
     renderFacets();
   } catch { /* the facets stay counted over this page */ }
@@ -651,7 +645,7 @@ async function openViewer(route, start) {
 }
 
 function codeRow(route, n, line, hitLines) {
-  const runs = typeof line === "string" ? [["", line]] : line;
+  const runs = typeof line === "string" ? [["", line]] : line.map((run) => [run.kind, run.text]);
   const text = runs.map((run) => run[1]).join("");
   return el("div", { class: "line" + (hitLines.has(n) ? " hit" : "") + (n === route.line ? " chosen" : ""), id: "L" + n },
     el("a", { class: "ln", href: fileHref(route.namespace, route.path, n), "aria-label": `line ${n}`, text: String(n) }),
@@ -722,9 +716,8 @@ function hitLinesOf(route) {
   const lines = new Set();
   const group = state.answer && state.answer.files.find((g) => g.namespace === route.namespace && g.file_path === route.path);
   for (const hit of (group && group.hits) || []) {
-    if (hit.kind === "file") continue;
     if (hit.lines && hit.lines.length) for (const l of hit.lines) lines.add(l.line);
-    else lines.add(hit.start_line);
+    else if (hit.kind !== "file") lines.add(hit.start_line);  // (a path match has no line)
   }
   return lines;
 }
