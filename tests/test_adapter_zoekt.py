@@ -331,6 +331,7 @@ class TestDefinition:
             ),
             min_size=1,
             max_size=24,
+            unique_by=lambda line: line[0],  # Zoekt sends one LineMatch a line (decoding keeps one of a number)
         ),
         sensitive=st.booleans(),
     )
