@@ -53,6 +53,9 @@ MAX_READ_LINES = 2000
 #: A slice read without an end line: about what an answer costs an agent (gateway.sizing).
 READ_LINES = 400
 READ_CHARS = 40_000
+#: A person's slice (the page's file view, SPEC §9): the whole file up to this many lines, then slices.
+VIEW_LINES = 20_000
+VIEW_CHARS = 4_000_000
 #: The most of a request's time kept from its backends for the answer's own work (learnt: below).
 ANSWER_SHARE = 0.1
 
@@ -434,12 +437,14 @@ class SearchService:
         start_line: int | None = None,
         end_line: int | None = None,
         access: Access = None,
+        reader: tuple[int, int] = (READ_LINES, READ_CHARS),
     ) -> dict[str, Any]:
         """Lines of one file, never outside the namespace root: a local checkout's, or a remote
         backend's where it offers content (:mod:`gateway.files`). Without ``end_line``, a slice sized
-        for its reader (READ_LINES lines, cut where they pass READ_CHARS characters); with it, at most
-        MAX_READ_LINES. ``next_start_line`` says where the next slice starts when lines are left; a
-        ``start_line`` past the end is an error naming it."""
+        for its ``reader`` (lines, cut where they pass its characters: an agent's READ_LINES and
+        READ_CHARS by default, a person's VIEW_LINES and VIEW_CHARS); with it, at most
+        MAX_READ_LINES. ``next_start_line`` says where the next slice starts when lines are left;
+        a ``start_line`` past the end is an error naming it."""
         start = 1 if start_line is None else start_line
         if start < 1:
             raise InvalidRequest("start_line", "must be at least 1")
@@ -447,12 +452,12 @@ class SearchService:
             raise InvalidRequest("end_line", "must not be before start_line")
         if self.catalog.children.parents and self.catalog.partial(access):
             await self.catalog.children.refresh()
-        most = MAX_READ_LINES if end_line is not None else READ_LINES
+        most = MAX_READ_LINES if end_line is not None else reader[0]
         lines, total = await self.view(namespace, access).read_lines(path, start, end_line, most)
         if start > max(total, 1):
             raise InvalidRequest("start_line", f"{start} is past the end of {path} ({total} lines)")
         if end_line is None:
-            lines = _within_chars(lines, READ_CHARS)
+            lines = _within_chars(lines, reader[1])
         end = start + len(lines) - 1 if lines else start - 1
         result: dict[str, Any] = {
             "namespace": namespace,
