@@ -445,11 +445,13 @@ class Intents:
         if not rows:
             return {}
         if not self._full:  # the candidates' files' vectors alone
-            held = {f: vectors_of(blob, count, self._dim) for f, count, blob in store.file_vectors(sorted(files))}
-            pairs = [key for key in rows if key[0] in held and key[1] < len(held[key[0]])]
+            held = {f: (count, blob) for f, count, blob in store.file_vectors(sorted(files))}
+            pairs = [key for key in rows if key[0] in held and key[1] < held[key[0]][0]]
             if not pairs:
                 return {}
-            values = np.stack([held[f][o] for f, o in pairs]) @ vector()
+            width = 2 * self._dim  # float16
+            picked = b"".join(held[f][1][o * width : (o + 1) * width] for f, o in pairs)
+            values = vectors_of(picked, len(pairs), self._dim) @ vector()
             return dict(zip(pairs, values.tolist(), strict=True))
         values = self.matrix[list(rows.values())] @ vector()
         return dict(zip(rows, values.tolist(), strict=True))

@@ -145,15 +145,18 @@ def query_terms(query: str) -> tuple[str, ...]:
 
 
 def terms_in(terms: Sequence[str], text: str | Iterable[str]) -> list[str]:
-    """The terms found among the words of ``text`` (by stem), in the terms' order. A text none of whose terms'
-    stems (a final ``y`` aside: ``libraries`` -> library) it holds as a substring is not split: a word's stem so
-    cut is a prefix of the word (tests/test_words.py checks that the answer is the same)."""
+    """The terms found among the words of ``text`` (by stem), in the terms' order. A word has a term's stem
+    only where it starts with that stem cut of a final ``y`` (``libraries`` -> library -> librar: see
+    :func:`_needle`), so a text holding none of those is not split, and only the words starting with one are
+    stemmed (tests/test_words.py checks that the answer is the same as stemming every word)."""
     if isinstance(text, str):
         lowered = text.lower()
-        if not any(_needle(t) in lowered for t in terms):
+        needles = tuple({_needle(t) for t in terms if _needle(t) in lowered})
+        if not needles:
             return []
-    words = split_words(text) if isinstance(text, str) else tuple(text)
-    stems = {stem(w) for w in words}
+        stems = {stem(w) for w in split_words(text) if w.startswith(needles)}
+    else:
+        stems = {stem(w) for w in text}
     return [t for t in terms if stem(t) in stems]
 
 
