@@ -9,7 +9,7 @@ are built for a schema only (``defer_build``), never on a request.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -125,7 +125,9 @@ class FileView(BaseModel):
     end_line: int = Field(ge=0)
     total_lines: int = Field(ge=0)
     next_start_line: int | None = Field(default=None, ge=1, description="Where the next slice starts, if any.")
-    lines: list[str | list[tuple[str, str]]] = Field(
+    # A run is a list of two strings, not a tuple: a tuple's prefixItems made schemathesis 4.32 call the
+    # response schema invalid once a stateful test read a whole file's view (issue 52).
+    lines: list[str | list[Annotated[list[str], Field(min_length=2, max_length=2)]]] = Field(
         description="Each line: its text, or its runs as [token class, text] (the page's stylesheet colours them)."
     )
 
