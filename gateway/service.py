@@ -55,6 +55,9 @@ MAX_READ_LINES = 2000
 #: A slice read without an end line: about what an answer costs an agent (gateway.sizing).
 READ_LINES = 400
 READ_CHARS = 40_000
+#: A person's slice (the page's file view, SPEC §9): the whole file up to this many lines, then slices.
+VIEW_LINES = 20_000
+VIEW_CHARS = 4_000_000
 #: The most of a request's time kept from its backends for the answer's own work (learnt: below).
 ANSWER_SHARE = 0.1
 
@@ -461,7 +464,8 @@ class SearchService:
         """Lines of one file, never outside the namespace root: a local checkout's, or a remote
         backend's where it offers content (:mod:`gateway.files`). A slice sized for an agent whatever
         range is asked (SPEC §4): at most ``most_lines`` lines, cut where they pass ``most_chars``
-        characters (None: no such cut; a person's surfaces ask for up to MAX_READ_LINES).
+        characters (None: no such cut; the CLI asks for up to MAX_READ_LINES, the page's file view for
+        VIEW_LINES and VIEW_CHARS: a person's, SPEC §9).
         ``next_start_line`` says where the next slice starts when lines of the range asked (to the
         file's end without ``end_line``) are left; a ``start_line`` past the end is an error naming it."""
         start = 1 if start_line is None else start_line
@@ -471,7 +475,7 @@ class SearchService:
             raise InvalidRequest("end_line", "must not be before start_line")
         if self.catalog.children.parents and self.catalog.partial(access):
             await self.catalog.children.refresh()
-        most = max(1, min(most_lines, MAX_READ_LINES))
+        most = max(1, min(most_lines, VIEW_LINES))
         lines, total = await self.view(namespace, access).read_lines(path, start, end_line, most)
         if start > max(total, 1):
             raise InvalidRequest("start_line", f"{start} is past the end of {path} ({total} lines)")

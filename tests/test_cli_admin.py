@@ -148,6 +148,14 @@ class TestStartup:
             assert {"gateway.service", "adapters.ripgrep.batch"} <= modules
             assert among(modules, HEAVY) == []
 
+    def test_a_search_by_meaning_of_built_indexes_needs_no_service(self, corpus: Path) -> None:
+        """Once the checkouts' intent indexes are built, ``--semantic`` is the one-shot search's (issue 52): no
+        service, no pydantic, no event loop; it finds what the service finds."""
+        subprocess.run([sys.executable, "-m", "gateway.cli", "index"], cwd=corpus, check=True, capture_output=True)
+        modules = imported(["search", "register a widget", "--semantic"], corpus)
+        assert among(modules, ("gateway.service", "pydantic", "asyncio", *HEAVY)) == []
+        assert "gateway.index.semantic" in modules
+
     def test_msgspec_without_typing_extensions_reads_structs_alike(self) -> None:
         """gateway.cli.lean: msgspec imported with typing_extensions hidden decodes this project's structs
         as before, and typing_extensions is importable afterwards (for pydantic)."""

@@ -142,7 +142,6 @@ class TestTheRequest:
             {"query": "x", "paths": ["a{b"]},
             {"query": "x", "namespaces": [""]},
             {"query": "case:maybe x"},
-            {"query": "x", "mode": "semantic"},
             {"query": "x", "cursor": "abc"},
             {"query": "x", "namespaces": ("a",)},
         ],
@@ -247,6 +246,45 @@ class TestTheAnswer:
                 slow.value.field,
                 slow.value.message,
             )
+
+    @pytest.mark.parametrize(
+        "data",
+        [
+            {"query": "sleep longer between attempts after an error", "mode": "semantic"},
+            {"query": "parse a header value", "mode": "semantic", "threshold": 0.0, "files": 1},
+            {"query": "lang:python retry", "mode": "semantic", "namespaces": ["web"]},
+            {"query": "zzqx blorp", "mode": "semantic"},
+        ],
+    )
+    async def test_a_search_by_meaning_byte_for_byte(self, tmp_path: Path, data: dict[str, Any]) -> None:
+        """Where every namespace's intent index is built, the one-shot search by meaning (issue 52) answers what
+        the service answers; where one is not, it leaves the search to the service (which builds it)."""
+        from gateway.discovery import default_index_dir
+        from gateway.index.store import Store
+        from tests.test_semantic import FILES, _built
+
+        root = make_corpus(tmp_path / "src", FILES)
+        request = quick_request(data)
+        assert request is not None
+        one = OneShot(discovered_scope(str(root)).roots)
+        try:
+            assert one.semantic(request) is None  # nothing built yet: the service's turn
+        finally:
+            one.close()
+        store = Store.open(default_index_dir())
+        try:
+            _built(store, root)
+        finally:
+            store.close()
+        expected = strip(await served(root, data))
+        one = OneShot(discovered_scope(str(root)).roots)
+        try:
+            answer = one.semantic(request)
+        finally:
+            one.close()
+        assert answer is not None
+        assert strip(answer) == expected
+        assert ("sleep" not in data["query"]) or answer["files"]
 
     def test_nothing_matched_opens_no_index(self, root: Path) -> None:
         """Without a file to rank, the declaration index (SQLite, tree-sitter) is never opened."""

@@ -47,7 +47,7 @@ class Circle:
 def needle(count: int = 3) -> str:
     return "needle" * count
 '''
-#: A file longer than one slice (400 lines), matched near its top and near its end.
+#: A file longer than an agent's slice (400 lines), matched near its top and near its end.
 LONG = "".join(("x = 1  # needle\n" if n in (5, 900) else f"value_{n} = {n}\n") for n in range(1, 1001))
 CHECKOUTS = {
     "shapes": {
@@ -139,45 +139,44 @@ class TestFileView:
         assert watch["problems"] == []
 
     async def test_n_and_shift_n_step_through_the_matches(self, browser: Browser, base: str, tmp_path: Path) -> None:
-        """n goes to the next match, N to the previous one, wrapping at the ends."""
+        """Opened at the first match ("1 of 4"), n goes to the next match, N to the previous one,
+        wrapping at the ends."""
         page, _ = await open_page(browser, base)
         await page.goto(base + "?q=needle")
         await expect(page.locator(".file").first).to_be_visible()
         await page.locator(".file[data-path='src/shapes.py'] .path").click()
         matches = page.locator("#viewer-matches")
-        await expect(matches).to_have_text("4 matches · n / N")
         marks = page.locator("#viewer-body mark")
-        await page.keyboard.press("n")
-        await expect(matches).to_have_text("match 1 of 4")
+        await expect(matches).to_have_text("1 of 4")
         await expect(marks.nth(0)).to_have_class("current")
         await page.keyboard.press("n")
         await page.keyboard.press("n")
-        await expect(matches).to_have_text("match 3 of 4")
+        await expect(matches).to_have_text("3 of 4")
         await expect(marks.nth(2)).to_have_class("current")
         await expect(marks.nth(0)).not_to_have_class("current")
         await page.keyboard.press("Shift+N")
-        await expect(matches).to_have_text("match 2 of 4")
+        await expect(matches).to_have_text("2 of 4")
         await page.keyboard.press("Shift+N")
         await page.keyboard.press("Shift+N")
-        await expect(matches).to_have_text("match 4 of 4")  # wrapped
+        await expect(matches).to_have_text("4 of 4")  # wrapped
         await expect(marks.nth(3)).to_be_in_viewport()
         await shoot(page, tmp_path, "view-next-match")()
         await page.locator("#q").focus()
         await page.keyboard.press("n")  # typed into the box, not a step
-        await expect(matches).to_have_text("match 4 of 4")
+        await expect(matches).to_have_text("4 of 4")
 
-    async def test_n_reads_past_the_slice_shown(self, browser: Browser, base: str) -> None:
-        """In a file longer than a slice, n from the last match read reads the next slice and goes on."""
+    async def test_the_whole_file_to_a_match_far_below(self, browser: Browser, base: str) -> None:
+        """A file longer than an agent's 400-line slice is shown whole; n goes to a match 900 lines down."""
         page, _ = await open_page(browser, base)
         await page.goto(base + "?q=needle#/files/shapes/src/long.py")
-        await expect(page.locator("#L5 mark")).to_have_text("needle")
-        await expect(page.locator("#viewer-matches")).to_have_text("1+ matches · n / N")
-        await page.keyboard.press("n")
-        await expect(page.locator("#viewer-matches")).to_have_text("match 1 of 1+")
+        await expect(page.locator("#L5 mark")).to_have_class("current")
+        await expect(page.locator("#viewer-matches")).to_have_text("1 of 2")
+        await expect(page.locator("#viewer-meta")).to_have_text("1,000 lines")
+        await expect(page.locator("#viewer-more")).to_be_hidden()
         await page.keyboard.press("n")
         await expect(page.locator("#L900 mark")).to_have_class("current")
         await expect(page.locator("#L900")).to_be_in_viewport()
-        await expect(page.locator("#viewer-matches")).to_have_text("match 2 of 2")
+        await expect(page.locator("#viewer-matches")).to_have_text("2 of 2")
 
 
 class TestFacets:

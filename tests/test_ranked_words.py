@@ -54,10 +54,34 @@ def test_a_limit_gives_the_checkouts_best(indexed: tuple[Store, dict[str, str]],
         assert {h.declaration_id for h in got} <= {h.declaration_id for h in whole}
     calls: list[str] = []
     store._db.set_trace_callback(lambda sql: calls.append(sql) if sql.startswith("SELECT d.id") else None)
+    store._rankings.clear()
     store.ranked_words(roots["quiet"], match, WEIGHTS, 5)
     assert len(calls) == 2  # the loud checkout's 20 best hid the quiet one's: asked again in full
     calls.clear()
+    store._rankings.clear()
     store.ranked_words(roots["loud"], match, WEIGHTS, 5)
     assert len(calls) == 1
     store._db.set_trace_callback(None)
     assert store_module._WIDER * 5 < 40
+
+
+def test_the_checkouts_of_a_search_share_one_pass(indexed: tuple[Store, dict[str, str]], tmp_path: Path) -> None:
+    """The same query of every checkout scores the index once (issue 52) while the database is unchanged; a
+    change (another connection's commit) scores it again, and the answer follows it."""
+    store, roots = indexed
+    match = match_expression(["retry", "call"])
+    calls: list[str] = []
+    store._db.set_trace_callback(lambda sql: calls.append(sql) if sql.startswith("SELECT d.id") else None)
+    first = {name: store.ranked_words(root, match, WEIGHTS, 5) for name, root in roots.items()}
+    assert len(calls) == 2  # the index's best, then every row: for both checkouts
+    assert [len(hits) for hits in first.values()] == [5, 5]
+    again = {name: store.ranked_words(root, match, WEIGHTS, 5) for name, root in roots.items()}
+    assert again == first and len(calls) == 2
+    other = Store.open(str(tmp_path / "idx"))
+    try:
+        other.forget(roots["quiet"], ["quiet.py"])
+    finally:
+        other.close()
+    assert store.ranked_words(roots["quiet"], match, WEIGHTS, 5) == []
+    assert len(calls) == 4
+    store._db.set_trace_callback(None)

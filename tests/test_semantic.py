@@ -319,6 +319,40 @@ class TestIntentIndex:
         assert len(intents) == 3 and sorted(intents.paths.values()) == ["src/headers.py", "tests/test_retry.py"]
 
 
+class TestVectorsRead:
+    """A process's first search of a checkout reads only its candidates' vectors (issue 52: a one-shot
+    ``fedsearch search --semantic`` no longer loads every checkout's matrix); the answer is the same."""
+
+    @pytest.mark.parametrize("query", ["sleep longer between attempts after an error", "zzzq qqxv"])
+    def test_the_first_search_answers_as_the_matrix_does(self, corpus: Path, tmp_path: Path, query: str) -> None:
+        from gateway.index.model import model
+
+        store = Store.open(str(tmp_path / "idx"))
+        try:
+            _built(store, corpus)
+            encoder = model()
+            answers = []
+            for preload in (False, True):
+                intents = Intents(str(corpus / "web"))
+                intents.sync(store, encoder.dim)
+                if preload:
+                    intents._load_all(store)
+                assert len(intents) == 6
+                assert intents.matrix.shape[0] == (6 if preload else 0)
+                answers.append(intents.search(store, query, lambda: encoder.embed_one(query), 10, None))
+                words_only = query.startswith("sleep")
+                assert intents.matrix.shape[0] == (0 if words_only and not preload else 6)  # the model alone: all
+            assert answers[0] == answers[1]
+            assert answers[0] or not query.startswith("sleep")
+            intents = Intents(str(corpus / "web"))
+            intents.sync(store, encoder.dim)
+            intents.search(store, query, lambda: encoder.embed_one(query), 10, None)
+            intents.sync(store, encoder.dim)  # a second search: the matrix is kept from now on
+            assert intents.matrix.shape[0] == 6
+        finally:
+            store.close()
+
+
 class TestSearch:
     async def test_finds_by_meaning(self, service: SearchService) -> None:
         """A question in words finds the declaration that does it, first, with score, reason and matched terms:

@@ -164,6 +164,64 @@ class OneShot:
         answer["took_ms"] = round((time.monotonic() - started) * 1000)
         return answer
 
+    def semantic(self, request: QuickRequest) -> dict[str, Any] | None:
+        """The answer to a search by meaning, read from the intent index as
+        :class:`~gateway.index.local.IntentSearch` reads it (without the service, its config and its event
+        loop: issue 52), ranked as the service ranks it; None where a namespace's intent index is not built
+        under this model (the service builds it, or says how far it is)."""
+        from gateway.index.intents import intents_id
+        from gateway.index.semantic import Intents
+
+        started, since_ns = time.monotonic(), time.time_ns()
+        names = routes(list(self.roots), request)
+        wanted = request.as_request()
+        query = backend_query(wanted, started)
+        index = self._open()
+        store = index.store()
+        if store.intents_of() != intents_id():
+            return None
+        roots = {name: os.path.abspath(self.roots[name]) for name in names}
+        if not all(store.progress(root).built for root in roots.values()):
+            return None
+        from adapters.ripgrep.identity import identities_for
+        from gateway.index.model import model
+        from gateway.index.vocabulary import Vocabulary
+        from gateway.models import BackendResult, Outcome
+        from gateway.query.globs import PathFilter
+        from gateway.query.refine import declared, refine
+        from gateway.rank import page_of, settle
+        from gateway.wire import build_response
+
+        encoder = model()
+        vocabulary = Vocabulary()
+        vocabulary.sync(store, encoder.dim)
+        accept = PathFilter.build(query.paths, query.languages)
+        outcomes = []
+        for name, root in roots.items():
+            intents = Intents(root)
+            intents.sync(store, encoder.dim)
+            files = intents.search(
+                store,
+                query.text,
+                lambda: encoder.embed_one(query.text),
+                query.max_files,
+                None if accept.is_open else accept,
+                vocabulary,
+                encoder.embed,
+            )
+            identities = identities_for(self.roots[name]) if files else None
+            result = BackendResult(files=tuple(files), identities=identities)
+            took_ms = round((time.monotonic() - started) * 1000)
+            outcomes.append(Outcome(namespace=name, backend="ripgrep", status="ok", took_ms=took_ms, result=result))
+        among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
+        definitions = index.definitions(wanted, among)
+        if request.criteria.symbols:
+            outcomes = list(declared(outcomes, index.resolver(wanted, since_ns)))
+        whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
+        answer = build_response(wanted, page_of(wanted, whole, None, index.resolver(wanted, whole.since_ns)), 0)
+        answer["took_ms"] = round((time.monotonic() - started) * 1000)
+        return answer
+
     def _index_for(self, outcomes: Sequence[Any]) -> DeclarationIndex | None:
         """The declaration index of the local namespaces, once some file is to be ranked (or opened
         already: while rg ran, once it wrote)."""

@@ -70,8 +70,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "threshold": (0.0, 1.0),
 }
 _LISTS = {"namespaces": MAX_NAMESPACE_PATTERNS, "paths": MAX_GLOBS, "languages": MAX_LANGUAGES}
-#: Modes the one-shot search runs itself (semantic needs the service's index of intents).
-_MODES = ("exact", "regex")
+#: Modes the one-shot search runs itself (semantic: where every namespace's intent index is built, issue 52).
+_MODES = ("exact", "regex", "semantic")
 
 
 class QuickRequest:

@@ -318,6 +318,11 @@ def _searched(
             data = _within({**data, "namespaces": names}, globs)
             args.where = _where(places)
     first = quick_request(data) if config is None else None
+    if first is not None and first.criteria.mode == "semantic":
+        answered = None if args.max_depth is not None or file_flags(args) else _by_meaning(scope, first)
+        if answered is not None:
+            return _show(args, data, lambda _: answered, scope)
+        first = None  # the service: it builds what is not built yet, or words the error
     if first is None:
         if args.max_depth is not None:
             raise InvalidRequest("max-depth", "--max-depth works on a search the checkouts here run (exact or regex)")
@@ -329,6 +334,18 @@ def _searched(
     one = oneshot.OneShot(scope.roots, [*file_flags(args), *rgflags.page_depth(args, scope, data)])
     try:
         return _show(args, data, lambda _: one.search(first, early), scope)  # one page: rg prints listings here
+    finally:
+        one.close()
+
+
+def _by_meaning(scope: Scope, request: Any) -> dict[str, Any] | None:
+    """A search by meaning of the checkouts found here, without the service (issue 52), where their intent
+    indexes are built (None: the service's turn)."""
+    from gateway.cli import oneshot
+
+    one = oneshot.OneShot(scope.roots)
+    try:
+        return one.semantic(request)
     finally:
         one.close()
 

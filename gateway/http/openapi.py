@@ -196,7 +196,7 @@ def _untitled(schema: Any) -> Any:
     return schema
 
 
-#: A file's path parameters, then the slice's lines (``/v1/files``; ``/v1/view`` takes start_line only).
+#: A file's path parameters, then the slice's lines (``/v1/files``; ``/v1/view`` takes start_line and lines).
 _FILE_PARAMETERS: list[dict[str, Any]] = [
     {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}},
     {"name": "path", "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}},
@@ -359,8 +359,16 @@ def openapi(server_url: str | None = None) -> dict[str, Any]:
             "/v1/view/{namespace}/{path}": {
                 "get": {
                     "operationId": "viewFile",
-                    "summary": "The web page's file view: the slice /v1/files reads, its lines as highlighted runs",
-                    "parameters": [*_FILE_PARAMETERS[:3]],
+                    "summary": "The web page's file view: a person's slice of a file, its lines as highlighted runs",
+                    "parameters": [
+                        *_FILE_PARAMETERS[:3],
+                        {
+                            "name": "lines",
+                            "in": "query",
+                            "description": "How many lines (default and most: 20,000, the whole file below that).",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 20_000},
+                        },
+                    ],
                     "responses": {
                         "200": {"description": "The slice, highlighted", "content": _json("FileView")},
                         **_file_errors(invalid, unauthorized, too_long, overloaded),

@@ -1,7 +1,9 @@
 """The page's file view: a slice of a file highlighted, and the file's outline.
 
-* ``GET /v1/view/{namespace}/{path}``: the same slice ``GET /v1/files`` reads
-  (``start_line``, the same limits and errors, the same access), as JSON, its lines as
+* ``GET /v1/view/{namespace}/{path}``: a person's slice of what ``GET /v1/files`` reads
+  (``start_line``, the same errors, the same access): the whole file up to
+  :data:`~gateway.service.VIEW_LINES` lines (SPEC §9), or ``lines`` of it (the page reads
+  a slice 2,000 lines at a time, each coloured in ~0.4 s here), as JSON, its lines as
   classed token runs (:mod:`gateway.view.highlight`, Pygments on the server; the page
   colours them with its own stylesheet, so its Content-Security-Policy stays strict).
 * ``GET /v1/outline/{namespace}/{path}``: the file's declarations from the index
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gateway.errors import InvalidRequest
 from gateway.http.middleware import ACCESS, json_response
 from gateway.http.reload import service_of
+from gateway.service import VIEW_CHARS, VIEW_LINES
 from gateway.view.highlight import LEAD, highlight, lexer_for
 from gateway.view.outline import outline_of
 
@@ -33,6 +36,7 @@ class _Params(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     start_line: int | None = Field(default=None, ge=1)
+    lines: int = Field(default=VIEW_LINES, ge=1, le=VIEW_LINES)
 
 
 def _params(request: web.Request) -> _Params:
@@ -51,7 +55,9 @@ async def get_view(request: web.Request) -> web.Response:
     access: Any = request.get(ACCESS)
     params = _params(request)
     namespace, path = await service.file_of(request.match_info["rest"], access)
-    result = await service.read_file(namespace, path, params.start_line, None, access)
+    result = await service.read_file(
+        namespace, path, params.start_line, None, access, most_lines=params.lines, most_chars=VIEW_CHARS
+    )
     first = result["start_line"]
     lead: list[str] = []
     if first > 1 and lexer_for(path) is not None:  # the lines before, so a slice inside a docstring is one

@@ -12,6 +12,11 @@ reads, once a pass has changed a checkout (:func:`write_prose`):
 - the names of its tests (``test_secure_filename_unicode`` -> "unicode", for
   ``secure_filename``).
 
+Only prose in the project's main language joins (:mod:`gateway.index.language`): the
+language most of its docstrings are in (English where none tells); a docs file laid out as
+a translation into another (``docs/de/``, ``README.de.md``, ``i18n/``) is not read, and a
+sentence a cheap check finds in another language or script is left out.
+
 A mention is a name written as code (```` `name` ````, ``name(``, ``.name``); names
 shorter than :data:`MIN_NAME` and names declared more than :data:`MAX_SHARED` times are
 left out (too common to say which). Each sentence naming a declaration joins its prose,
@@ -34,6 +39,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 
+from gateway.index.language import main_language, path_languages, spoken_in
 from gateway.index.store import Store
 from gateway.index.words import split_words
 
@@ -73,12 +79,14 @@ def mentions(text: str, names: frozenset[str]) -> Iterator[tuple[str, str]]:
                 yield name, flat
 
 
-def _texts(root: str, paths: Iterable[str]) -> Iterator[str]:
+def _texts(root: str, paths: Iterable[str], main: str) -> Iterator[str]:
     """The texts of the prose files among ``paths`` (namespace-relative, as the namespace lists them), within the
-    bounds, vendored and built folders aside."""
+    bounds, vendored and built folders and translations into another language than ``main`` aside."""
     files = read = 0
-    for rel in sorted(paths):
-        if not rel.endswith(SUFFIXES) or not _SKIP.isdisjoint(rel.split("/")[:-1]):
+    prose = sorted(rel for rel in paths if rel.endswith(SUFFIXES) and _SKIP.isdisjoint(rel.split("/")[:-1]))
+    translated = path_languages(prose)
+    for rel in prose:
+        if translated.get(rel, main) != main:
             continue
         path = os.path.join(root, rel)
         try:
@@ -112,15 +120,18 @@ def write_prose(
             by_name.setdefault(name, []).append(rid)
     named = frozenset(n for n, ids in by_name.items() if len(ids) <= MAX_SHARED)
     found: dict[int, dict[str, None]] = {}
+    main = main_language(doc for _, doc in docs)
 
     def add(name: str, sentence: str, source: int | None = None) -> None:
+        if not spoken_in(sentence, main):  # evidence in the code's language only
+            return
         for rid in by_name[name]:
             if rid != source:
                 sentences = found.setdefault(rid, {})
                 if len(sentences) < MAX_SENTENCES:
                     sentences.setdefault(sentence)
 
-    for text in _texts(root, listed()):
+    for text in _texts(root, listed(), main):
         if should_stop():
             return None
         for name, sentence in mentions(text, named):

@@ -3,7 +3,11 @@
 :class:`Intents` holds a checkout's vectors as one float32 matrix (one row per
 declaration) loaded from the database and kept in step with it: when the database
 changed (at most every :data:`SYNC_S`), only the rows whose id it has not seen are read
-and those gone are dropped.
+and those gone are dropped. A process's first search of a checkout reads no vectors but
+its candidates' (a one-shot ``fedsearch search --semantic`` would otherwise read every
+checkout's, 42,008 rows for sqlalchemy, to use a few hundred: issue 52); the matrix is
+loaded by the second (a process that searches again is a server), or at once where the
+model must answer alone.
 
 A search (:meth:`Intents.search`) ranks a checkout's declarations by the fielded BM25
 index (SQLite FTS5, :mod:`gateway.index.fields`): the question's words, any of them,
@@ -195,18 +199,25 @@ class Intents:
         self._version = -1
         self._synced = 0.0
         self._lock = threading.Lock()
+        self._full = False  # whether the matrix holds the vectors (else only the rows' files and ordinals)
+        self._searches = 0
+        self._dim = 0
         self._counts: dict[str, int] = {}  # word -> declarations holding it, as of _counted
         self._total: int | None = None  # declarations in the fielded index, as of _counted
         self._counted = -1
 
     def __len__(self) -> int:
-        return int(self.matrix.shape[0])
+        return int(self.file_of.shape[0])
 
     # --- keeping in step -------------------------------------------------------------
 
     def sync(self, store: Store, dim: int) -> None:
         """Read what changed in the database since the last look (at most every SYNC_S)."""
         with self._lock:
+            self._dim = dim
+            if self._searches and not self._full:  # searched before: keep the vectors in memory from now on
+                self._load_all(store)
+                return
             now = time.monotonic()
             if self._version >= 0 and now - self._synced < SYNC_S:
                 return
@@ -221,7 +232,17 @@ class Intents:
         """This process wrote to the database (its own commits do not change data_version)."""
         self._version = -1
 
+    def _load_all(self, store: Store) -> None:
+        """Read every vector: the matrix kept in step from now on."""
+        self._rows, self._start, self._full = {}, {}, True
+        self._reload(store, self._dim)
+        self._version = store.data_version()
+        self._synced = time.monotonic()
+
     def _reload(self, store: Store, dim: int) -> None:
+        if not self._full:
+            self._reload_rows(store)
+            return
         ids = store.intent_ids(self.root)
         kept = [rid for rid in self._rows if rid in ids]
         new = [rid for rid in ids if rid not in self._rows]
@@ -251,7 +272,28 @@ class Intents:
         self.file_of = np.concatenate(files) if files else np.zeros(0, dtype=np.int64)
         self.ordinal = np.concatenate(ordinals) if ordinals else np.zeros(0, dtype=np.int64)
         self._rows = rows
-        self._start = {file_id: first for file_id, first, _ in rows.values()}
+        self._placed(store)
+
+    def _reload_rows(self, store: Store) -> None:
+        """The rows' files and ordinals without their vectors (read for the candidates alone)."""
+        counts = store.intent_counts(self.root)
+        if counts.keys() == self._rows.keys():
+            return
+        rows: dict[int, tuple[int, int, int]] = {}
+        at = 0
+        for rid, (file_id, count) in counts.items():
+            rows[rid] = (file_id, at, count)
+            at += count
+        counted = list(rows.values())
+        self.matrix = np.zeros((0, self._dim), dtype=np.float32)
+        self.file_of = np.repeat(np.array([f for f, _, _ in counted], dtype=np.int64), [c for _, _, c in counted])
+        self.ordinal = np.concatenate([np.arange(c, dtype=np.int64) for _, _, c in counted] or [np.zeros(0, np.int64)])
+        self._rows = rows
+        self._placed(store)
+
+    def _placed(self, store: Store) -> None:
+        """Each file's first row, and the paths of the files held."""
+        self._start = {file_id: first for file_id, first, _ in self._rows.values()}
         gone = set(self.paths) - set(self._start)
         for file_id in gone:
             del self.paths[file_id]
@@ -289,7 +331,7 @@ class Intents:
             candidates = store.candidates([*chosen, *exact])
             ids = [c.id for c in candidates]
             fields = store.words_of(ids) if ids else {}
-            cosines = self._cosines(vector, candidates) if MODEL_WEIGHT > 0 else {}
+            cosines = self._cosines(store, vector, candidates) if MODEL_WEIGHT > 0 else {}
             # coverage weighs a word with alike forms by its most held form; the bm25 part divides by the words
             # asked for, themselves or by a form
             weights = word_weights(total, {t: max(held[f] for f in (t, *same.get(t, ()))) for t in terms})
@@ -305,6 +347,7 @@ class Intents:
                 by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
         else:
             by_file = self._by_cosine(store, query, terms, vector, limit, accept)
+        self._searches += 1
         return self._files(by_file, limit)
 
     def _expansions(
@@ -388,17 +431,28 @@ class Intents:
         return out if wanted is None else out[:wanted]
 
     def _cosines(
-        self, vector: Callable[[], np.ndarray], candidates: Sequence[Candidate]
+        self, store: Store, vector: Callable[[], np.ndarray], candidates: Sequence[Candidate]
     ) -> dict[tuple[int, int], float]:
         """The cosine of each candidate's vector and the query's (``vector()``), by (file id, ordinal): those of
         its rows the matrix holds (a file whose words are written before its vectors has none yet)."""
         rows: dict[tuple[int, int], int] = {}
+        files: set[int] = set()
         for c in candidates:
+            files.add(c.file_id)
             at = self._start.get(c.file_id, -1) + c.ordinal
             if 0 <= at < len(self.file_of) and self.file_of[at] == c.file_id:  # its file's rows, one per declaration
                 rows[(c.file_id, c.ordinal)] = at
         if not rows:
             return {}
+        if not self._full:  # the candidates' files' vectors alone
+            held = {f: (count, blob) for f, count, blob in store.file_vectors(sorted(files))}
+            pairs = [key for key in rows if key[0] in held and key[1] < held[key[0]][0]]
+            if not pairs:
+                return {}
+            width = 2 * self._dim  # float16
+            picked = b"".join(held[f][1][o * width : (o + 1) * width] for f, o in pairs)
+            values = vectors_of(picked, len(pairs), self._dim) @ vector()
+            return dict(zip(pairs, values.tolist(), strict=True))
         values = self.matrix[list(rows.values())] @ vector()
         return dict(zip(rows, values.tolist(), strict=True))
 
@@ -424,6 +478,8 @@ class Intents:
         accept: Callable[[str], bool] | None,
     ) -> dict[int, list[Hit]]:
         """The model's answer (where no word of the query is in the fielded index): the best cosines."""
+        if not self._full:
+            self._load_all(store)
         matrix = self.matrix
         if not len(matrix):
             return {}

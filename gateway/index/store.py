@@ -147,6 +147,8 @@ _CHUNK = 500
 #: checkout each row is of (joining every matched row cost a quarter of the query at 110,075 declarations); where
 #: fewer than the limit are the checkout's, it asks again joining every row (0: always joins every row).
 _WIDER = 4
+#: The passes over the whole index a store keeps (each a query's matched rows, by checkout).
+_RANKINGS = 8
 #: The WAL's size kept after a checkpoint, once a prune has vacuumed (bytes).
 WAL_LIMIT = 32 * 1024 * 1024
 #: The guard under ``[index] dir`` (beside the roots' locks, gateway.index.locks.LOCKS): shared while a process
@@ -484,6 +486,10 @@ class Store:
         #: counts in a range of its own (:meth:`data_version`).
         self._shift = next(_STORES) << _VERSIONS_BITS
         self._seen = self._shift  # the highest data_version given
+        #: The fielded queries' rankings of the whole index, as of ``_ranked_at`` (a data_version): a search of
+        #: several checkouts asks each the same query, and scores the index once (:meth:`_ranked`).
+        self._rankings: dict[tuple[object, ...], dict[str, list[WordHit]]] = {}
+        self._ranked_at = -1
 
     # --- opening --------------------------------------------------------------------
 
@@ -594,6 +600,7 @@ class Store:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         db = self._db
+        self._rankings.clear()  # its own commits do not change data_version
         db.execute("BEGIN IMMEDIATE")
         try:
             yield db
@@ -898,6 +905,22 @@ class Store:
         )
         return dict(rows)
 
+    def intent_counts(self, root: str) -> dict[int, tuple[int, int]]:
+        """The intent rows of a checkout without their vectors: row id -> (file id, count)."""
+        rows = self._db.execute(
+            "SELECT i.id, i.file_id, i.count FROM intents i JOIN files f ON f.id = i.file_id WHERE f.root = ?", (root,)
+        )
+        return {rid: (file_id, count) for rid, file_id, count in rows}
+
+    def file_vectors(self, file_ids: Sequence[int]) -> Iterator[tuple[int, int, bytes]]:
+        """Some files' intent vectors: (file id, count, vectors)."""
+        for i in range(0, len(file_ids), _CHUNK):
+            chunk = file_ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            yield from self._db.execute(
+                f"SELECT file_id, count, vectors FROM intents WHERE file_id IN ({marks})", tuple(chunk)
+            )
+
     def intent_rows(self, ids: Sequence[int]) -> Iterator[tuple[int, int, int, bytes]]:
         """Some intent rows: (id, file id, count, vectors)."""
         for i in range(0, len(ids), _CHUNK):
@@ -1001,30 +1024,54 @@ class Store:
         self, table: str, score: str, weights: Sequence[float], match: str, root: str, limit: int | None
     ) -> list[WordHit]:
         """The declarations of a checkout whose row of the FTS5 ``table`` holds ``match``, by ``score`` (its
-        ``weights`` bound first), best first; none where the table is not made yet."""
+        ``weights`` bound first), best first; none where the table is not made yet. Each pass over the whole
+        index is kept while the database is unchanged (the last :data:`_RANKINGS`): the other checkouts of a
+        search read theirs from it (issue 52: eight checkouts asked eight times the same query)."""
         try:
+            key = (table, score, *weights, match)
             if limit is not None and _WIDER > 0:  # the best of the whole index first, then the checkout's among them
-                rows = self._db.execute(
-                    f"SELECT d.id, d.file_id, d.ordinal, t.s FROM (SELECT rowid AS r, {score} AS s "
+                wide = _WIDER * int(limit)
+                best = self._ranking(
+                    ("best", wide, *key),
+                    f"SELECT d.id, d.file_id, d.ordinal, t.s, f.root FROM (SELECT rowid AS r, {score} AS s "
                     f"FROM {table} WHERE {table} MATCH ? ORDER BY s DESC "
-                    f"LIMIT {_WIDER * int(limit)}) t JOIN declarations d ON d.id = t.r "
-                    f"JOIN files f ON f.id = d.file_id WHERE f.root = ? ORDER BY t.s DESC LIMIT {int(limit)}",
-                    (*weights, match, root),
-                ).fetchall()
+                    f"LIMIT {wide}) t JOIN declarations d ON d.id = t.r "
+                    f"JOIN files f ON f.id = d.file_id ORDER BY t.s DESC",
+                    (*weights, match),
+                )
+                rows = best.get(root, [])[: int(limit)]
                 if len(rows) == limit:  # each of the checkout's better ones is among the index's best too
-                    return [WordHit(*row) for row in rows]
-            rows = self._db.execute(
-                f"SELECT d.id, d.file_id, d.ordinal, {score} AS s "
+                    return rows
+            whole = self._ranking(
+                ("all", *key),
+                f"SELECT d.id, d.file_id, d.ordinal, {score} AS s, f.root "
                 f"FROM {table} w JOIN declarations d ON d.id = w.rowid JOIN files f ON f.id = d.file_id "
-                f"WHERE {table} MATCH ? AND f.root = ? ORDER BY s DESC"
-                + ("" if limit is None else f" LIMIT {int(limit)}"),
-                (*weights, match, root),
-            ).fetchall()
+                f"WHERE {table} MATCH ? ORDER BY s DESC",
+                (*weights, match),
+            )
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return []
             raise
-        return [WordHit(*row) for row in rows]
+        hits = whole.get(root, [])
+        return list(hits if limit is None else hits[: int(limit)])
+
+    def _ranking(self, key: tuple[object, ...], sql: str, params: tuple[object, ...]) -> dict[str, list[WordHit]]:
+        """A pass over the whole index (rows of id, file id, ordinal, score, root) by checkout, best first: kept
+        while the database is unchanged."""
+        version = self.data_version()
+        if version != self._ranked_at:
+            self._rankings.clear()
+            self._ranked_at = version
+        found: dict[str, list[WordHit]] | None = self._rankings.get(key)
+        if found is None:
+            found = {}
+            for rid, file_id, ordinal, value, root in self._db.execute(sql, params):
+                found.setdefault(root, []).append(WordHit(rid, file_id, ordinal, value))
+            while len(self._rankings) >= _RANKINGS:
+                del self._rankings[next(iter(self._rankings))]
+            self._rankings[key] = found
+        return found
 
     # --- the checkouts' prose (declaration_prose) -----------------------------------------
 

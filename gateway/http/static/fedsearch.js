@@ -1,9 +1,11 @@
 // fedsearch's page (SPEC §9): plain JavaScript, no build step, no request to any other host.
 //
-// The state is one SearchRequest (`state.req`). The URL carries it as GET /v1/search's
-// parameters, so a link reproduces the search and Back works; a search streams through
-// POST /v1/search/stream with that request as its body, so a next action's `args` are
-// posted verbatim. Everything shown is put in the page as text (textContent), never as
+// The state is one SearchRequest (`state.req`), the one source of truth: the box, the toggles
+// (Aa, .*, ≈), the context, the chips, the URL and the request sent are all derived from it, and
+// every control changes it, never the page. It is kept with an empty query too, so a toggle
+// pressed before typing stays pressed. The URL carries it as GET /v1/search's parameters, so a
+// link reproduces the search and Back works; a search streams through POST /v1/search/stream with
+// that request as its body, so a next action's `args` are posted verbatim. Everything shown is put in the page as text (textContent), never as
 // markup: a file or a line holding <script> is shown, not run.
 "use strict";
 
@@ -17,7 +19,8 @@ const SCALARS = { q: "query", mode: "mode", case: "case_sensitive", context: "co
 const LISTS = { ns: "namespaces", path: "paths", lang: "languages" };
 const NUMBERS = new Set(["context_lines", "files", "offset", "hit_budget", "char_budget", "hit_lines", "timeout_ms", "threshold"]);
 const TYPING_DELAY_MS = 180;
-const VIEW_BEFORE = 100;  // lines shown above the line a file is opened at
+const VIEW_LINES = 20000;  // a person's file view: the whole file up to this many lines, then slices (SPEC §9)
+const VIEW_CHUNK = 2000;   // a slice is read (and coloured by the gateway) this many lines at a time, each shown as it comes
 const TOKEN_KEY = "fedsearch.token";
 const STATUS_CLASS = { ok: "ok", capped: "capped", timeout: "timeout", error: "error", unavailable: "unavailable", unsupported: "unsupported" };
 
@@ -25,7 +28,8 @@ const $ = (id) => document.getElementById(id);
 const LANGUAGES = JSON.parse($("languages").textContent || "{}");
 
 const state = {
-  req: null,          // the SearchRequest shown
+  req: { query: "" }, // the SearchRequest shown: the one state the controls, the URL and the request derive from
+  typing: 0,          // the timer of a search being typed
   run: null,          // {id, controller} of the search in flight
   runs: 0,
   answer: null,       // the last answer or provisional page: {files, file_count, namespaces, ...}
@@ -34,12 +38,18 @@ const state = {
   total: 0, done: 0, final: false,
   parsed: null,       // /v1/query's account of state.req (pattern, mode, case, filters)
   matcher: null,      // a RegExp finding the pattern in a line, or null
+  described: Promise.resolve(),  // settles once state.matcher is the shown request's
   namespaces: [],     // /v1/namespaces
   retry: null,        // what to do again once a token is given
   viewerPushed: false,
   viewerFirst: 1,      // the first line the file viewer holds
-  viewerRuns: 0,       // files opened: a slice read for an earlier one is dropped
+  viewerLast: 0,       // the last line it holds
+  viewerTotal: 0,      // the file's lines
+  viewerRuns: 0,       // files opened: lines read for an earlier one are dropped
   viewerMore: null,    // reads the file's next slice, while lines are left
+  viewerReading: null, // the slice being read (settles once it is shown)
+  viewerAimed: false,  // whether the view has gone to the line or hit it was opened at
+  viewerStepped: false,  // whether n / N moved since
   currentMatch: null,  // the match n / N stand on
 };
 
@@ -78,14 +88,18 @@ function requestFromParams(params) {
     const values = params.getAll(param);
     if (values.length) req[field] = values;
   }
-  return req.query ? req : null;
+  req.query = req.query || "";
+  return req;
 }
+
+// Whether a request has anything to search for (a toggle pressed on an empty box does not search).
+function searches(req) { return Boolean(req && req.query && req.query.trim()); }
 
 function paramsFromRequest(req) {
   const params = new URLSearchParams();
   for (const [param, field] of Object.entries(SCALARS)) {
     const value = req[field];
-    if (value === undefined || value === null || value === DEFAULTS[field]) continue;
+    if (value === undefined || value === null || value === "" || value === DEFAULTS[field]) continue;
     params.set(param, String(value));
   }
   for (const [param, field] of Object.entries(LISTS)) {
@@ -95,7 +109,7 @@ function paramsFromRequest(req) {
 }
 
 function searchUrl(req) {
-  const params = req ? paramsFromRequest(req).toString() : "";
+  const params = paramsFromRequest(req).toString();
   return "/" + (params ? "?" + params : "");
 }
 
@@ -158,16 +172,22 @@ async function readEvents(response, onEvent, isCurrent) {
 
 // --- searching ---------------------------------------------------------------------------
 
+// Makes req the state and shows it: the controls, the URL, and (with a query) the search.
 function search(req, how) {
   // how: "push" (a new history entry), "replace" (typing), "none" (from the URL itself)
+  clearTimeout(state.typing);
   if (state.run) state.run.controller.abort();
   state.run = null;
+  req = req || { query: "" };
   state.req = req;
   showRequest(req);
   const url = searchUrl(req) + (location.hash.startsWith("#/files/") && how === "none" ? location.hash : "");
   if (how === "push" && url !== location.pathname + location.search) history.pushState(null, "", url);
   else if (how !== "none") history.replaceState(null, "", url);
-  if (!req) { clearResults(); $("intro").hidden = false; setStatus(""); return; }
+  if (!searches(req)) {
+    state.parsed = null; state.matcher = null; state.described = Promise.resolve();
+    clearResults(); $("intro").hidden = false; setStatus(""); return;
+  }
   $("intro").hidden = true;
   const run = { id: ++state.runs, controller: new AbortController() };
   state.run = run;
@@ -177,7 +197,8 @@ function search(req, how) {
   setStatus("Searching…");
   hideProblem();
   const isCurrent = () => state.run === run;
-  describe(req, run, isCurrent);
+  state.parsed = null; state.matcher = null;
+  state.described = describe(req, run);
   stream(req, run, isCurrent).catch((error) => {
     if (!isCurrent() || error.name === "AbortError") return;
     showProblem({ detail: "The search failed: " + error.message });
@@ -209,15 +230,17 @@ async function stream(req, run, isCurrent) {
   if (isCurrent()) state.run = null;
 }
 
-async function describe(req, run, isCurrent) {
+async function describe(req, run) {
   // the one parser's account of the query: what to highlight
   try {
     const response = await fetch("/v1/query", {
       method: "POST", headers: headers(true), body: JSON.stringify(req), signal: run.controller.signal,
     });
-    if (!isCurrent() || !response.ok) return;
-    state.parsed = await response.json();
-    state.matcher = matcherOf(state.parsed);
+    if (state.req !== req || !response.ok) return;  // the stream may have ended first: still this request's
+    const parsed = await response.json();
+    if (state.req !== req) return;
+    state.parsed = parsed;
+    state.matcher = matcherOf(parsed);
     if (state.answer) renderFiles(state.answer, state.final);
     renderFacets();
   } catch { /* highlighting is a nicety: the search goes on without it */ }
@@ -232,6 +255,7 @@ function finish(answer) {
   renderFacets();
   if (answer.files.length < answer.file_count) loadFacets(answer);
   renderNext(answer);
+  markHitLines();
   const note = $("note");
   note.hidden = !answer.note;
   note.textContent = answer.note || "";
@@ -469,7 +493,7 @@ function toggleFilter(token) {
   $("q").value = query;
   const req = { ...state.req, query, offset: 0 };
   delete req.cursor;
-  search(query.trim() ? req : null, "push");
+  search(req, "push");
 }
 
 function facetRow(token, label, count, extra) {
@@ -541,17 +565,17 @@ function renderFacets() {
 
 function showRequest(req) {
   const input = $("q");
-  if (document.activeElement !== input || !req || input.value.trim() !== (req.query || "").trim()) input.value = req ? req.query : "";
-  $("case").setAttribute("aria-pressed", req && req.case_sensitive === true ? "true" : "false");
-  $("regex").setAttribute("aria-pressed", req && req.mode === "regex" ? "true" : "false");
-  $("semantic").setAttribute("aria-pressed", req && req.mode === "semantic" ? "true" : "false");
-  $("context").value = String((req && req.context_lines) || 0);
+  if (document.activeElement !== input || input.value.trim() !== req.query.trim()) input.value = req.query;
+  $("case").setAttribute("aria-pressed", req.case_sensitive === true ? "true" : "false");
+  $("regex").setAttribute("aria-pressed", req.mode === "regex" ? "true" : "false");
+  $("semantic").setAttribute("aria-pressed", req.mode === "semantic" ? "true" : "false");
+  $("context").value = String(req.context_lines || 0);
   const chips = [];
   const chip = (label, drop) => chips.push(el("span", { class: "chip" }, label,
     el("button", { type: "button", "aria-label": "Remove " + label, title: "Remove", text: "×", onclick: () => {
       const next = { ...state.req, offset: 0 }; delete next.cursor; drop(next); search(next, "push");
     } })));
-  if (req) {
+  {
     for (const ns of req.namespaces || []) chip("namespace " + ns, (r) => { r.namespaces = r.namespaces.filter((x) => x !== ns); });
     for (const path of req.paths || []) chip((path.startsWith("!") ? "not path " + path.slice(1) : "path " + path), (r) => { r.paths = r.paths.filter((x) => x !== path); });
     for (const lang of req.languages || []) chip("language " + lang, (r) => { r.languages = r.languages.filter((x) => x !== lang); });
@@ -595,52 +619,125 @@ function fileUrl(what, route) {
   return `/v1/${what}/${encode(route.namespace)}/${encode(route.path)}`;
 }
 
-// Opens the file at route (start: absent, or the line a further slice starts at). A file is read
-// in slices (400 lines at most), highlighted by the gateway: opened at a deep line, from a little before it.
-async function openViewer(route, start) {
-  const viewer = $("viewer");
+// The first line of the slice holding line n: a file up to VIEW_LINES lines is one slice, the whole file.
+function sliceStart(n) { return Math.floor(Math.max(0, n - 1) / VIEW_LINES) * VIEW_LINES + 1; }
+
+// Opens the file at route: the whole file, highlighted by the gateway, or in a file past VIEW_LINES
+// lines the slice holding the line chosen (or the first hit). It goes to that line, or to the file's
+// first hit, with every hit marked. A slice is read VIEW_CHUNK lines at a time, the chunk holding the
+// line first, then those beside it, each put in its place as it comes.
+function openViewer(route) {
   const body = $("viewer-body");
-  const opening = !start;
-  const first = start || Math.max(1, (route.line || 1) - VIEW_BEFORE);
-  const run = opening ? ++state.viewerRuns : state.viewerRuns;
-  if (opening) {
-    state.viewerFirst = first;
-    state.viewerMore = null;
-    state.currentMatch = null;
-    $("viewer-matches").textContent = "";
-    $("viewer-outline").hidden = true;
-    body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
-  }
+  const hits = hitLinesOf(route);
+  const target = route.line || (hits.size ? Math.min(...hits) : 1);
+  const run = ++state.viewerRuns;
+  Object.assign(state, { viewerFirst: sliceStart(target), viewerLast: 0, viewerMore: null, viewerReading: null,
+    viewerAimed: false, viewerStepped: false, currentMatch: null });
+  $("viewer-matches").textContent = "";
+  $("viewer-meta").textContent = "";
+  $("viewer-more").hidden = true;
+  $("viewer-outline").hidden = true;
+  body.replaceChildren(el("p", { class: "meta", text: "Loading…" }));
   $("viewer-title").replaceChildren(el("span", { class: "ns", text: route.namespace }), " ", ...pathNode(route.path));
-  viewer.hidden = false;
+  $("viewer").hidden = false;
   document.body.style.overflow = "hidden";
-  if (opening) loadOutline(route, run);  // beside the first slice: a file not indexed yet is parsed for it
-  const response = await fetch(fileUrl("view", route) + `?start_line=${first}`, { headers: headers(false) });
-  if (run !== state.viewerRuns) return;  // another file was opened meanwhile
-  if (response.status === 401) { askToken(() => openViewer(route, start)); return; }
-  if (!response.ok) {
-    const problem = await problemOf(response);
-    body.replaceChildren(el("p", { class: "problem", text: problem.detail || "The file could not be read." }));
-    return;
+  loadOutline(route, run);  // beside the first lines: a file not indexed yet is parsed for it
+  state.viewerReading = readSlice(route, run, state.viewerFirst, target);
+  return state.viewerReading;
+}
+
+// Reads the slice from line `first` (VIEW_LINES lines at most), the chunk holding `target` first, then the
+// chunks after and before it in turn; settles once the slice is shown.
+async function readSlice(route, run, first, target) {
+  const chunks = [Math.floor((Math.max(target, first) - first) / VIEW_CHUNK)];
+  let count = null;  // the slice's chunks, once the first read says how long the file is
+  for (let i = 0; i < chunks.length; i++) {
+    const total = await readChunk(route, run, first + chunks[i] * VIEW_CHUNK);
+    if (total === null) { if (run === state.viewerRuns) state.viewerReading = null; return; }  // another file, or an error
+    if (count === null) {
+      const last = Math.min(total, first + VIEW_LINES - 1);
+      count = Math.max(1, Math.ceil((last - first + 1) / VIEW_CHUNK));
+      for (let step = 1; step < count; step++) {  // after, before, after, ...
+        if (chunks[0] + step < count) chunks.push(chunks[0] + step);
+        if (chunks[0] - step >= 0) chunks.push(chunks[0] - step);
+      }
+    }
+    aim(route, i === chunks.length - 1);
+    countMatches();
   }
-  const slice = await response.json();
-  if (run !== state.viewerRuns) return;
-  const last = slice.end_line, total = slice.total_lines;
-  const hitLines = hitLinesOf(route);
-  if (opening) body.replaceChildren();
-  body.append(...slice.lines.map((line, i) => codeRow(route, first + i, line, hitLines)));
-  const shownFrom = state.viewerFirst || 1;
-  const partial = shownFrom > 1 || last < total;
-  $("viewer-meta").textContent = `${plural(total, "line")}${partial ? ` · showing ${shownFrom.toLocaleString()}–${last.toLocaleString()}` : ""}`;
+  state.viewerReading = null;
+  const last = state.viewerLast, total = state.viewerTotal;
+  const partial = state.viewerFirst > 1 || last < total;
+  $("viewer-meta").textContent = `${plural(total, "line")}${partial ? ` · showing ${state.viewerFirst.toLocaleString()}–${last.toLocaleString()}` : ""}`;
+  state.viewerMore = last < total ? () => readMore(route, run, last + 1) : null;
   const more = $("viewer-more");
   more.hidden = last >= total;
-  state.viewerMore = last < total ? () => openViewer(route, last + 1) : null;
   more.onclick = state.viewerMore;
-  if (opening) {
-    const target = route.line ? document.getElementById("L" + route.line) : body.querySelector(".line.hit");
+  countMatches();
+}
+
+// The next slice (past VIEW_LINES lines), once: a read in flight is shared.
+function readMore(route, run, first) {
+  if (run !== state.viewerRuns) return Promise.resolve();
+  if (!state.viewerReading) {
+    $("viewer-more").hidden = true;
+    state.viewerReading = readSlice(route, run, first, first);
+  }
+  return state.viewerReading;
+}
+
+// Reads VIEW_CHUNK lines from `first` and puts them in their place; the file's length, or null.
+async function readChunk(route, run, first) {
+  const body = $("viewer-body");
+  const response = await fetch(fileUrl("view", route) + `?start_line=${first}&lines=${VIEW_CHUNK}`, { headers: headers(false) });
+  if (run !== state.viewerRuns) return null;  // another file was opened meanwhile
+  if (response.status === 401) { askToken(() => { if (run === state.viewerRuns) openViewer(route); }); return null; }
+  if (!response.ok) {
+    const problem = await problemOf(response);
+    if (run === state.viewerRuns) body.replaceChildren(el("p", { class: "problem", text: problem.detail || "The file could not be read." }));
+    return null;
+  }
+  const slice = await response.json();
+  await state.described;  // the matches are marked with the search's own pattern
+  if (run !== state.viewerRuns) return null;
+  const hits = hitLinesOf(route);
+  const rows = slice.lines.map((line, i) => codeRow(route, first + i, line, hits));
+  if (!body.querySelector(".line")) body.replaceChildren();
+  const after = [...body.children].find((row) => Number(row.id.slice(1)) > first);  // rows are in line order
+  if (after) after.before(...rows); else body.append(...rows);
+  state.viewerLast = Math.max(state.viewerLast, slice.end_line);
+  state.viewerTotal = slice.total_lines;
+  return slice.total_lines;
+}
+
+// Goes to the line the view was opened at, or to its first hit, once that is read (or all is).
+function aim(route, all) {
+  const body = $("viewer-body");
+  const row = route.line ? document.getElementById("L" + route.line) : null;
+  if (!state.viewerAimed) {
+    const ready = route.line ? row : matchTargets().length || all;
+    if (!ready) return;
+    state.viewerAimed = true;
+    chooseMatch(route.line);
+    const target = row || state.currentMatch;
     if (target) target.scrollIntoView({ block: "center" });
     body.focus({ preventScroll: true });
+  } else if (!state.viewerStepped && state.currentMatch) {
+    const was = state.currentMatch;
+    chooseMatch(route.line);  // lines read since may hold a match nearer the line (or before the first seen)
+    if (!route.line && state.currentMatch !== was) state.currentMatch.scrollIntoView({ block: "center" });
   }
+}
+
+function lineOf(node) { return Number(node.closest(".line").id.slice(1)); }
+
+// The answer's hit lines on the rows shown (the answer may settle after the file was opened).
+function markHitLines() {
+  const route = viewerRoute();
+  if (!route || $("viewer").hidden) return;
+  const hits = hitLinesOf(route);
+  for (const row of $("viewer-body").querySelectorAll(".line")) row.classList.toggle("hit", hits.has(Number(row.id.slice(1))));
+  if (!state.currentMatch && state.viewerAimed) chooseMatch(route.line);
   countMatches();
 }
 
@@ -681,12 +778,25 @@ function matchTargets() {
   return [...(marks.length ? marks : body.querySelectorAll(".line.hit"))];
 }
 
+// "3 of 14": the match n / N stand on, of the file's (a "+" where slices are left unread).
 function countMatches() {
   const targets = matchTargets();
   const at = state.currentMatch ? targets.indexOf(state.currentMatch) : -1;
-  const more = state.viewerMore ? "+" : "";
-  $("viewer-matches").textContent = !targets.length ? "" :
-    at < 0 ? `${targets.length}${more} matches · n / N` : `match ${at + 1} of ${targets.length}${more}`;
+  const more = state.viewerMore || state.viewerReading ? "+" : "";
+  const counter = $("viewer-matches");
+  counter.textContent = !targets.length ? "" :
+    at < 0 ? `${targets.length}${more} matches · n / N` : `${at + 1} of ${targets.length}${more}`;
+  counter.title = targets.length ? "n: next match, N: previous" : "";
+}
+
+// Makes the first match on or after line (the first of all without one) the one n / N stand on.
+function chooseMatch(line) {
+  const targets = matchTargets();
+  if (!targets.length) return;
+  const at = line ? targets.findIndex((t) => lineOf(t) >= line) : 0;
+  if (state.currentMatch) state.currentMatch.classList.remove("current");
+  state.currentMatch = targets[at < 0 ? targets.length - 1 : at];
+  state.currentMatch.classList.add("current");
 }
 
 async function stepMatch(direction) {
@@ -694,14 +804,20 @@ async function stepMatch(direction) {
   let at = state.currentMatch ? targets.indexOf(state.currentMatch) : -1;
   if (at < 0) {  // none chosen yet: from the line chosen (or the top) on
     const line = (viewerRoute() || {}).line || 0;
-    const lineOf = (node) => Number(node.closest(".line").id.slice(1));
     at = direction > 0 ? targets.findIndex((t) => lineOf(t) >= line) - 1 : targets.findIndex((t) => lineOf(t) > line);
     if (at < -1) at = direction > 0 ? targets.length - 1 : targets.length;
     if (direction < 0 && at < 0) at = targets.length;
   }
   const next = at + direction;
+  state.viewerStepped = true;
+  if ((next >= targets.length || next < 0) && state.viewerReading) {  // the slice is still coming: wait for it
+    await state.viewerReading;
+    targets = matchTargets();
+  }
   while (next >= targets.length && state.viewerMore) {  // past the lines read: read on to the next match
+    const held = state.viewerLast;
     await state.viewerMore();
+    if (state.viewerLast === held) break;  // the read failed: no further
     targets = matchTargets();
   }
   if (!targets.length) return;
@@ -743,6 +859,8 @@ function showViewer() {
   if (shown === key && !$("viewer").hidden && (loaded || !route.line)) {  // the same file: the chosen line moved
     for (const row of $("viewer-body").querySelectorAll(".line.chosen")) row.classList.remove("chosen");
     if (loaded) { loaded.classList.add("chosen"); loaded.scrollIntoView({ block: "center" }); }
+    chooseMatch(route.line);
+    countMatches();
     return;
   }
   $("viewer").dataset.route = key;
@@ -751,18 +869,25 @@ function showViewer() {
 
 // --- wiring ---------------------------------------------------------------------------------
 
-function typed() {
-  const query = $("q").value;
-  if (!query.trim()) return null;
-  const base = state.req ? { ...state.req } : {};
-  delete base.cursor;
-  return { ...base, query, offset: 0 };
+// Whether keys typed at node are text: an input that takes text, a textarea, a select, an editable node.
+function textField(node) {
+  if (node instanceof HTMLTextAreaElement || node instanceof HTMLSelectElement) return true;
+  if (node instanceof HTMLInputElement) return !["button", "checkbox", "radio", "submit", "reset", "range", "color", "file"].includes(node.type);
+  return Boolean(node && node.isContentEditable);
+}
+
+// The state with the box's text and change(req) applied: a new search from its first page.
+function changed(change) {
+  const req = { ...state.req, query: $("q").value, offset: 0 };
+  delete req.cursor;
+  if (change) change(req);
+  return req;
 }
 
 function fromLocation() {
   const req = requestFromParams(new URLSearchParams(location.search));
   const same = JSON.stringify(req) === JSON.stringify(state.req);
-  if (!same || !state.answer) search(req, "none");
+  if (!same || (searches(req) && !state.answer)) search(req, "none");
   showViewer();
 }
 
@@ -784,45 +909,29 @@ async function welcome() {
 }
 
 function start() {
-  let timer = 0;
   const input = $("q");
   input.addEventListener("input", () => {
-    clearTimeout(timer);
-    timer = setTimeout(() => search(typed(), "replace"), TYPING_DELAY_MS);
+    clearTimeout(state.typing);
+    state.typing = setTimeout(() => search(changed(), "replace"), TYPING_DELAY_MS);
   });
   $("search").addEventListener("submit", (event) => {
     event.preventDefault();
-    clearTimeout(timer);
-    search(typed(), "push");
+    search(changed(), "push");
   });
-  $("case").addEventListener("click", () => {
-    const req = typed() || { ...(state.req || {}), query: input.value };
-    req.case_sensitive = req.case_sensitive === true ? null : true;
-    if (req.query.trim()) search(req, "push"); else showRequest(req);
-  });
-  $("regex").addEventListener("click", () => {
-    const req = typed() || { ...(state.req || {}), query: input.value };
-    req.mode = req.mode === "regex" ? "exact" : "regex";
-    if (req.query.trim()) search(req, "push"); else showRequest(req);
-  });
-  $("semantic").addEventListener("click", () => {
-    const req = typed() || { ...(state.req || {}), query: input.value };
-    req.mode = req.mode === "semantic" ? "exact" : "semantic";
-    if (req.query.trim()) search(req, "push"); else showRequest(req);
-  });
-  $("context").addEventListener("change", () => {
-    const req = typed();
-    if (req) { req.context_lines = Number($("context").value); search(req, "push"); }
-  });
+  // Each toggle changes the state (with the box's text as it is) and the rest follows from it.
+  $("case").addEventListener("click", () => search(changed((r) => { r.case_sensitive = r.case_sensitive === true ? null : true; }), "push"));
+  $("regex").addEventListener("click", () => search(changed((r) => { r.mode = r.mode === "regex" ? "exact" : "regex"; }), "push"));
+  $("semantic").addEventListener("click", () => search(changed((r) => { r.mode = r.mode === "semantic" ? "exact" : "semantic"; }), "push"));
+  $("context").addEventListener("change", () => search(changed((r) => { r.context_lines = Number($("context").value); }), "push"));
   $("help-toggle").addEventListener("click", () => {
     const help = $("help");
     help.hidden = !help.hidden;
     $("help-toggle").setAttribute("aria-expanded", help.hidden ? "false" : "true");
   });
   for (const example of document.querySelectorAll(".example")) {
-    example.addEventListener("click", () => { input.value = example.textContent; search(typed(), "push"); });
+    example.addEventListener("click", () => { input.value = example.textContent; search(changed(), "push"); });
   }
-  $("home").addEventListener("click", (event) => { event.preventDefault(); input.value = ""; search(null, "push"); input.focus(); });
+  $("home").addEventListener("click", (event) => { event.preventDefault(); input.value = ""; search({ query: "" }, "push"); input.focus(); });
   $("viewer-close").addEventListener("click", closeViewer);
   $("files").addEventListener("click", (event) => {
     const link = event.target.closest("a[href^='#/files/']");
@@ -850,8 +959,10 @@ function start() {
     state.retry = null;
     if (retry) setTimeout(retry, 0);
   });
+  // Keys as on GitHub and Sourcegraph: / goes to the box unless one is typing in a field
+  // (there it is a slash), Escape leaves the box (after stopping a search in flight).
   document.addEventListener("keydown", (event) => {
-    const inField = event.target instanceof HTMLInputElement || event.target instanceof HTMLSelectElement || event.target instanceof HTMLTextAreaElement;
+    const inField = textField(event.target);
     if (event.key === "/" && !inField && !event.ctrlKey && !event.metaKey && !event.altKey) {
       event.preventDefault();
       if (!$("viewer").hidden) closeViewer();
@@ -864,14 +975,19 @@ function start() {
       if ($("token-dialog").open) return;
       if (!$("viewer").hidden) { event.preventDefault(); closeViewer(); }
       else if (!$("help").hidden) { $("help").hidden = true; $("help-toggle").setAttribute("aria-expanded", "false"); }
-      else if (event.target === input && state.run) { state.run.controller.abort(); state.run = null; setStatus("Stopped."); setProgress(0); }
+      else if (event.target === input) {
+        if (state.run) { state.run.controller.abort(); state.run = null; setStatus("Stopped."); setProgress(0); }
+        event.preventDefault();  // a search box's own Escape would empty it: the query stays
+        input.blur();
+      }
     }
   });
   window.addEventListener("popstate", () => { state.viewerPushed = false; fromLocation(); });
-  if (requestFromParams(new URLSearchParams(location.search))) {
+  if (searches(requestFromParams(new URLSearchParams(location.search)))) {
     loadNamespaces().catch(() => {});  // beside the search, not before it
     fromLocation();
   } else {
+    search(requestFromParams(new URLSearchParams(location.search)), "none");  // toggles kept in the URL
     welcome().catch(() => {});
   }
   if (!location.hash.startsWith("#/files/")) input.focus();
