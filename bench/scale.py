@@ -92,9 +92,14 @@ def corpus_bytes(root: Path) -> tuple[int, int]:
 
 def make_corpus(source: Path, corpus: Path, gb: float) -> list[Path]:
     """Copies of ``source``'s checkouts under ``corpus`` until it holds ``gb`` GB (kept between runs)."""
-    checkouts = sorted(p for p in source.iterdir() if (p / ".git").exists())
     _, one = corpus_bytes(source)
-    copies = max(1, round(gb * 1e9 / max(1, one)))
+    return make_copies(source, corpus, max(1, round(gb * 1e9 / max(1, one))))
+
+
+def make_copies(source: Path, corpus: Path, copies: int) -> list[Path]:
+    """``copies`` copies of ``source``'s checkouts under ``corpus``, ``copyNN/<checkout>``, each ``git init``ed
+    without history (kept between runs)."""
+    checkouts = sorted(p for p in source.iterdir() if (p / ".git").exists())
     corpus.mkdir(parents=True, exist_ok=True)
     out = []
     for i in range(1, copies + 1):
@@ -111,6 +116,11 @@ def make_corpus(source: Path, corpus: Path, gb: float) -> list[Path]:
 
 
 def write_config(path: Path, copies: list[Path], index_dir: Path, port: int) -> None:
+    write_named_config(path, [(copy.name, copy) for copy in copies], index_dir, port)
+
+
+def write_named_config(path: Path, spaces: list[tuple[str, Path]], index_dir: Path, port: int) -> None:
+    """A server's config: one ripgrep namespace for each (name, root), cached answers off."""
     lines = [
         "[server]",
         'host = "127.0.0.1"',
@@ -121,8 +131,8 @@ def write_config(path: Path, copies: list[Path], index_dir: Path, port: int) -> 
         "[index]",
         f'dir = "{index_dir}"',
     ]
-    for copy in copies:
-        lines += ["[[namespaces]]", f'name = "{copy.name}"', 'backend = "ripgrep"', f'root = "{copy}"']
+    for name, root in spaces:
+        lines += ["[[namespaces]]", f'name = "{name}"', 'backend = "ripgrep"', f'root = "{root}"']
     path.write_text("\n".join(lines) + "\n")
 
 

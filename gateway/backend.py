@@ -198,6 +198,11 @@ class AsyncBackend(abc.ABC, Generic[S]):
         """A local backend may scan only the files the content index names (:mod:`gateway.narrowing`);
         others ignore it."""
 
+    def indexed_root(self) -> str | None:
+        """The checkout a local backend searches through the content index (absolute; None: none), which
+        the service may rule out before searching it (:meth:`gateway.index.content.narrow.ContentIndex.ruled_out`)."""
+        return None
+
     def identities(self) -> Identities | None:
         """A local backend's content identities by path (:mod:`gateway.dedup.identity`), for an answer
         made elsewhere over its files (the intent index's); None: it has none, or sets them itself."""

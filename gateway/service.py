@@ -9,6 +9,7 @@ the wire answer built by :func:`gateway.wire.build_response`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -60,6 +61,8 @@ VIEW_LINES = 20_000
 VIEW_CHARS = 4_000_000
 #: The most of a request's time kept from its backends for the answer's own work (learnt: below).
 ANSWER_SHARE = 0.1
+#: From this many local namespaces, ruling them out (:meth:`SearchService._rule_out`) runs in a thread.
+RULE_OUT_IN_THREAD = 64
 
 log = get_logger("fedsearch.service")
 
@@ -92,6 +95,12 @@ def _log_search(outcomes: Sequence[Outcome], files: int, took_ms: int) -> None:
         took_ms=took_ms,
         **({"slowest": slowest.namespace, "slowest_ms": slowest.took_ms} if slowest is not None else {}),
     )
+
+
+def _in_order(routes: Sequence[Route], searched: Sequence[Outcome], ruled: dict[str, Outcome]) -> list[Outcome]:
+    """Every route's outcome in route order: those searched (in their order) and those ruled out."""
+    found = iter(searched)
+    return [ruled[route.namespace] if route.namespace in ruled else next(found) for route in routes]
 
 
 def _asked(plan: Plan, outcomes: Sequence[Outcome]) -> Sequence[Outcome]:
@@ -334,12 +343,20 @@ class SearchService:
 
         async def fan(request: SearchRequest, everything: bool) -> Whole:
             query = self.query_for(request, plan.started)
-            with self.scans.admit(plan.routes, query) as routes:  # Overloaded before anything is sent
-                outcomes = _asked(plan, await fan_out(routes, query, self.config.server.concurrency, on_outcome))
+            searched, ruled = await self._rule_out(plan.routes, query)
+            outcomes: Sequence[Outcome] = []
+            with self.scans.admit(searched, query) as routes:  # Overloaded, or past a quota, before anything is sent
+                if routes:
+                    outcomes = _asked(plan, await fan_out(routes, query, self.config.server.concurrency, on_outcome))
             fanned.append(min(time.monotonic(), query.deadline))  # the answer's own time starts
             for observe in self.observers:
                 for outcome in outcomes:
                     observe(outcome)
+            if ruled:
+                if on_outcome is not None:
+                    for outcome in ruled.values():
+                        on_outcome(outcome)
+                outcomes = _in_order(plan.routes, outcomes, ruled)
             with span("fedsearch.rank") as current:  # merge and rank every namespace's files
                 whole = settle(
                     request,
@@ -364,6 +381,32 @@ class SearchService:
         if fanned:
             self.answer_time.observe(time.monotonic() - fanned[0])
         return answer
+
+    async def _rule_out(
+        self, routes: Sequence[Route], query: SearchQuery
+    ) -> tuple[Sequence[Route], dict[str, Outcome]]:
+        """The routes to search, and the outcomes of the local namespaces whose content index proves that no
+        file of theirs can match (``ok``, no file: what searching them would answer), which are not searched."""
+        content = self.content
+        if content is None or query.mode not in ("exact", "regex"):
+            return routes, {}
+        local = [(route, root) for route in routes if (root := route.backend.indexed_root()) is not None]
+        if not local:
+            return routes, {}
+        if len(local) < RULE_OUT_IN_THREAD:
+            verdicts = content.ruled_out([root for _, root in local], query)
+        else:  # it may wait for a checkout's lock (held while a search reads its engine)
+            verdicts = await asyncio.to_thread(content.ruled_out, [root for _, root in local], query)
+        ruled = {
+            route.namespace: Outcome(
+                namespace=route.namespace, backend=route.backend.kind, status="ok", took_ms=0, weight=route.weight
+            )
+            for (route, _), out in zip(local, verdicts, strict=True)
+            if out
+        }
+        if not ruled:
+            return routes, {}
+        return [route for route in routes if route.namespace not in ruled], ruled
 
     def _declared(self, request: SearchRequest, outcomes: Sequence[Outcome], since_ns: int) -> Sequence[Outcome]:
         """For a ``sym:`` query, every file's hits as declarations before the filter reads them: a local

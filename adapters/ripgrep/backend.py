@@ -127,6 +127,9 @@ class RipgrepBackend(AsyncBackend[RipgrepSettings]):
         """Scan only the files the content index names (:mod:`gateway.narrowing`)."""
         self.narrower = narrower
 
+    def indexed_root(self) -> str | None:
+        return self._root if self.narrower is not None else None
+
     async def aclose(self) -> None:
         if self._warm is not None:
             await self._warm.aclose()  # the first namespace to close stops them all

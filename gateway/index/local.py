@@ -269,6 +269,9 @@ class SemanticBackend(AsyncBackend[Any]):
     def use_index(self, narrower: Narrower) -> None:
         self.inner.use_index(narrower)
 
+    def indexed_root(self) -> str | None:
+        return self.inner.indexed_root()
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

@@ -87,6 +87,7 @@ from gateway.index.content.layout import (
 )
 from gateway.index.content.paths import USABLE
 from gateway.index.content.records import Record, read_record
+from gateway.index.content.summary import add_words, empty
 from gateway.index.content.verify import RECORD, EngineDamaged, Verifier
 from gateway.index.files import Source
 from gateway.index.lifetime import die_with_parent
@@ -279,7 +280,7 @@ class ContentBuilder:
             state = read_state(folder)
             if state is not None and state.complete:  # the engine was deleted with it: readers scan until built
                 self._forget(folder)
-            manifest = Manifest(root)
+            manifest = Manifest(root, grams=empty())
         return manifest
 
     def _verifier(self, folder: str) -> Verifier:
@@ -318,7 +319,7 @@ class ContentBuilder:
         """The engine forgotten (logged), to be built again from nothing: the manifest to start from."""
         log.warning("content_index_rebuilt", root=root, reason=reason[:200])
         self._forget(folder)
-        return Manifest(root)
+        return Manifest(root, grams=empty())
 
     def _forget(self, folder: str) -> None:
         """The state made incomplete (readers scan), then the manifest, the pending list, the record and the
@@ -374,6 +375,7 @@ class ContentBuilder:
         writer: Writer | None = None
         since_commit = 0
         done = True
+        grams = bytearray(manifest.grams) if manifest.grams is not None else None  # grows, never shrinks
         try:
             for paths, records in self._read(source.root, changed):
                 self.progress(stats.read + len(records), len(changed))
@@ -384,6 +386,8 @@ class ContentBuilder:
                 touched += paths
                 for path in paths:
                     files.pop(path, None)
+                if grams is not None:
+                    add_words(grams, [r.words for r in records if r.words is not None])
                 for record in records:
                     if record.words is not None:
                         writer.put(record.path, record.words)
@@ -393,7 +397,7 @@ class ContentBuilder:
                     since_commit += record.entry.size
                 if since_commit >= COMMIT_BYTES:
                     engine = self._commit(folder, writer, engine, touched)
-                    self._write_manifest(folder, source.root, files, manifest.folders, engine)
+                    self._write_manifest(folder, source.root, files, manifest.folders, engine, grams)
                     touched, since_commit = [], 0
                 if self.should_stop():
                     done = False
@@ -417,7 +421,7 @@ class ContentBuilder:
             folders = _folders(source.root, _with_parents(listed), listed_ns)
         elif done:
             folders.update(_folders(source.root, rels, listed_ns))
-        self._write_manifest(folder, source.root, files, folders, engine)
+        self._write_manifest(folder, source.root, files, folders, engine, grams)
         if listed is None:  # an update: the state keeps its listing time, its counts change
             self._finish(folder, None, None)
         return done
@@ -515,9 +519,16 @@ class ContentBuilder:
     # --- writing the manifest and the state -----------------------------------------
 
     def _write_manifest(
-        self, folder: str, root: str, files: dict[str, Entry], folders: dict[str, Folder], engine: int
+        self,
+        folder: str,
+        root: str,
+        files: dict[str, Entry],
+        folders: dict[str, Folder],
+        engine: int,
+        grams: bytearray | None,
     ) -> None:
-        write_atomic(os.path.join(folder, MANIFEST), encode_manifest(Manifest(root, files, folders, engine)))
+        held = bytes(grams) if grams is not None else None
+        write_atomic(os.path.join(folder, MANIFEST), encode_manifest(Manifest(root, files, folders, engine, held)))
 
     def _finish(self, folder: str, listed_ns: int | None, built_s: float | None) -> None:
         """The state after a pass (``listed_ns`` None: an update, which keeps the last listing time)."""

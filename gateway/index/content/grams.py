@@ -136,7 +136,9 @@ def file_grams(data: bytes) -> npt.NDArray[np.int32]:
     if KELVIN in data or LONG_S in data:
         import numpy as np
 
-        codes = np.concatenate((codes, tables.codes(data.replace(KELVIN, b"k").replace(LONG_S, b"s"))))
+        ascii_read = data.replace(KELVIN, b"k").replace(LONG_S, b"s")  # a 3-byte sign becomes 1 byte
+        if len(ascii_read) >= GRAM:
+            codes = np.concatenate((codes, tables.codes(ascii_read)))
     return tables.distinct(codes)
 
 

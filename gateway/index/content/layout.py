@@ -52,6 +52,9 @@ except ImportError:  # pragma: no cover - a Python built without its own hashes
 
 from gateway.index.content.paths import FORMAT, content_dir, root_dir
 
+#: Bytes of a manifest's gram bitset (:data:`gateway.index.content.summary.BYTES`; that module imports numpy).
+GRAM_BYTES = 1 << 14
+
 __all__ = [
     "ALWAYS",
     "CHECK_BYTES",
@@ -146,12 +149,15 @@ class Folder(msgspec.Struct, array_like=True, frozen=True):
 
 class Manifest(msgspec.Struct, frozen=True):
     """Every file of a checkout as the engine holds it, and every folder that holds one (root-relative);
-    ``engine``: the engine's commit (tantivy's opstamp) it describes, 0 before the engine's first."""
+    ``engine``: the engine's commit (tantivy's opstamp) it describes, 0 before the engine's first;
+    ``grams``: the bitset of every gram given to the engine since it was built from nothing
+    (:mod:`~gateway.index.content.summary`), None where unknown."""
 
     root: str
     files: dict[str, Entry] = {}
     folders: dict[str, Folder] = {}
     engine: int = 0
+    grams: bytes | None = None
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -233,6 +239,7 @@ def encode_manifest(manifest: Manifest) -> bytes:
         _keys(manifest.files, encode_path),
         _folders_through(manifest.folders, encode_path),
         manifest.engine,
+        manifest.grams,
     )
     return seal(_encoder.encode(kept))
 
@@ -300,6 +307,7 @@ def read_manifest(folder: str) -> Manifest | None:
         _keys(kept.files, decode_path),
         _folders_through(kept.folders, decode_path),
         kept.engine,
+        kept.grams if kept.grams is not None and len(kept.grams) == GRAM_BYTES else None,
     )
 
 

@@ -41,6 +41,7 @@ from gateway.index.content.fresh import check, clean, folder_clean, parent
 from gateway.index.content.layout import (
     MANIFEST,
     STATE,
+    Kind,
     Manifest,
     State,
     documents,
@@ -72,8 +73,11 @@ log = get_logger("fedsearch.index")
 class RootView:
     """One checkout's content index as this process sees it."""
 
-    def __init__(self, directory: str, root: str) -> None:
+    def __init__(self, directory: str, root: str, column: int = 0) -> None:
         self.root = root
+        self.column = column  # its column in the process's table of gram bitsets (:mod:`.summary`)
+        self.proven_for: Manifest | None = None  # the manifest whose bitset its column holds
+        self._scanned_always: tuple[Manifest, bool] | None = None
         self.folder = root_dir(directory, root)
         self.reader = Reader(self.folder)
         self.lock = threading.Lock()
@@ -122,6 +126,15 @@ class RootView:
             self._documents = documents(manifest.files)
         return self.reader.opstamp == manifest.engine and self.reader.files == self._documents
 
+    def always_read(self, manifest: Manifest) -> bool:
+        """Whether a file of ``manifest`` is read by every search (too large, or through its folder): then no
+        bitset can rule the checkout out."""
+        seen = self._scanned_always
+        if seen is None or seen[0] is not manifest:
+            always = any(e.kind in (Kind.LARGE, Kind.FOLDER) for e in manifest.files.values())
+            seen = self._scanned_always = (manifest, always)
+        return seen[1]
+
     def paths_of(self, hashes: list[int]) -> list[tuple[int, str]] | None:
         """The files the engine named (by path hash), from the manifest; None when one is not in it (an engine
         that :meth:`agrees` never names one: a hash shared by two paths, or damage; the caller scans, to be safe)."""
@@ -145,7 +158,9 @@ class ContentIndex:
 
     def __init__(self, directory: str, roots: Iterable[str], *, follow: bool = False) -> None:
         self.directory = os.path.expanduser(directory)
-        self.views = {root: RootView(self.directory, root) for root in roots}
+        self.views = {root: RootView(self.directory, root, i) for i, root in enumerate(dict.fromkeys(roots))}
+        #: Each checkout's gram bitset, where it may be believed (a server's: :meth:`ruled_out`).
+        self._table: Any = None
         self.outcomes: Counter[str] = Counter()  # "narrowed", or why a checkout was scanned
         self._plans: dict[tuple[str, str, bool], Any] = {}
         self._small: bool | None = None  # not following: whether its checkouts are too small to be worth it
@@ -170,6 +185,9 @@ class ContentIndex:
         except OSError as exc:
             log.info("content_index_not_following", reason=exc.strerror or str(exc))
             return
+        from gateway.index.content.summary import Table
+
+        self._table = Table(len(self.views))
         self._wake = os.pipe()
         self._thread = threading.Thread(target=self._drain_forever, name="content-watch", daemon=True)
         self._thread.start()
@@ -188,8 +206,16 @@ class ContentIndex:
                 self._adopt()
 
     def _adopt(self) -> None:
-        """Begin following each checkout whose index is complete (before a search needs it)."""
+        """Begin following each checkout whose index is complete, and believe the gram bitset of each one
+        followed whose files are all as indexed (before a search needs either)."""
+        table = self._table
         for view in self.views.values():
+            if view.following == "ready":
+                if table is not None and not table.believed[view.column]:
+                    with view.lock:
+                        if not self._ready(view):
+                            self._prove(view)
+                continue
             if view.following:
                 continue
             with view.lock:
@@ -206,11 +232,14 @@ class ContentIndex:
                 return
             changes = watcher.read()
         now = time.time_ns()
+        table = self._table
         for change in changes:
             view = self.views.get(change.root)
             if view is None:
                 continue
             with view.lock:
+                if table is not None:
+                    table.believed[view.column] = False  # a file may hold new grams: its own index decides
                 if change.kind == "tree":
                     view.tree_ns = now
                 else:
@@ -279,6 +308,7 @@ class ContentIndex:
             why = self._ready(view)
             if why:
                 return why
+            self._prove(view)
             try:
                 if not view.reader.refresh():
                     return "building"
@@ -299,6 +329,46 @@ class ContentIndex:
             if named is None:
                 return "stale"
             return self._narrowed(view, named, accept)
+
+    def ruled_out(self, roots: list[str], query: SearchQuery) -> list[bool]:
+        """For each of ``roots``: whether no file of it can hold a match of ``query``, as its gram bitset
+        says, believed only while every file of it is as its manifest records (a server's: the watcher
+        tells). Such a checkout needs no search at all: its answer is no file (the same answer
+        :meth:`narrow` would give, without asking its engine)."""
+        table = self._table
+        if table is None or query.mode not in ("exact", "regex") or not roots:
+            return [False] * len(roots)
+        need = self._plan(query)
+        if need is None:
+            return [False] * len(roots)
+        self._drain()  # a change completed before the search began is seen: its checkout is not ruled out
+        import numpy as np
+
+        views = self.views
+        columns = np.fromiter((views[r].column if r in views else -1 for r in roots), dtype=np.int64, count=len(roots))
+        known = columns >= 0
+        columns[~known] = 0
+        out = known & table.believed[columns] & ~table.possible(need)[columns]
+        ruled = int(out.sum())
+        if ruled:
+            self.outcomes["ruled_out"] += ruled
+        result: list[bool] = out.tolist()
+        return result
+
+    def _prove(self, view: RootView) -> None:
+        """Believe the checkout's gram bitset if every file of it is as its manifest records (the caller holds
+        its lock, and :meth:`_ready` just brought its changed sets up to date and found it usable)."""
+        table = self._table
+        manifest = view.manifest
+        if table is None or manifest is None or manifest.grams is None or view.following != "ready":
+            return
+        if view.files or view.folders or view.unchecked or view.tree_ns or view.always_read(manifest):
+            table.believed[view.column] = False
+            return
+        if view.proven_for is not manifest:
+            table.put(view.column, manifest.grams)
+            view.proven_for = manifest
+        table.believed[view.column] = True
 
     def _plan(self, query: SearchQuery) -> Any:
         key = (query.text, query.mode, query.case_sensitive)

@@ -1,0 +1,125 @@
+"""A checkout's grams in one small bitset: what lets a search pass by checkouts that cannot match.
+
+Each checkout's manifest carries :data:`BITS` bits (16 KiB): bit ``bucket(g)`` is set for
+every gram ``g`` of every file the engine was given since it was last built from nothing
+(a superset of the grams it holds now: a file's grams are added when it is read, never
+taken away). A plan (:mod:`~gateway.index.content.plan`) whose grams are not all there, as
+its ``And``/``Or`` asks, cannot match any file of the checkout. Many checkouts' bitsets
+make one table (:class:`Table`), a row per bucket and a column per checkout, so one query
+rules out thousands of checkouts with a few numpy operations over rows of one byte a
+checkout (:meth:`Table.possible`), instead of asking each checkout's engine.
+
+A bucket is a multiplicative hash of the gram's 24-bit code, so a bucket is shared by
+about ``grams / BITS`` grams: a checkout of 40,000 distinct grams fills ~26 % of the
+buckets, and a plan of 8 grams it lacks passes its bitset by chance once in ~50,000. A
+large checkout fills nearly all of them and is never ruled out: nothing is lost, its own
+engine still narrows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from gateway.index.content.layout import GRAM_BYTES
+from gateway.index.content.plan import And, Gram, Need
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["BITS", "BYTES", "Table", "add", "add_words", "bucket", "codes_of", "empty"]
+
+#: Buckets of a checkout's bitset (a power of two), and its bytes.
+SHIFT = 17
+BITS = 1 << SHIFT
+BYTES = BITS // 8
+assert BYTES == GRAM_BYTES
+#: Knuth's multiplicative hash constant (2^32 / phi).
+_GOLDEN = 0x9E3779B1
+
+
+def bucket(code: int) -> int:
+    """The bucket of one gram (its 24-bit code)."""
+    return ((code * _GOLDEN) & 0xFFFFFFFF) >> (32 - SHIFT)
+
+
+def empty() -> bytes:
+    """The bitset of a checkout with no grams yet."""
+    return bytes(BYTES)
+
+
+def add(bits: bytearray, codes: npt.NDArray[np.int32]) -> None:
+    """Set the buckets of ``codes`` (grams) in ``bits`` (a bitset of :data:`BYTES` bytes)."""
+    import numpy as np
+
+    if not len(codes):
+        return
+    buckets = ((codes.astype(np.uint64) * _GOLDEN) & 0xFFFFFFFF) >> (32 - SHIFT)
+    view = np.frombuffer(bits, dtype=np.uint8)
+    flags = np.zeros(BITS, dtype=np.bool_)
+    flags[buckets] = True
+    view |= np.packbits(flags, bitorder="little")
+
+
+def add_words(bits: bytearray, words: Sequence[str]) -> None:
+    """Set the buckets of the grams of several files' engine words (:func:`.records.classify`'s) in ``bits``."""
+    add(bits, codes_of("".join(w if not w or w.endswith(" ") else w + " " for w in words)))
+
+
+def codes_of(words: str) -> npt.NDArray[np.int32]:
+    """The gram codes of an engine's words (:func:`~gateway.index.content.grams.tokens`: 4 letters and a space
+    each), markers (``~all``, ``~dir``) left out."""
+    import numpy as np
+
+    from gateway.index.content.grams import ALPHABET
+
+    raw = np.frombuffer(words.encode("ascii"), dtype=np.uint8)
+    usable = len(raw) - len(raw) % 5
+    grid = raw[:usable].reshape(-1, 5)[:, :4]
+    lookup = np.full(256, 255, dtype=np.uint8)
+    lookup[np.frombuffer(ALPHABET, dtype=np.uint8)] = np.arange(64, dtype=np.uint8)
+    digits = lookup[grid].astype(np.int32)
+    keep = (digits < 64).all(axis=1)
+    digits = digits[keep]
+    codes: npt.NDArray[np.int32] = (digits[:, 0] << 18) | (digits[:, 1] << 12) | (digits[:, 2] << 6) | digits[:, 3]
+    return codes
+
+
+class Table:
+    """The bitsets of a fixed list of checkouts, a row per bucket (one byte a checkout per row's bit
+    plane, so a row reads contiguous memory), and whether each checkout's bitset may be believed now."""
+
+    def __init__(self, size: int) -> None:
+        import numpy as np
+
+        self.size = size
+        #: rows[b >> 3] holds bit (b & 7) of bucket b for every checkout, one byte a checkout.
+        self.rows = np.zeros((BYTES, size), dtype=np.uint8)
+        #: Whether column i describes checkout i's files now (set and cleared by the content index).
+        self.believed = np.zeros(size, dtype=np.bool_)
+
+    def put(self, column: int, bits: bytes) -> None:
+        """Checkout ``column``'s bitset (:data:`BYTES` bytes)."""
+        import numpy as np
+
+        self.rows[:, column] = np.frombuffer(bits, dtype=np.uint8)
+
+    def possible(self, need: Need) -> npt.NDArray[np.bool_]:
+        """For each checkout: whether its bitset allows a file satisfying ``need``."""
+        out: npt.NDArray[np.bool_] = self._eval(need)
+        return out
+
+    def _eval(self, need: Need) -> Any:
+        import numpy as np
+
+        if isinstance(need, Gram):
+            b = bucket(need.code)
+            return (self.rows[b >> 3] & (1 << (b & 7))) != 0
+        parts: Sequence[Need] = need.parts if isinstance(need, And) else need.options
+        out = self._eval(parts[0])
+        for part in parts[1:]:
+            out = (out & self._eval(part)) if isinstance(need, And) else (out | self._eval(part))
+            if isinstance(need, And) and not out.any():
+                return np.zeros(self.size, dtype=np.bool_)
+        return out

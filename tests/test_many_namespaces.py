@@ -1,0 +1,275 @@
+"""Many namespaces: a checkout whose gram bitset proves it cannot match is not searched (issue 51).
+
+The bitset (:mod:`gateway.index.content.summary`) is held to soundness by hypothesis against the
+files' own bytes; the content index believes it only while every file of the checkout is as
+indexed (a server's watcher tells), and the service answers a ruled-out namespace ``ok`` with no
+file without searching it. Answers are compared with the real rg throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gateway.config import parse_config
+from gateway.index.content import fresh, records
+from gateway.index.content.grams import file_grams
+from gateway.index.content.layout import read_manifest, root_dir
+from gateway.index.content.narrow import ContentIndex
+from gateway.index.content.plan import plan
+from gateway.index.content.summary import BYTES, Table, add_words, empty
+from gateway.index.files import find_rg
+from gateway.models import SearchQuery
+from gateway.query.request import parse_request
+from gateway.service import SearchService
+from tests.content_support import build
+from tests.helpers import git_repo
+
+pytestmark = pytest.mark.skipif(find_rg() is None, reason="no rg binary")
+
+NOWHERE = "zqxjkw_found_nowhere"
+
+
+def query(text: str, **fields: Any) -> SearchQuery:
+    return SearchQuery(text=text, deadline=time.monotonic() + 30, **fields)
+
+
+@pytest.fixture
+def no_race(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files written by the test count as clean once indexed (nothing writes them meanwhile)."""
+    monkeypatch.setattr(fresh, "RACY_NS", 0)
+
+
+def bitset(texts: list[bytes]) -> bytes:
+    """A checkout's bitset as the builder makes it: each file classified, the words of a batch joined."""
+    bits = bytearray(empty())
+    add_words(bits, [words for _, words in map(records.classify, texts) if words is not None])
+    return bytes(bits)
+
+
+class TestBitset:
+    @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        st.lists(st.text(alphabet="abcKkſsS_ (){}\u212a\n\0", min_size=0, max_size=60), min_size=1, max_size=5),
+        st.data(),
+        st.booleans(),
+    )
+    def test_never_rules_out_a_checkout_that_holds_a_match(self, texts: list[str], data: Any, case: bool) -> None:
+        """Whatever a file holds, a literal cut from it (or any literal some file matches, in either case)
+        is allowed by the checkout's bitset: the bitset can only rule out what cannot match."""
+        raw = [t.encode() for t in texts]
+        chosen = data.draw(st.sampled_from(texts))
+        start = data.draw(st.integers(0, max(0, len(chosen) - 1)))
+        literal = chosen[start : start + data.draw(st.integers(1, 12))] or "a"
+        need = plan(literal, regex=False, case_sensitive=case)
+        if need is None:
+            return  # nothing to require: never ruled out, by construction
+        table = Table(1)
+        table.put(0, bitset(raw))
+        matched = any(
+            (literal in t) if case else (literal.casefold() in t.casefold() or _simple_fold(literal) in _simple_fold(t))
+            for t in texts
+            if "\0" not in t  # a NUL in its first 64 KiB: rg prints nothing of the file
+        )
+        if matched:
+            assert table.possible(need)[0]
+
+    def test_a_file_of_one_kelvin_sign_is_read(self) -> None:
+        """Found by the property above: a 3-byte file holding KELVIN SIGN, read as ASCII, is one byte."""
+        assert len(file_grams("\u212a".encode())) == 1
+
+    def test_rules_out_what_no_file_holds(self) -> None:
+        """A checkout of a few small files is ruled out for a word none of them holds."""
+        table = Table(2)
+        table.put(0, bitset([b"def register_blueprint(self, bp):\n    pass\n"]))
+        table.put(1, bitset([b"class QueuePool(Pool):\n    pass\n"]))
+        need = plan("register_blueprint", regex=False, case_sensitive=True)
+        assert need is not None
+        assert table.possible(need).tolist() == [True, False]
+        regex = plan(r"class \w+Pool\b", regex=True, case_sensitive=True)
+        assert regex is not None
+        assert table.possible(regex).tolist() == [False, True]
+
+    def test_a_manifest_carries_its_bitset(self, tmp_path: Path, no_race: None) -> None:
+        """The builder writes each checkout's bitset into its manifest (an empty file, a marker-only one and a
+        file with a NUL beside the others: their words join into one list), and it grows with what is read."""
+        repo = git_repo(
+            tmp_path / "repo",
+            {
+                "0.typed": "",
+                "1.bin": "x" * 70_000 + "\0",
+                "2.txt": "\ufeff".encode("utf-16"),
+                "a.py": "def register_blueprint():\n    pass\n",
+                "z.txt": "",
+            },
+        )
+        build(tmp_path / "idx", repo)
+        manifest = read_manifest(root_dir(str(tmp_path / "idx"), str(repo)))
+        assert manifest is not None and manifest.grams is not None and len(manifest.grams) == BYTES
+        table = Table(1)
+        table.put(0, manifest.grams)
+        blueprint, pool = (plan(t, regex=False, case_sensitive=True) for t in ("register_blueprint", "QueuePool"))
+        assert blueprint is not None and pool is not None
+        assert table.possible(blueprint)[0] and not table.possible(pool)[0]
+        (repo / "b.py").write_text("class QueuePool:\n    pass\n")
+        build(tmp_path / "idx", repo)
+        manifest = read_manifest(root_dir(str(tmp_path / "idx"), str(repo)))
+        assert manifest is not None and manifest.grams is not None
+        table.put(0, manifest.grams)
+        assert table.possible(blueprint)[0] and table.possible(pool)[0]
+
+
+def _simple_fold(text: str) -> str:
+    """rg's -i as far as the test's alphabet goes: KELVIN SIGN is k, LONG S is s."""
+    return text.replace("\u212a", "k").replace("\u017f", "s").lower()
+
+
+def _checkouts(tmp_path: Path, n: int) -> list[Path]:
+    """``n`` small checkouts; checkout i holds ``word_i`` and nothing else of note."""
+    return [
+        git_repo(
+            tmp_path / f"repo{i:02d}",
+            {"src/main.py": f"def word_{i:02d}(x):\n    return x + {i}\n", "README.md": f"checkout {i}\n"},
+        )
+        for i in range(n)
+    ]
+
+
+def _believed(index: ContentIndex, roots: list[str], seconds: float = 30.0) -> None:
+    """Wait until the index believes every checkout's bitset (its first checks run in threads)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(index.ruled_out(roots, query(NOWHERE))):
+            return
+        for root in roots:
+            index.narrow(root, query(NOWHERE), None)  # a search brings a ready checkout's bitset in
+        time.sleep(0.02)
+    raise AssertionError(f"bitsets not believed: {index.ruled_out(roots, query(NOWHERE))}")
+
+
+class TestRuledOut:
+    @pytest.fixture
+    def following(self, tmp_path: Path, no_race: None) -> Iterator[tuple[ContentIndex, list[Path]]]:
+        repos = _checkouts(tmp_path, 6)
+        for repo in repos:
+            build(tmp_path / "idx", repo)
+        index = ContentIndex(str(tmp_path / "idx"), [str(r) for r in repos], follow=True)
+        _believed(index, [str(r) for r in repos])
+        yield index, repos
+        index.close()
+
+    def test_only_the_checkout_that_can_match_is_left(self, following: tuple[ContentIndex, list[Path]]) -> None:
+        index, repos = following
+        roots = [str(r) for r in repos]
+        assert index.ruled_out(roots, query("word_03")) == [i != 3 for i in range(6)]
+        assert index.ruled_out(roots, query("WORD_03", case_sensitive=False)) == [i != 3 for i in range(6)]
+        assert index.ruled_out(roots, query(r"word_0[25]\(", mode="regex")) == [i not in (2, 5) for i in range(6)]
+        assert index.outcomes["ruled_out"] >= 5
+
+    def test_nothing_is_ruled_out_without_grams_to_require(self, following: tuple[ContentIndex, list[Path]]) -> None:
+        """A query with no gram to require (``.*``, two letters) rules nothing out."""
+        index, repos = following
+        roots = [str(r) for r in repos]
+        assert index.ruled_out(roots, query("x", mode="regex")) == [False] * 6
+        assert index.ruled_out(roots, query(".*", mode="regex")) == [False] * 6
+
+    def test_a_write_is_seen_by_the_next_search(self, following: tuple[ContentIndex, list[Path]]) -> None:
+        """A file changed just before a search: its checkout is no longer ruled out by the old bitset."""
+        index, repos = following
+        roots = [str(r) for r in repos]
+        (repos[0] / "src" / "main.py").write_text("zqxjkw_written_now = 1\n")
+        assert index.ruled_out(roots, query("zqxjkw_written_now")) == [False] + [True] * 5
+
+    def test_a_new_file_in_a_new_folder_is_seen(self, following: tuple[ContentIndex, list[Path]]) -> None:
+        index, repos = following
+        roots = [str(r) for r in repos]
+        (repos[4] / "fresh").mkdir()
+        (repos[4] / "fresh" / "new.py").write_text("zqxjkw_new_folder = 1\n")
+        assert index.ruled_out(roots, query("zqxjkw_new_folder"))[4] is False
+
+    def test_a_one_shot_process_rules_nothing_out(self, tmp_path: Path, no_race: None) -> None:
+        """Without a watcher nothing says the files are still as indexed: every checkout is asked."""
+        repos = _checkouts(tmp_path, 2)
+        for repo in repos:
+            build(tmp_path / "idx", repo)
+        index = ContentIndex(str(tmp_path / "idx"), [str(r) for r in repos])
+        assert index.ruled_out([str(r) for r in repos], query(NOWHERE)) == [False, False]
+
+
+def _rg_files(roots: dict[str, Path], text: str) -> set[tuple[str, str]]:
+    rg = find_rg()
+    assert rg is not None
+    out = set()
+    for name, root in roots.items():
+        done = subprocess.run([rg, "--no-config", "-l", "-F", text], cwd=root, capture_output=True, text=True)
+        out |= {(name, line.removeprefix("./")) for line in done.stdout.splitlines()}
+    return out
+
+
+class TestService:
+    """The service answers a ruled-out namespace ``ok`` with no file, without searching it."""
+
+    @pytest.fixture
+    def service(self, tmp_path: Path, no_race: None) -> Iterator[tuple[SearchService, dict[str, Path]]]:
+        repos = _checkouts(tmp_path, 8)
+        roots = {f"team/repo{i:02d}": repo for i, repo in enumerate(repos)}
+        for repo in repos:
+            build(tmp_path / "idx", repo)
+        config = parse_config(
+            {
+                "cache": {"answer_ttl_s": 0, "single_flight": False},
+                "index": {"dir": str(tmp_path / "idx")},
+                "namespaces": [{"name": n, "backend": "ripgrep", "root": str(r)} for n, r in roots.items()],
+            }
+        )
+        svc = SearchService(config)
+        svc.start_serving()
+        assert svc.content is not None
+        _believed(svc.content, [str(os.path.abspath(r)) for r in repos])
+        yield svc, roots
+        asyncio.run(svc.aclose())
+
+    def _search(self, svc: SearchService, text: str, access: Any = None) -> dict[str, Any]:
+        request = parse_request({"query": text, "files": 50})
+        return asyncio.run(svc.search(request, access))
+
+    def test_a_word_in_one_namespace(self, service: tuple[SearchService, dict[str, Path]]) -> None:
+        svc, roots = service
+        assert svc.content is not None
+        before = svc.content.outcomes["ruled_out"]
+        answer = self._search(svc, "word_05")
+        assert {(f["namespace"], f["file_path"]) for f in answer["files"]} == _rg_files(roots, "word_05")
+        assert [(s["name"], s["status"], s["files"]) for s in answer["namespaces"]] == [
+            (n, "ok", 1 if n == "team/repo05" else 0) for n in roots
+        ]
+        assert svc.content.outcomes["ruled_out"] - before == 7
+
+    def test_a_word_nowhere(self, service: tuple[SearchService, dict[str, Path]]) -> None:
+        """Every namespace still says its status (SPEC §3 invariant 8), and the note says why it is empty."""
+        svc, roots = service
+        answer = self._search(svc, NOWHERE)
+        assert answer["files"] == [] and not answer["truncated"]
+        assert [(s["name"], s["status"]) for s in answer["namespaces"]] == [(n, "ok") for n in roots]
+        assert NOWHERE in answer["note"]
+
+    def test_a_cloaked_namespace_leaves_no_trace(self, service: tuple[SearchService, dict[str, Path]]) -> None:
+        """Access applies before anything is ruled out: a caller who sees two namespaces hears of two."""
+        svc, _ = service
+        answer = self._search(svc, "word_05", access=lambda name: name in ("team/repo00", "team/repo01"))
+        assert [s["name"] for s in answer["namespaces"]] == ["team/repo00", "team/repo01"]
+        assert answer["files"] == [] and "repo05" not in str(answer)
+
+    def test_a_change_is_found_by_the_next_search(self, service: tuple[SearchService, dict[str, Path]]) -> None:
+        svc, roots = service
+        (roots["team/repo02"] / "src" / "main.py").write_text("def zqxjkw_changed():\n    pass\n")
+        answer = self._search(svc, "zqxjkw_changed")
+        assert {(f["namespace"], f["file_path"]) for f in answer["files"]} == {("team/repo02", "src/main.py")}
