@@ -25,6 +25,7 @@ import contextlib
 import itertools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,10 @@ __all__ = ["BATCH_FILES", "BuildStats", "Builder", "Poll"]
 #: Files per transaction, and the longest a transaction gathers (seconds).
 BATCH_FILES = 64
 BATCH_S = 0.25
+#: Checkouts whose content index a pass builds at once (threads; their files read by the builder's workers).
+CONTENT_AT_ONCE = 4
+#: Guards the counts several content threads add to one pass's BuildStats.
+_STATS = threading.Lock()
 
 if TYPE_CHECKING:  # the content index's (tantivy, numpy): imported only where it is built
     from gateway.index.content.build import ContentBuilder
@@ -113,13 +118,7 @@ class Builder:
         listings: dict[str, list[str]] = {}
         if self.content is not None and todo:
             with self.content.pool():  # its reading processes forked once for the whole pass
-                for source in todo:
-                    if self.should_stop():
-                        break
-                    try:
-                        listings[source.namespace] = self.refresh_content(source, stats)
-                    except (OSError, ValueError) as exc:  # this root's (a full disk): the others go on
-                        self._failed(source, "content", exc)
+                listings = self.refresh_contents(todo, stats)
         for source in todo:
             if self.should_stop():
                 break
@@ -167,27 +166,64 @@ class Builder:
         stats.pruned += len(done.dropped)
         stats.prune_s += done.seconds
 
+    def refresh_contents(self, sources: Sequence[Source], stats: BuildStats) -> dict[str, list[str]]:
+        """One whole pass over the content indexes of ``sources``, :data:`CONTENT_AT_ONCE` checkouts at a time
+        (each its own writer and commit: what one checkout waits for, a commit's flush to disk, another
+        reads meanwhile, so many small checkouts build about as fast as a few big ones); every file rg lists
+        in each, by namespace. A checkout that fails (a full disk) fails alone."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        listings: dict[str, list[str]] = {}
+
+        def one(source: Source) -> list[str] | None:
+            if self.should_stop():
+                return None
+            try:
+                return self._refresh_content(source, stats)
+            except (OSError, ValueError) as exc:  # this root's (a full disk): the others go on
+                self._failed(source, "content", exc)
+                return None
+
+        with ThreadPoolExecutor(min(CONTENT_AT_ONCE, len(sources)), thread_name_prefix="content") as threads:
+            for source, listed in zip(sources, threads.map(one, sources), strict=True):
+                if listed is None:
+                    continue
+                listings[source.namespace] = listed
+                with contextlib.suppress(sqlite3.Error):  # how many files the declarations will have, said at once
+                    self.store.mark(source.root, listed=sum(1 for _ in list_files(source, self.rg, listed)))
+        return listings
+
     def refresh_content(self, source: Source, stats: BuildStats) -> list[str]:
         """One whole pass over one namespace's content index; every file rg lists in it."""
+        listed = self._refresh_content(source, stats)
+        with contextlib.suppress(sqlite3.Error):  # how many files the declarations will have, said at once
+            self.store.mark(source.root, listed=sum(1 for _ in list_files(source, self.rg, listed)))
+        return listed
+
+    def _refresh_content(self, source: Source, stats: BuildStats) -> list[str]:
+        """:meth:`refresh_content` but the declarations' count (it may run in a thread: no database here)."""
         from gateway.index.content.build import ContentStats
 
         assert self.content is not None
         started = time.monotonic()
         listed_ns = time.time_ns()
         listed = list_all(source, self.rg)
-        with contextlib.suppress(sqlite3.Error):  # how many files the declarations will have, said at once
-            self.store.mark(source.root, listed=sum(1 for _ in list_files(source, self.rg, listed)))
         done = ContentStats()
         self.content.should_stop = self.should_stop
+        progress = None
         if (claims := self.claims) is not None:
             self.content.cover = claims.covering
-            self.content.progress = lambda read, total: claims.report(source.root, "content", read, total)
-        self.content.refresh(source, listed, listed_ns, done)
+
+            def progress(read: int, total: int) -> None:
+                claims.report(source.root, "content", read, total)
+
+        self.content.refresh(source, listed, listed_ns, done, progress)
         if done.read or done.removed:
             log.info("content_index_read", root=source.root, read=done.read, removed=done.removed, files=len(listed))
-        stats.content_read += done.read
-        stats.content_bytes += done.bytes
-        stats.content_s += time.monotonic() - started
+        with _STATS:
+            stats.content_read += done.read
+            stats.content_bytes += done.bytes
+            stats.content_s += time.monotonic() - started
         return listed
 
     def refresh_one(

@@ -103,6 +103,10 @@ COMMIT_BYTES = 256 * 1024 * 1024
 BATCH_FILES = 256
 #: What an index takes of the bytes it indexes, to guess whether one will fit (measured 0.06-0.1).
 SIZE_GUESS = 0.15
+#: The index folder is walked for its size at most this often (seconds) while far below ``max_bytes``...
+WALK_S = 10.0
+#: ... and whenever the guess comes within this share of it.
+NEAR_BOUND = 0.8
 
 log = get_logger("fedsearch.index")
 
@@ -192,12 +196,22 @@ class ContentBuilder:
         self.cover: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
         self._warned: set[str] = set()
         self._verifiers: dict[str, Verifier] = {}  # by root folder: each engine file read once by this process
+        self._walked: tuple[float, int] = (-WALK_S - 1.0, 0)  # when the folder was last walked, and its bytes then
+        self._grown = 0  # bytes the checkouts that fit since are expected to add
 
     # --- passes ---------------------------------------------------------------------
 
-    def refresh(self, source: Source, listed: Sequence[str], listed_ns: int, stats: ContentStats) -> bool:
+    def refresh(
+        self,
+        source: Source,
+        listed: Sequence[str],
+        listed_ns: int,
+        stats: ContentStats,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> bool:
         """A whole pass over one checkout (``listed``: its files as rg lists them, from ``listed_ns``);
-        whether its index is complete and usable now."""
+        whether its index is complete and usable now. ``progress`` (else :attr:`progress`) is told how far it
+        is; passes over several checkouts may run at once, each in a thread of its own."""
         folder = root_dir(self.directory, source.root)
         started = time.monotonic()
         try:
@@ -212,12 +226,17 @@ class ContentBuilder:
             stats.listed += len(listed)
             if changed and not self._fits(folder, source.root, adding):
                 return False
+            told = progress or self.progress
             try:
-                complete = self._apply(folder, source, manifest, changed, gone, listed, listed_ns, stats, purge=purge)
+                complete = self._apply(
+                    folder, source, manifest, changed, gone, listed, listed_ns, stats, purge=purge, progress=told
+                )
             except Damaged as exc:
                 manifest = self._rebuild(folder, source.root, str(exc))
                 try:
-                    complete = self._apply(folder, source, manifest, listed, [], listed, listed_ns, stats)
+                    complete = self._apply(
+                        folder, source, manifest, listed, [], listed, listed_ns, stats, progress=told
+                    )
                 except Damaged as again:  # not even a new engine can be trusted
                     self._say(folder, source.root, f"not indexed: {again}"[:300])
                     return False
@@ -337,15 +356,30 @@ class ContentBuilder:
         state = read_state(folder)
         own = state.bytes if state is not None else 0
         growth = max(own, int(adding * SIZE_GUESS)) - own
-        if folder_bytes(self.directory) + growth <= self.max_bytes:
+        if self._folder_bytes() + growth <= self.max_bytes:
+            self._grown += growth  # what this pass adds, until the folder is walked again
             return True
         if self.make_room is not None:
             self.make_room(growth)
-            if folder_bytes(self.directory) + growth <= self.max_bytes:
+            if self._folder_bytes(exact=True) + growth <= self.max_bytes:
+                self._grown += growth
                 return True
         reason = f"not indexed: it would take the index folder past [index] max_bytes ({self.max_bytes:,} bytes)"
         self._say(folder, root, reason)
         return False
+
+    def _folder_bytes(self, exact: bool = False) -> int:
+        """The index folder's bytes: walked at most every :data:`WALK_S` (a walk stats every file of every root,
+        so one a checkout made a pass over many small checkouts quadratic), plus what this builder's checkouts
+        were expected to add since; walked again whenever that comes within :data:`NEAR_BOUND` of the bound."""
+        now = time.monotonic()
+        walked, total = self._walked
+        guess = total + self._grown
+        if exact or now - walked > WALK_S or guess > NEAR_BOUND * self.max_bytes:
+            total = folder_bytes(self.directory)
+            self._walked, self._grown = (now, total), 0
+            return total
+        return guess
 
     def _apply(
         self,
@@ -360,6 +394,7 @@ class ContentBuilder:
         rels: Sequence[str] = (),
         *,
         purge: Sequence[str] | None = None,
+        progress: Callable[[int, int], object] | None = None,
     ) -> bool:
         """Write ``changed`` files again and drop ``gone`` ones; the folders recorded anew (all of them when
         ``listed`` is the whole checkout, else ``rels``) once it got to the end; whether it did. ``purge``
@@ -377,8 +412,9 @@ class ContentBuilder:
         done = True
         grams = bytearray(manifest.grams) if manifest.grams is not None else None  # grows, never shrinks
         try:
+            told = progress or self.progress
             for paths, records in self._read(source.root, changed):
-                self.progress(stats.read + len(records), len(changed))
+                told(stats.read + len(records), len(changed))
                 if writer is None:  # after the workers were forked: the writer starts threads
                     writer = self._writer(folder)
                     writer.remove(touched)
@@ -456,7 +492,7 @@ class ContentBuilder:
     def _read(self, root: str, paths: Sequence[str]) -> Iterator[tuple[Sequence[str], list[Record]]]:
         """``paths`` in batches, each with the records of those that still exist, read here or by the workers."""
         batches = [paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES)]
-        if self.workers == 1 or len(paths) < 2 * BATCH_FILES:
+        if self.workers == 1 or (self._pool is None and len(paths) < 2 * BATCH_FILES):  # a pass's pool reads all
             for batch in batches:
                 yield batch, _read_batch(root, batch)
             return
@@ -487,6 +523,7 @@ class ContentBuilder:
             initializer=die_with_parent,  # a worker ends with its builder, however that one ends
             initargs=(os.getpid(),),
         )
+        pool.submit(int).result()  # a "fork" pool forks every worker at its first task: now, before any writer's thread
         self._pool = pool
         try:
             yield pool
