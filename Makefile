@@ -91,6 +91,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/remote_read.py
 	$(BIN)/python bench/load.py
 	$(BIN)/python bench/fairness.py
+	$(BIN)/python bench/many_namespaces.py --source $(CORPUS_REAL) --copies 32 --tiny 10000
 
 # Issue 22's load test at its full length: 3 minutes at 1x, 2x and 4x capacity, then
 # 10 minutes at 2x (about 20 minutes; over $(CORPUS_REAL), real checkouts outside the tree).

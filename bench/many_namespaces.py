@@ -188,10 +188,9 @@ def run_layouts(args: argparse.Namespace, copies: list[Path], work: Path) -> dic
             shutil.rmtree(index_dir, ignore_errors=True)
             config = work / f"config-{kind}.toml"
             write_config(config, spaces[kind], index_dir, port)
-            server = Server(config, port, work / f"server-{kind}.log")
+            server = servers[kind] = Server(config, port, work / f"server-{kind}.log")  # closed whatever happens
             first = server.first_answer()
             ready = server.ready(len(spaces[kind]))
-            servers[kind] = server
             say(
                 f"{len(spaces[kind]):>6} namespaces: first answer {first:.2f} s, every index ready {ready:.1f} s "
                 f"({size / 1e6 / ready:.1f} MB/s), RSS {server.rss_mb():.0f} MB"

@@ -156,6 +156,35 @@ def _believed(index: ContentIndex, roots: list[str], seconds: float = 30.0) -> N
     raise AssertionError(f"bitsets not believed: {index.ruled_out(roots, query(NOWHERE))}")
 
 
+class TestBuildingMany:
+    def test_a_pass_builds_many_checkouts_at_once(self, tmp_path: Path, no_race: None) -> None:
+        """A pass over many small checkouts (several at once, read by forked workers) leaves every one complete,
+        its bitset written, and its narrowed answers rg's."""
+        from gateway.index.builder import Builder, BuildStats
+        from gateway.index.content.build import ContentBuilder
+        from gateway.index.content.layout import read_state
+        from gateway.index.files import Source
+        from gateway.index.store import Store
+
+        repos = _checkouts(tmp_path, 12)
+        sources = [Source(r.name, str(r)) for r in repos]
+        content = ContentBuilder(str(tmp_path / "idx"), workers=2)
+        builder = Builder(Store.open(None), sources, workers=1, content=content)
+        stats = BuildStats()
+        with content.pool():
+            listings = builder.refresh_contents(sources, stats)
+        assert set(listings) == {r.name for r in repos} and stats.content_read == 24
+        for repo in repos:
+            folder = root_dir(str(tmp_path / "idx"), str(repo))
+            state, manifest = read_state(folder), read_manifest(folder)
+            assert state is not None and state.complete and manifest is not None and manifest.grams is not None
+            assert set(manifest.files) == {"src/main.py", "README.md"}
+        index = ContentIndex(str(tmp_path / "idx"), [str(r) for r in repos])
+        for i, repo in enumerate(repos):
+            answer = index.narrow(str(repo), query(f"word_{(i + 1) % 12:02d}"), None)
+            assert not isinstance(answer, str) and not answer.files  # only the next checkout holds it
+
+
 class TestRuledOut:
     @pytest.fixture
     def following(self, tmp_path: Path, no_race: None) -> Iterator[tuple[ContentIndex, list[Path]]]:
