@@ -151,9 +151,11 @@ class Writer:
         self._index = tantivy.Index(SCHEMA, path=path, reuse=True)
         self._writer: Any = self._index.writer(heap_size=WRITER_HEAP, num_threads=WRITER_THREADS)
         self.path = path
+        self._dirty = False  # something written since the last commit
 
     def remove(self, paths: Iterable[str]) -> None:
         for path in paths:
+            self._dirty = True
             self._writer.delete_documents_by_term("path", encode_path(path))
 
     def put(self, path: str, words: str) -> None:
@@ -162,18 +164,21 @@ class Writer:
         doc.add_text("path", encode_path(path))
         doc.add_unsigned("h", path_hash(path))
         doc.add_text("g", words)
+        self._dirty = True
         self._writer.add_document(doc)
 
     def commit(self) -> int:
         """Commit what was written; the commit's opstamp (meta.json's, which merges keep)."""
         opstamp: int = self._writer.commit()
+        self._dirty = False
         return opstamp
 
     def close(self) -> None:
         """Wait for merges; nothing uncommitted is kept."""
         writer, self._writer = self._writer, None
         if writer is not None:
-            writer.rollback()
+            if self._dirty:  # a rollback makes a new writer (threads, memory): only where there is something to drop
+                writer.rollback()
             writer.wait_merging_threads()
 
     def bytes(self) -> int:
