@@ -45,8 +45,9 @@ __all__ = ["BATCH_FILES", "BuildStats", "Builder", "Poll"]
 #: Files per transaction, and the longest a transaction gathers (seconds).
 BATCH_FILES = 64
 BATCH_S = 0.25
-#: Checkouts whose content index a pass builds at once (threads; their files read by the builder's workers).
-CONTENT_AT_ONCE = 4
+#: Checkouts whose content index a pass builds at once (threads; their files read by the builder's workers; at
+#: most :data:`gateway.index.content.build.LARGE_AT_ONCE` of them with many files to read).
+CONTENT_AT_ONCE = 16
 #: Guards the counts several content threads add to one pass's BuildStats.
 _STATS = threading.Lock()
 

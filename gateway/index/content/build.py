@@ -52,6 +52,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -103,6 +104,8 @@ COMMIT_BYTES = 256 * 1024 * 1024
 BATCH_FILES = 256
 #: What an index takes of the bytes it indexes, to guess whether one will fit (measured 0.06-0.1).
 SIZE_GUESS = 0.15
+#: Passes with at least 2 * BATCH_FILES files to read that run at once (threads of one builder: the others wait).
+LARGE_AT_ONCE = 2
 #: The index folder is walked for its size at most this often (seconds) while far below ``max_bytes``...
 WALK_S = 10.0
 #: ... and whenever the guess comes within this share of it.
@@ -198,6 +201,8 @@ class ContentBuilder:
         self._verifiers: dict[str, Verifier] = {}  # by root folder: each engine file read once by this process
         self._walked: tuple[float, int] = (-WALK_S - 1.0, 0)  # when the folder was last walked, and its bytes then
         self._grown = 0  # bytes the checkouts that fit since are expected to add
+        #: Held by a pass with many files to read (its writer's memory grows with them): few at once.
+        self._large = threading.BoundedSemaphore(LARGE_AT_ONCE)
 
     # --- passes ---------------------------------------------------------------------
 
@@ -227,21 +232,15 @@ class ContentBuilder:
             if changed and not self._fits(folder, source.root, adding):
                 return False
             told = progress or self.progress
-            try:
-                complete = self._apply(
-                    folder, source, manifest, changed, gone, listed, listed_ns, stats, purge=purge, progress=told
+            large = self._large if len(changed) >= 2 * BATCH_FILES else contextlib.nullcontext()
+            with large:  # a writer's memory grows with what it is given: few large ones at once
+                complete = self._refresh_apply(
+                    folder, source, manifest, changed, gone, listed, listed_ns, stats, purge, told
                 )
-            except Damaged as exc:
-                manifest = self._rebuild(folder, source.root, str(exc))
-                try:
-                    complete = self._apply(
-                        folder, source, manifest, listed, [], listed, listed_ns, stats, progress=told
-                    )
-                except Damaged as again:  # not even a new engine can be trusted
-                    self._say(folder, source.root, f"not indexed: {again}"[:300])
-                    return False
         except OSError as exc:
             self._failed(folder, source.root, exc)
+            return False
+        if complete is None:
             return False
         if complete:
             self._finish(folder, listed_ns, time.monotonic() - started)
@@ -250,6 +249,32 @@ class ContentBuilder:
             if racy:
                 self.racy[source.root] = racy
         return complete
+
+    def _refresh_apply(
+        self,
+        folder: str,
+        source: Source,
+        manifest: Manifest,
+        changed: Sequence[str],
+        gone: Sequence[str],
+        listed: Sequence[str],
+        listed_ns: int,
+        stats: ContentStats,
+        purge: Sequence[str] | None,
+        told: Callable[[int, int], object],
+    ) -> bool | None:
+        """:meth:`refresh`'s writing: whether it got to the end (None: not even a new engine can be trusted)."""
+        try:
+            return self._apply(
+                folder, source, manifest, changed, gone, listed, listed_ns, stats, purge=purge, progress=told
+            )
+        except Damaged as exc:
+            manifest = self._rebuild(folder, source.root, str(exc))
+            try:
+                return self._apply(folder, source, manifest, listed, [], listed, listed_ns, stats, progress=told)
+            except Damaged as again:  # not even a new engine can be trusted
+                self._say(folder, source.root, f"not indexed: {again}"[:300])
+                return None
 
     def update(self, source: Source, paths: Iterable[str], stats: ContentStats) -> list[str]:
         """The folders of changed paths listed again (one level deep) and their files brought up to date;
