@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from gateway.cli.early import Early
     from gateway.index.content.narrow import ContentIndex
     from gateway.index.resolve import DeclarationIndex
+    from gateway.index.semantic import Reasons
+    from gateway.models import FileMatch
 
 __all__ = ["OneShot", "routes"]
 
@@ -169,8 +171,12 @@ class OneShot:
         :class:`~gateway.index.local.IntentSearch` reads it (without the service, its config and its event
         loop: issue 52), ranked as the service ranks it; None where a namespace's intent index is not built
         under this model (the service builds it, or says how far it is)."""
+        import functools
+
+        import msgspec
+
         from gateway.index.intents import intents_id
-        from gateway.index.semantic import Intents
+        from gateway.index.semantic import Intents, Reasons, WordCounts
 
         started, since_ns = time.monotonic(), time.time_ns()
         names = routes(list(self.roots), request)
@@ -193,21 +199,29 @@ class OneShot:
         from gateway.wire import build_response
 
         encoder = model()
+        if index.directory:  # the tokenizer mapped, not loaded (written there the first time)
+            encoder.use_pieces(os.path.expanduser(index.directory))
         vocabulary = Vocabulary()
         vocabulary.sync(store, encoder.dim)
         accept = PathFilter.build(query.paths, query.languages)
+        vector = functools.cache(lambda: encoder.embed_one(query.text))  # once for every checkout
+        # the reasons of the hits a page may show only, written after ranking (a filter ranking does not
+        # apply, as sym: and an AND of paths, reads the hits first: every hit's reason then)
+        later = None if request.criteria.symbols or request.criteria.also_paths else Reasons()
+        counts = WordCounts()  # the index is every checkout's: its words counted once
         outcomes = []
         for name, root in roots.items():
-            intents = Intents(root)
+            intents = Intents(root, counts)
             intents.sync(store, encoder.dim)
             files = intents.search(
                 store,
                 query.text,
-                lambda: encoder.embed_one(query.text),
+                vector,
                 query.max_files,
                 None if accept.is_open else accept,
                 vocabulary,
                 encoder.embed,
+                later,
             )
             identities = identities_for(self.roots[name]) if files else None
             result = BackendResult(files=tuple(files), identities=identities)
@@ -218,6 +232,9 @@ class OneShot:
         if request.criteria.symbols:
             outcomes = list(declared(outcomes, index.resolver(wanted, since_ns)))
         whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
+        if later is not None:  # every file a page (this one, and the next's size) may show: settle's, no more
+            written = [item._replace(file=_explained(item.file, later)) for item in whole.ordered]
+            whole = msgspec.structs.replace(whole, ordered=written)
         answer = build_response(wanted, page_of(wanted, whole, None, index.resolver(wanted, whole.since_ns)), 0)
         answer["took_ms"] = round((time.monotonic() - started) * 1000)
         return answer
@@ -248,6 +265,16 @@ class OneShot:
         if self._content is not None:
             self._content.close()
             self._content = None
+
+
+def _explained(file: FileMatch, later: Reasons) -> FileMatch:
+    """``file`` with the reasons of its hits written (:class:`~gateway.index.semantic.Reasons`)."""
+    import msgspec
+
+    hits = tuple(later.written(h) for h in file.hits)
+    if all(a is b for a, b in zip(hits, file.hits, strict=True)):
+        return file
+    return msgspec.structs.replace(file, hits=hits)
 
 
 class _Meanwhile:

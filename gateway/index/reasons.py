@@ -23,9 +23,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 from gateway.index.store import Candidate
-from gateway.index.words import terms_in
+from gateway.index.words import Stems, stem, terms_in
 
-__all__ = ["LABELS", "SENTENCE_CHARS", "explain", "idf", "word_weights"]
+__all__ = ["LABELS", "SENTENCE_CHARS", "Coverage", "explain", "idf", "word_weights"]
 
 #: Each field's label, in the order a reason names them (the heaviest first); prose is the checkout's docs.
 LABELS = (
@@ -125,6 +125,58 @@ def explain(
     if not parts:
         return candidate.intent or candidate.signature or candidate.qualified_name, (), coverage
     return " · ".join(parts), tuple(matched), coverage
+
+
+class Coverage:
+    """:func:`explain`'s coverage alone, for one question's words (its arguments but a declaration's), without
+    its reason: a search scores every candidate by it and writes the reasons of those a page may show only (a
+    one-shot search by meaning: issue 52). Each field is read once, for the stems of its words that may be one
+    of the question's, their alike forms' or their neighbours' (:class:`~gateway.index.words.Stems`); the
+    share of each word is then :func:`explain`'s (tests/test_semantic.py checks it is the same number)."""
+
+    def __init__(
+        self,
+        terms: Sequence[str],
+        weights: Mapping[str, float] | None = None,
+        expansions: Mapping[str, Sequence[str]] | None = None,
+        expansion_weight: float = 0.0,
+        alike: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        same = alike or {}
+        self.terms = tuple(terms)
+        self.near = dict(expansions or {})
+        self.expansion_weight = expansion_weight
+        self.forms = {t: (t, *same.get(t, ())) for t in terms}
+        self.weight = dict.fromkeys(terms, 1.0) if weights is None else weights
+        self.whole = sum(self.weight.get(t, 0.0) for t in terms)
+        self._alike = dict(same.items())
+        words = [*terms, *(f for forms in same.values() for f in forms), *(e for n in self.near.values() for e in n)]
+        self._stems = Stems(words)
+
+    def __call__(self, fields: Sequence[str]) -> float:
+        """The coverage of a declaration of these fields (:data:`_ORDER`), as :func:`explain` gives it."""
+        terms, forms = self.terms, self.forms
+        major_text = " ".join(t for key, t in zip(_ORDER, fields, strict=False) if t and key not in _MINOR)
+        minor_text = " ".join(t for key, t in zip(_ORDER, fields, strict=False) if t and key in _MINOR)
+        if not major_text and not minor_text:
+            return 0.0
+        major_stems = self._stems(major_text) if major_text else set()
+        held_stems = major_stems | self._stems(minor_text) if minor_text else major_stems
+        near = self.near
+        if near:  # a neighbour stands only for a word the declaration does not hold
+            anywhere = {f for t in terms for f in forms[t] if stem(f) in held_stems}
+            near = {t: words for t, words in near.items() if not anywhere.intersection(forms.get(t, (t,)))}
+        stands = {f: t for t, words in self._alike.items() for f in words if f not in terms}
+        stands.update((e, t) for t, words in near.items() for e in words if e not in terms and e not in stands)
+        every = [*terms, *stands]
+        held = {w for w in every if stem(w) in held_stems}
+        major = {w for w in every if stem(w) in major_stems}
+        weight, expansion_weight = self.weight, self.expansion_weight
+        whole = self.whole
+        found = sum(
+            weight.get(t, 0.0) * _share(forms[t], major, held, near.get(t, ()), expansion_weight) for t in terms
+        )
+        return found / whole if whole > 0 else 0.0
 
 
 def _share(
