@@ -3,7 +3,7 @@ any question's words, alike forms, neighbours and fields."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.index.reasons import Coverage, explain
@@ -38,7 +38,7 @@ TEXT = st.lists(
 CANDIDATE = Candidate(1, 0, "function", "f", "f", 1, 2, "", "def f(value)")
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     terms=st.lists(st.sampled_from(WORDS), min_size=0, max_size=4, unique=True),
     fields=st.lists(TEXT, min_size=0, max_size=7),

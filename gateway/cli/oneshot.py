@@ -40,12 +40,16 @@ from gateway.query.criteria import backend_query
 from gateway.query.globs import namespace_matcher
 
 if TYPE_CHECKING:
+    import threading
+
+    from adapters.ripgrep.identity import GitIdentities
     from adapters.ripgrep.oneshot import Scan, Scans
     from gateway.cli.early import Early
     from gateway.index.content.narrow import ContentIndex
     from gateway.index.resolve import DeclarationIndex
     from gateway.index.semantic import Reasons
-    from gateway.models import FileMatch
+    from gateway.models import FileMatch, SearchQuery
+    from gateway.query.request import SearchRequest
 
 __all__ = ["OneShot", "routes"]
 
@@ -171,12 +175,7 @@ class OneShot:
         :class:`~gateway.index.local.IntentSearch` reads it (without the service, its config and its event
         loop: issue 52), ranked as the service ranks it; None where a namespace's intent index is not built
         under this model (the service builds it, or says how far it is)."""
-        import functools
-
-        import msgspec
-
         from gateway.index.intents import intents_id
-        from gateway.index.semantic import Intents, Reasons, WordCounts
 
         started, since_ns = time.monotonic(), time.time_ns()
         names = routes(list(self.roots), request)
@@ -189,8 +188,37 @@ class OneShot:
         roots = {name: os.path.abspath(self.roots[name]) for name in names}
         if not all(store.progress(root).built for root in roots.values()):
             return None
+        import threading
+
+        from adapters.ripgrep.identity import identities_for
+
+        # the checkouts' git blob ids (dedup) listed meanwhile, one git at a time, read when ranking
+        listing = threading.Thread(target=_listed, args=([identities_for(self.roots[n]) for n in names],))
+        listing.start()
+        try:
+            return self._by_meaning(request, wanted, query, roots, index, started, since_ns, listing)
+        finally:
+            listing.join()  # no git outlives the search
+
+    def _by_meaning(
+        self,
+        request: QuickRequest,
+        wanted: SearchRequest,
+        query: SearchQuery,
+        roots: dict[str, str],
+        index: DeclarationIndex,
+        started: float,
+        since_ns: int,
+        listing: threading.Thread,
+    ) -> dict[str, Any]:
+        """:meth:`semantic`'s answer, its namespaces' intent indexes built (``listing``: their blob ids)."""
+        import functools
+
+        import msgspec
+
         from adapters.ripgrep.identity import identities_for
         from gateway.index.model import model
+        from gateway.index.semantic import Intents, Reasons, WordCounts
         from gateway.index.vocabulary import Vocabulary
         from gateway.models import BackendResult, Outcome
         from gateway.query.globs import PathFilter
@@ -198,6 +226,7 @@ class OneShot:
         from gateway.rank import page_of, settle
         from gateway.wire import build_response
 
+        store = index.store()
         encoder = model()
         if index.directory:  # the tokenizer mapped, not loaded (written there the first time)
             encoder.use_pieces(os.path.expanduser(index.directory))
@@ -227,6 +256,7 @@ class OneShot:
             result = BackendResult(files=tuple(files), identities=identities)
             took_ms = round((time.monotonic() - started) * 1000)
             outcomes.append(Outcome(namespace=name, backend="ripgrep", status="ok", took_ms=took_ms, result=result))
+        listing.join()  # the blob ids ranking reads
         among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
         definitions = index.definitions(wanted, among)
         if request.criteria.symbols:
@@ -265,6 +295,12 @@ class OneShot:
         if self._content is not None:
             self._content.close()
             self._content = None
+
+
+def _listed(identities: Sequence[GitIdentities]) -> None:
+    """Load each checkout's blob ids (its ``git ls-files``), while the search runs."""
+    for each in identities:
+        each.claims()
 
 
 def _explained(file: FileMatch, later: Reasons) -> FileMatch:

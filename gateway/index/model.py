@@ -176,7 +176,7 @@ class Model:
             flat = np.fromiter((t for i in ids for t in i), dtype=np.int64, count=int(counts.sum()))
             if not flat.size:
                 continue
-            np.clip(flat, 0, last, out=flat)
+            np.minimum(np.maximum(flat, 0, out=flat), last, out=flat)  # np.clip's first call costs 10-30 ms
             rows = np.asarray(self.tokens[flat], dtype=np.float32)
             filled = np.nonzero(counts)[0]
             starts = np.concatenate(([0], np.cumsum(counts)[:-1]))[filled]

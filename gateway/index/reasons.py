@@ -130,9 +130,12 @@ def explain(
 class Coverage:
     """:func:`explain`'s coverage alone, for one question's words (its arguments but a declaration's), without
     its reason: a search scores every candidate by it and writes the reasons of those a page may show only (a
-    one-shot search by meaning: issue 52). Each field is read once, for the stems of its words that may be one
-    of the question's, their alike forms' or their neighbours' (:class:`~gateway.index.words.Stems`); the
-    share of each word is then :func:`explain`'s (tests/test_semantic.py checks it is the same number)."""
+    one-shot search by meaning: issue 52). The major fields and the minor ones are each read once, for the
+    stems of their words that may be one of the question's, their alike forms' or their neighbours'
+    (:class:`~gateway.index.words.Stems`). A word's share is then :func:`explain`'s: 1 where a form's stem is
+    among the major fields', 0.5 among the others', else (no form held anywhere, so its neighbours stand for
+    it) the expansion weight where a neighbour's is among the major fields', half that among the others'
+    (tests/test_reasons.py checks it is the same number)."""
 
     def __init__(
         self,
@@ -143,40 +146,44 @@ class Coverage:
         alike: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         same = alike or {}
-        self.terms = tuple(terms)
-        self.near = dict(expansions or {})
+        near = expansions or {}
+        weight = dict.fromkeys(terms, 1.0) if weights is None else weights
+        self.whole = sum(weight.get(t, 0.0) for t in terms)
         self.expansion_weight = expansion_weight
-        self.forms = {t: (t, *same.get(t, ())) for t in terms}
-        self.weight = dict.fromkeys(terms, 1.0) if weights is None else weights
-        self.whole = sum(self.weight.get(t, 0.0) for t in terms)
-        self._alike = dict(same.items())
-        words = [*terms, *(f for forms in same.values() for f in forms), *(e for n in self.near.values() for e in n)]
-        self._stems = Stems(words)
+        #: per word of the question: its weight, its forms' stems and its neighbours'
+        self._words = [
+            (
+                weight.get(t, 0.0),
+                frozenset(stem(f) for f in (t, *same.get(t, ()))),
+                frozenset(stem(e) for e in near.get(t, ())),
+            )
+            for t in terms
+        ]
+        everything = [*terms, *(f for forms in same.values() for f in forms), *(e for n in near.values() for e in n)]
+        self._stems = Stems(everything)
 
     def __call__(self, fields: Sequence[str]) -> float:
         """The coverage of a declaration of these fields (:data:`_ORDER`), as :func:`explain` gives it."""
-        terms, forms = self.terms, self.forms
-        major_text = " ".join(t for key, t in zip(_ORDER, fields, strict=False) if t and key not in _MINOR)
-        minor_text = " ".join(t for key, t in zip(_ORDER, fields, strict=False) if t and key in _MINOR)
-        if not major_text and not minor_text:
-            return 0.0
-        major_stems = self._stems(major_text) if major_text else set()
-        held_stems = major_stems | self._stems(minor_text) if minor_text else major_stems
-        near = self.near
-        if near:  # a neighbour stands only for a word the declaration does not hold
-            anywhere = {f for t in terms for f in forms[t] if stem(f) in held_stems}
-            near = {t: words for t, words in near.items() if not anywhere.intersection(forms.get(t, (t,)))}
-        stands = {f: t for t, words in self._alike.items() for f in words if f not in terms}
-        stands.update((e, t) for t, words in near.items() for e in words if e not in terms and e not in stands)
-        every = [*terms, *stands]
-        held = {w for w in every if stem(w) in held_stems}
-        major = {w for w in every if stem(w) in major_stems}
-        weight, expansion_weight = self.weight, self.expansion_weight
-        whole = self.whole
-        found = sum(
-            weight.get(t, 0.0) * _share(forms[t], major, held, near.get(t, ()), expansion_weight) for t in terms
-        )
-        return found / whole if whole > 0 else 0.0
+        named = list(zip(_ORDER, fields, strict=False))
+        major_text = " ".join(t for key, t in named if t and key not in _MINOR)
+        minor_text = " ".join(t for key, t in named if t and key in _MINOR)
+        major = self._stems(major_text) if major_text else set()
+        held = major | self._stems(minor_text) if minor_text else major
+        expansion_weight = self.expansion_weight
+        found = 0.0
+        for weight, forms, near in self._words:
+            if not forms.isdisjoint(major):
+                share = 1.0
+            elif not forms.isdisjoint(held):
+                share = 0.5
+            elif not near.isdisjoint(major):
+                share = expansion_weight
+            elif not near.isdisjoint(held):
+                share = 0.5 * expansion_weight
+            else:
+                share = 0.0
+            found += weight * share
+        return found / self.whole if self.whole > 0 else 0.0
 
 
 def _share(

@@ -351,9 +351,11 @@ class Intents:
             rows[rid] = (file_id, at, count)
             at += count
         counted = list(rows.values())
+        sizes = np.array([c for _, _, c in counted], dtype=np.int64)
+        firsts = np.array([a for _, a, _ in counted], dtype=np.int64)
         self.matrix = np.zeros((0, self._dim), dtype=np.float32)
-        self.file_of = np.repeat(np.array([f for f, _, _ in counted], dtype=np.int64), [c for _, _, c in counted])
-        self.ordinal = np.concatenate([np.arange(c, dtype=np.int64) for _, _, c in counted] or [np.zeros(0, np.int64)])
+        self.file_of = np.repeat(np.array([f for f, _, _ in counted], dtype=np.int64), sizes)
+        self.ordinal = np.arange(at, dtype=np.int64) - np.repeat(firsts, sizes)  # 0, 1, ... within each file
         self._rows = rows
         self._placed(store)
 

@@ -183,6 +183,8 @@ class Stems:
         self._needles = tuple(sorted(needles))
         # a needle that is not letters and digits (ASCII) starts no run: every word is stemmed
         self._every = any(not n.isascii() or not n.isalnum() for n in needles)
+        # looked for: those no other needle starts (where a longer one is, the shorter one is too)
+        self._sought = tuple(n for n in self._needles if not any(n != m and n.startswith(m) for m in needles))
 
     def __call__(self, text: str) -> set[str]:
         """The stems of ``text``'s words that start with some word's needle."""
@@ -194,7 +196,7 @@ class Stems:
             return {stem(w) for w in split_words(text) if w.startswith(needles)}
         runs: set[tuple[int, int]] = set()
         size = len(text)
-        for needle in needles:
+        for needle in self._sought:
             at = lowered.find(needle)
             while at >= 0:
                 begin, end = at, at + len(needle)
