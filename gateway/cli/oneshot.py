@@ -228,10 +228,13 @@ class OneShot:
 
         store = index.store()
         encoder = model()
-        if index.directory:  # the tokenizer mapped, not loaded (written there the first time)
-            encoder.use_pieces(os.path.expanduser(index.directory))
         vocabulary = Vocabulary()
-        vocabulary.sync(store, encoder.dim)
+        if index.directory:  # the tokenizer and the vocabulary mapped, not loaded (written there the first time)
+            folder = os.path.expanduser(index.directory)
+            encoder.use_pieces(folder)
+            vocabulary.load(store, encoder.dim, folder)
+        else:
+            vocabulary.sync(store, encoder.dim)
         accept = PathFilter.build(query.paths, query.languages)
         vector = functools.cache(lambda: encoder.embed_one(query.text))  # once for every checkout
         # the reasons of the hits a page may show only, written after ranking (a filter ranking does not
