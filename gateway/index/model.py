@@ -126,6 +126,7 @@ class Model:
         self.tokens = _memmap(weights)
         self.dim = DIM
         self._tokenizer: Tokenizer | None = None
+        self._loading = threading.Lock()
         self._pieces: Pieces | None = None
 
     @property
@@ -133,12 +134,14 @@ class Model:
         """The ``tokenizers`` tokenizer, loaded on first use (0.1-0.5 s: the builder and a server load it once;
         a one-shot search asks :meth:`use_pieces` instead)."""
         if self._tokenizer is None:
-            from tokenizers import Tokenizer  # here: only a semantic search or the builder pays for it
+            with self._loading:
+                if self._tokenizer is None:
+                    from tokenizers import Tokenizer  # here: only a semantic search or the builder pays for it
 
-            tokenizer = Tokenizer.from_file(self.source)
-            tokenizer.no_truncation()
-            tokenizer.no_padding()
-            self._tokenizer = tokenizer
+                    tokenizer = Tokenizer.from_file(self.source)
+                    tokenizer.no_truncation()
+                    tokenizer.no_padding()
+                    self._tokenizer = tokenizer
         return self._tokenizer
 
     def use_pieces(self, folder: str) -> bool:
