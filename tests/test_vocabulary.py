@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +173,63 @@ class TestBuilt:
             assert (await first(service))["qualified_name"] == "stop_engine"
         finally:
             await service.aclose()
+
+
+class TestMapped:
+    """The vocabulary a one-shot search maps instead of reading (Vocabulary.load, issue 52): the words and
+    vectors sync() reads, in their order, for as long as the database holds the rows copied."""
+
+    def _read(self, store: Store) -> Vocabulary:
+        read = Vocabulary()
+        read.sync(store, model().dim)
+        return read
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[Store]:
+        root = make_corpus(tmp_path / "src", {"motor": {"engine.py": ENGINE}}) / "motor"
+        store = _built(root, tmp_path)
+        (tmp_path / "maps").mkdir()
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def test_the_same_words_and_vectors(self, store: Store, tmp_path: Path) -> None:
+        folder = str(tmp_path / "maps")
+        expected = self._read(store)
+        first = Vocabulary()
+        first.load(store, model().dim, folder)  # read, then written
+        [written] = list((tmp_path / "maps").iterdir())
+        second = Vocabulary()
+        second.load(store, model().dim, folder)  # mapped
+        assert isinstance(second.matrix, np.memmap)
+        for got in (first, second):
+            assert got.words == expected.words and got._last == expected._last
+            assert np.array_equal(got.matrix, expected.matrix) and got.matrix.dtype == np.float32
+        near = second.neighbours(["engine"], model().embed)
+        assert near == expected.neighbours(["engine"], model().embed)
+
+        # words added since: the copy, then the database's new rows, and the copy written again
+        store.put_vocabulary([("turbine", model().embed(["turbine"])[0].astype("<f2").tobytes())])
+        third = Vocabulary()
+        third.load(store, model().dim, folder)
+        assert third.words == [*expected.words, "turbine"] and not isinstance(third.matrix, np.memmap)
+        assert np.array_equal(third.matrix, self._read(store).matrix)
+        fourth = Vocabulary()
+        fourth.load(store, model().dim, folder)
+        assert isinstance(fourth.matrix, np.memmap) and fourth.words == third.words
+
+        # the rows copied gone (another model empties the vocabulary): the copy is not read
+        store._db.execute("DELETE FROM vocabulary")
+        store._db.commit()
+        emptied = Vocabulary()
+        emptied.load(store, model().dim, folder)
+        assert emptied.words == [] and written.exists()
+
+    def test_another_database_file(self, store: Store, tmp_path: Path) -> None:
+        """A copy made from another file of the database (rebuilt, replaced) is not read."""
+        Vocabulary().load(store, model().dim, str(tmp_path / "maps"))
+        [written] = list((tmp_path / "maps").iterdir())
+        assert vocab._mapped(str(written), store, model().dim) is not None
+        store.identity = (0, 0)  # as if it named another file
+        assert vocab._mapped(str(written), store, model().dim) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.index.words import _PARTS, _TOKEN, split_words, stem, terms_in
+from gateway.index.words import _PARTS, _TOKEN, Stems, split_words, stem, terms_in
 
 PIECES = ["url_for", "HTTPServer", "getX", "ABCdef", "x1y", "123abc", "_priv", "__init__", "é", "naïve", "A_B", "  "]
 
@@ -58,3 +58,24 @@ def test_terms_in_skips_only_texts_without_the_terms(terms: list[str], parts: li
     text = " ".join(parts)
     stems = {stem(w) for w in split_words(text)}
     assert terms_in(terms, text) == [t for t in terms if stem(t) in stems]
+
+
+MIXED = [*WORDS, "Hashes", "PASSWORD", "getPassword", "HTTPStorage", "x1", "404", "naïve", "İstanbul", "K", "ſtore"]
+
+
+@given(
+    st.lists(st.sampled_from([*WORDS, "404", "st", "é"]), min_size=1, max_size=5),
+    st.lists(st.one_of(st.sampled_from([*MIXED, " ", "_", ".", "\n", "("]), st.text(max_size=4)), max_size=16),
+)
+def test_stems_answer_as_terms_in(words: list[str], parts: list[str]) -> None:
+    """Filtering any of the words by Stems' stems of a text gives terms_in's answer (issue 52: coverage reads
+    each field once for them all)."""
+    text = "".join(parts)
+    found = Stems(words)(text)
+    for size in range(1, len(words) + 1):
+        terms = words[:size]
+        assert [t for t in terms if stem(t) in found] == terms_in(terms, text)
+
+
+def test_stems_without_words() -> None:
+    assert Stems([])("hash a password") == set()

@@ -40,10 +40,16 @@ from gateway.query.criteria import backend_query
 from gateway.query.globs import namespace_matcher
 
 if TYPE_CHECKING:
+    import threading
+
+    from adapters.ripgrep.identity import GitIdentities
     from adapters.ripgrep.oneshot import Scan, Scans
     from gateway.cli.early import Early
     from gateway.index.content.narrow import ContentIndex
     from gateway.index.resolve import DeclarationIndex
+    from gateway.index.semantic import Reasons
+    from gateway.models import FileMatch, SearchQuery
+    from gateway.query.request import SearchRequest
 
 __all__ = ["OneShot", "routes"]
 
@@ -170,7 +176,6 @@ class OneShot:
         loop: issue 52), ranked as the service ranks it; None where a namespace's intent index is not built
         under this model (the service builds it, or says how far it is)."""
         from gateway.index.intents import intents_id
-        from gateway.index.semantic import Intents
 
         started, since_ns = time.monotonic(), time.time_ns()
         names = routes(list(self.roots), request)
@@ -183,8 +188,37 @@ class OneShot:
         roots = {name: os.path.abspath(self.roots[name]) for name in names}
         if not all(store.progress(root).built for root in roots.values()):
             return None
+        import threading
+
+        from adapters.ripgrep.identity import identities_for
+
+        # the checkouts' git blob ids (dedup) listed meanwhile, one git at a time, read when ranking
+        listing = threading.Thread(target=_listed, args=([identities_for(self.roots[n]) for n in names],))
+        listing.start()
+        try:
+            return self._by_meaning(request, wanted, query, roots, index, started, since_ns, listing)
+        finally:
+            listing.join()  # no git outlives the search
+
+    def _by_meaning(
+        self,
+        request: QuickRequest,
+        wanted: SearchRequest,
+        query: SearchQuery,
+        roots: dict[str, str],
+        index: DeclarationIndex,
+        started: float,
+        since_ns: int,
+        listing: threading.Thread,
+    ) -> dict[str, Any]:
+        """:meth:`semantic`'s answer, its namespaces' intent indexes built (``listing``: their blob ids)."""
+        import functools
+
+        import msgspec
+
         from adapters.ripgrep.identity import identities_for
         from gateway.index.model import model
+        from gateway.index.semantic import Intents, Reasons, WordCounts
         from gateway.index.vocabulary import Vocabulary
         from gateway.models import BackendResult, Outcome
         from gateway.query.globs import PathFilter
@@ -192,32 +226,48 @@ class OneShot:
         from gateway.rank import page_of, settle
         from gateway.wire import build_response
 
+        store = index.store()
         encoder = model()
         vocabulary = Vocabulary()
-        vocabulary.sync(store, encoder.dim)
+        if index.directory:  # the tokenizer and the vocabulary mapped, not loaded (written there the first time)
+            folder = os.path.expanduser(index.directory)
+            encoder.use_pieces(folder)
+            vocabulary.load(store, encoder.dim, folder)
+        else:
+            vocabulary.sync(store, encoder.dim)
         accept = PathFilter.build(query.paths, query.languages)
+        vector = functools.cache(lambda: encoder.embed_one(query.text))  # once for every checkout
+        # the reasons of the hits a page may show only, written after ranking (a filter ranking does not
+        # apply, as sym: and an AND of paths, reads the hits first: every hit's reason then)
+        later = None if request.criteria.symbols or request.criteria.also_paths else Reasons()
+        counts = WordCounts()  # the index is every checkout's: its words counted once
         outcomes = []
         for name, root in roots.items():
-            intents = Intents(root)
+            intents = Intents(root, counts)
             intents.sync(store, encoder.dim)
             files = intents.search(
                 store,
                 query.text,
-                lambda: encoder.embed_one(query.text),
+                vector,
                 query.max_files,
                 None if accept.is_open else accept,
                 vocabulary,
                 encoder.embed,
+                later,
             )
             identities = identities_for(self.roots[name]) if files else None
             result = BackendResult(files=tuple(files), identities=identities)
             took_ms = round((time.monotonic() - started) * 1000)
             outcomes.append(Outcome(namespace=name, backend="ripgrep", status="ok", took_ms=took_ms, result=result))
+        listing.join()  # the blob ids ranking reads
         among = {o.namespace: [f.path for f in o.result.files] for o in outcomes if o.result is not None}
         definitions = index.definitions(wanted, among)
         if request.criteria.symbols:
             outcomes = list(declared(outcomes, index.resolver(wanted, since_ns)))
         whole = settle(wanted, refine(request.criteria, outcomes), False, definitions=definitions, since_ns=since_ns)
+        if later is not None:  # every file a page (this one, and the next's size) may show: settle's, no more
+            written = [item._replace(file=_explained(item.file, later)) for item in whole.ordered]
+            whole = msgspec.structs.replace(whole, ordered=written)
         answer = build_response(wanted, page_of(wanted, whole, None, index.resolver(wanted, whole.since_ns)), 0)
         answer["took_ms"] = round((time.monotonic() - started) * 1000)
         return answer
@@ -248,6 +298,22 @@ class OneShot:
         if self._content is not None:
             self._content.close()
             self._content = None
+
+
+def _listed(identities: Sequence[GitIdentities]) -> None:
+    """Load each checkout's blob ids (its ``git ls-files``), while the search runs."""
+    for each in identities:
+        each.claims()
+
+
+def _explained(file: FileMatch, later: Reasons) -> FileMatch:
+    """``file`` with the reasons of its hits written (:class:`~gateway.index.semantic.Reasons`)."""
+    import msgspec
+
+    hits = tuple(later.written(h) for h in file.hits)
+    if all(a is b for a, b in zip(hits, file.hits, strict=True)):
+        return file
+    return msgspec.structs.replace(file, hits=hits)
 
 
 class _Meanwhile:

@@ -36,7 +36,7 @@ from gateway.index.background import BuilderProcess, start_once
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.intents import intents_id
 from gateway.index.locks import Holder, holder
-from gateway.index.semantic import SYNC_S, Intents
+from gateway.index.semantic import SYNC_S, Intents, WordCounts
 from gateway.index.store import Progress, Store, damaged
 from gateway.index.vocabulary import Vocabulary
 from gateway.models import BackendResult, Mode, SearchQuery
@@ -74,6 +74,7 @@ class IntentSearch:
         self.index = index
         self._intents: dict[str, Intents] = {}
         self._vocabulary = Vocabulary()  # the code's words, every checkout's (gateway.index.vocabulary)
+        self._counts = WordCounts()  # how many declarations hold a word: every checkout's
         self._progress: dict[str, tuple[float, int, Progress]] = {}  # root -> (when, data_version, progress)
         self._lock = threading.Lock()
         self._store: Store | None = None
@@ -147,7 +148,7 @@ class IntentSearch:
         progress = self.progress(namespace)
         intents = self._intents.get(root)
         if intents is None:
-            intents = self._intents[root] = Intents(root)
+            intents = self._intents[root] = Intents(root, self._counts)
         if store.intents_of() == intents_id():
             intents.sync(store, encoder.dim)
             self._vocabulary.sync(store, encoder.dim)

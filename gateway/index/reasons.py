@@ -23,9 +23,9 @@ import re
 from collections.abc import Mapping, Sequence
 
 from gateway.index.store import Candidate
-from gateway.index.words import terms_in
+from gateway.index.words import Stems, stem, terms_in
 
-__all__ = ["LABELS", "SENTENCE_CHARS", "explain", "idf", "word_weights"]
+__all__ = ["LABELS", "SENTENCE_CHARS", "Coverage", "explain", "idf", "word_weights"]
 
 #: Each field's label, in the order a reason names them (the heaviest first); prose is the checkout's docs.
 LABELS = (
@@ -125,6 +125,65 @@ def explain(
     if not parts:
         return candidate.intent or candidate.signature or candidate.qualified_name, (), coverage
     return " · ".join(parts), tuple(matched), coverage
+
+
+class Coverage:
+    """:func:`explain`'s coverage alone, for one question's words (its arguments but a declaration's), without
+    its reason: a search scores every candidate by it and writes the reasons of those a page may show only (a
+    one-shot search by meaning: issue 52). The major fields and the minor ones are each read once, for the
+    stems of their words that may be one of the question's, their alike forms' or their neighbours'
+    (:class:`~gateway.index.words.Stems`). A word's share is then :func:`explain`'s: 1 where a form's stem is
+    among the major fields', 0.5 among the others', else (no form held anywhere, so its neighbours stand for
+    it) the expansion weight where a neighbour's is among the major fields', half that among the others'
+    (tests/test_reasons.py checks it is the same number)."""
+
+    def __init__(
+        self,
+        terms: Sequence[str],
+        weights: Mapping[str, float] | None = None,
+        expansions: Mapping[str, Sequence[str]] | None = None,
+        expansion_weight: float = 0.0,
+        alike: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
+        same = alike or {}
+        near = expansions or {}
+        weight = dict.fromkeys(terms, 1.0) if weights is None else weights
+        self.whole = sum(weight.get(t, 0.0) for t in terms)
+        self.expansion_weight = expansion_weight
+        #: per word of the question: its weight, its forms' stems and its neighbours'
+        self._words = [
+            (
+                weight.get(t, 0.0),
+                frozenset(stem(f) for f in (t, *same.get(t, ()))),
+                frozenset(stem(e) for e in near.get(t, ())),
+            )
+            for t in terms
+        ]
+        everything = [*terms, *(f for forms in same.values() for f in forms), *(e for n in near.values() for e in n)]
+        self._stems = Stems(everything)
+
+    def __call__(self, fields: Sequence[str]) -> float:
+        """The coverage of a declaration of these fields (:data:`_ORDER`), as :func:`explain` gives it."""
+        named = list(zip(_ORDER, fields, strict=False))
+        major_text = " ".join(t for key, t in named if t and key not in _MINOR)
+        minor_text = " ".join(t for key, t in named if t and key in _MINOR)
+        major = self._stems(major_text) if major_text else set()
+        held = major | self._stems(minor_text) if minor_text else major
+        expansion_weight = self.expansion_weight
+        found = 0.0
+        for weight, forms, near in self._words:
+            if not forms.isdisjoint(major):
+                share = 1.0
+            elif not forms.isdisjoint(held):
+                share = 0.5
+            elif not near.isdisjoint(major):
+                share = expansion_weight
+            elif not near.isdisjoint(held):
+                share = 0.5 * expansion_weight
+            else:
+                share = 0.0
+            found += weight * share
+        return found / self.whole if self.whole > 0 else 0.0
 
 
 def _share(

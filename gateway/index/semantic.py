@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 import gateway.index.abbreviations as abbreviations
@@ -57,7 +58,7 @@ import gateway.index.vocabulary as vocab
 from gateway.index.abbreviations import alike
 from gateway.index.fields import WEIGHTS, match_expression
 from gateway.index.intents import vectors_of
-from gateway.index.reasons import explain, word_weights
+from gateway.index.reasons import Coverage, explain, word_weights
 from gateway.index.store import Candidate, Store, WordHit
 from gateway.index.vocabulary import Vocabulary, Words, expansion_words
 from gateway.index.words import query_terms, split_words, terms_in
@@ -71,7 +72,9 @@ __all__ = [
     "PER_FILE",
     "WEAK_RAW",
     "Intents",
+    "Reasons",
     "Scored",
+    "WordCounts",
     "calibrated",
     "cosine_part",
     "depth",
@@ -185,10 +188,75 @@ def score_of(cosine: float, terms: Sequence[str], query: str, candidate: Candida
     return Scored(round(score, 4), reason, tuple(found))
 
 
+_Explained = tuple[
+    Sequence[str],
+    Sequence[str],
+    Candidate,
+    Mapping[str, float],
+    Mapping[str, Sequence[str]],
+    float,
+    Mapping[str, Sequence[str]],
+]
+
+
+class Reasons:
+    """Hits scored without their reasons, and what :func:`~gateway.index.reasons.explain` needs to write them.
+
+    A search scores every candidate (a hundred a checkout) by its coverage alone
+    (:class:`~gateway.index.reasons.Coverage`); a one-shot search by meaning writes the reasons of the
+    hits of the files a page may show (:meth:`written`, after ranking), the same reasons the search would
+    have written: 784 reasons of 8 checkouts were half a one-shot search's time (issue 52)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[int, tuple[Hit, _Explained]] = {}
+
+    def add(self, hit: Hit, args: _Explained) -> None:
+        """A hit scored, its reason to be written from ``args`` (those of :func:`explain`)."""
+        self._pending[id(hit)] = (hit, args)
+
+    def written(self, hit: Hit) -> Hit:
+        """``hit`` with its reason, where it is one of :meth:`add`'s (as is, else)."""
+        entry = self._pending.get(id(hit))
+        if entry is None or entry[0] is not hit:
+            return hit
+        reason, matched, _ = explain(*entry[1])
+        return msgspec.structs.replace(hit, reason=reason, terms=matched)
+
+
+class WordCounts:
+    """How many declarations the fielded index holds, and how many of them hold each word: the index is every
+    checkout's, so the checkouts' :class:`Intents` of one process may share one (a one-shot search of 8 checkouts
+    counted the same words 8 times: issue 52). Counted once while the database is unchanged."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}  # word -> declarations holding it, as of _counted
+        self._total: int | None = None  # declarations in the fielded index, as of _counted
+        self._counted = -1
+
+    def __call__(self, store: Store, version: int, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """The declarations, and how many hold each of ``terms``, as of the database's ``version``."""
+        with self._lock:
+            if self._counted != version:
+                self._counts.clear()
+                self._total = None
+                self._counted = version
+            missing = [t for t in terms if t.isalnum() and t not in self._counts]
+            if missing or self._total is None:
+                total, counts = store.word_counts(missing)
+                if len(self._counts) > MAX_COUNTS:
+                    self._counts.clear()
+                self._counts.update(counts)
+                self._total = total
+            known = {t: self._counts.get(t, 0) for t in terms}
+            return self._total, known
+
+
 class Intents:
     """One checkout's intent vectors in memory, in step with the database."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, counts: WordCounts | None = None) -> None:
+        """``counts``: shared with the other checkouts' (of one database), else its own."""
         self.root = root
         self.matrix = np.zeros((0, 0), dtype=np.float32)
         self.file_of = np.zeros(0, dtype=np.int64)  # per row: its file's id
@@ -202,9 +270,7 @@ class Intents:
         self._full = False  # whether the matrix holds the vectors (else only the rows' files and ordinals)
         self._searches = 0
         self._dim = 0
-        self._counts: dict[str, int] = {}  # word -> declarations holding it, as of _counted
-        self._total: int | None = None  # declarations in the fielded index, as of _counted
-        self._counted = -1
+        self._words = counts if counts is not None else WordCounts()
 
     def __len__(self) -> int:
         return int(self.file_of.shape[0])
@@ -285,9 +351,11 @@ class Intents:
             rows[rid] = (file_id, at, count)
             at += count
         counted = list(rows.values())
+        sizes = np.array([c for _, _, c in counted], dtype=np.int64)
+        firsts = np.array([a for _, a, _ in counted], dtype=np.int64)
         self.matrix = np.zeros((0, self._dim), dtype=np.float32)
-        self.file_of = np.repeat(np.array([f for f, _, _ in counted], dtype=np.int64), [c for _, _, c in counted])
-        self.ordinal = np.concatenate([np.arange(c, dtype=np.int64) for _, _, c in counted] or [np.zeros(0, np.int64)])
+        self.file_of = np.repeat(np.array([f for f, _, _ in counted], dtype=np.int64), sizes)
+        self.ordinal = np.arange(at, dtype=np.int64) - np.repeat(firsts, sizes)  # 0, 1, ... within each file
         self._rows = rows
         self._placed(store)
 
@@ -312,11 +380,13 @@ class Intents:
         accept: Callable[[str], bool] | None,
         vocabulary: Vocabulary | None = None,
         embed: Words | None = None,
+        later: Reasons | None = None,
     ) -> list[FileMatch]:
         """The files holding the best declarations for ``query``, best first, each with its hits in line order:
         ranked by the fielded BM25 index, the question's words and their neighbours in ``vocabulary`` (the
         words' vectors by ``embed``), mixed with the model's cosine (``vector()``, the query's); by the cosine
-        alone where no word of the query is in it."""
+        alone where no word of the query is in it. With ``later``, the hits the words found come without their
+        reasons, which ``later`` writes for the hits a page may show (:class:`Reasons`)."""
         terms = query_terms(query)
         same = alike(terms)
         total, held = self._count(store, _with_forms(terms, same))
@@ -337,14 +407,21 @@ class Intents:
             weights = word_weights(total, {t: max(held[f] for f in (t, *same.get(t, ()))) for t in terms})
             asked_for = sum(1 for t in weights if any(held[f] and f in asked for f in (t, *same.get(t, ()))))
             share = vocab.EXPANSION_WEIGHT
+            covered = Coverage(terms, weights, near, share, same) if later is not None else None
             for candidate in candidates:
                 key = (candidate.file_id, candidate.ordinal)
                 word_hit = chosen.get(key)
                 texts = fields.get(candidate.id, ())
-                reason, matched, coverage = explain(terms, texts, candidate, weights, near, share, same)
+                if covered is None:
+                    reason, matched, coverage = explain(terms, texts, candidate, weights, near, share, same)
+                else:  # the reason written once a page may show it (Reasons.written)
+                    reason, matched, coverage = "", (), covered(texts)
                 score = words_score(word_hit.score if word_hit else 0.0, asked_for, coverage, cosines.get(key))
                 scored = Scored(1.0 if key in exact else round(score, 4), reason, matched)
-                by_file.setdefault(candidate.file_id, []).append(_hit(candidate, scored))
+                hit = _hit(candidate, scored)
+                if later is not None:
+                    later.add(hit, (terms, texts, candidate, weights, near, share, same))
+                by_file.setdefault(candidate.file_id, []).append(hit)
         else:
             by_file = self._by_cosine(store, query, terms, vector, limit, accept)
         self._searches += 1
@@ -374,22 +451,8 @@ class Intents:
         return {t: w for t, w in kept.items() if w}, {t: w for t, w in rare.items() if w}
 
     def _count(self, store: Store, terms: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """How many declarations the index holds, and how many hold each word: counted once while the database
-        is unchanged."""
-        with self._lock:
-            if self._counted != self._version:
-                self._counts.clear()
-                self._total = None
-                self._counted = self._version
-            missing = [t for t in terms if t.isalnum() and t not in self._counts]
-            if missing or self._total is None:
-                total, counts = store.word_counts(missing)
-                if len(self._counts) > MAX_COUNTS:
-                    self._counts.clear()
-                self._counts.update(counts)
-                self._total = total
-            known = {t: self._counts.get(t, 0) for t in terms}
-            return self._total, known
+        """How many declarations the index holds, and how many hold each word (:class:`WordCounts`)."""
+        return self._words(store, self._version, terms)
 
     def _by_words(
         self,

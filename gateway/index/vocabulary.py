@@ -27,6 +27,7 @@ stays, and matches nothing. Vectors of another model empty it
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -64,6 +65,8 @@ MAX_SHARE = 0.002
 #: Words the vocabulary keeps, at most (the builder adds none beyond): 51 MB of vectors in a searching process,
 #: a few milliseconds a question. The 12 checkouts of bench/semantic.py (22,015 declarations) have 3,695.
 MAX_WORDS = 50_000
+#: Questions whose neighbours a vocabulary keeps in memory, at most.
+NEAR_KEPT = 256
 #: The shortest word kept, and the fields (of gateway.index.fields.FIELDS, by index) the words come from.
 MIN_LENGTH = 3
 _FIELDS = (0, 1, 2)
@@ -95,15 +98,34 @@ class Vocabulary:
         self.matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self._last = 0
         self._lock = threading.Lock()
+        #: neighbours() by (terms, count, bar) while the words are unchanged: every checkout of a search asks
+        #: for the same ones (8 matrix products of a one-shot search of 8 checkouts, 75 ms: issue 52)
+        self._near: dict[tuple[tuple[str, ...], int, float], dict[str, tuple[str, ...]]] = {}
 
     def __len__(self) -> int:
         return len(self.words)
+
+    def load(self, store: Store, dim: int, folder: str) -> None:
+        """:meth:`sync` in a process that reads the vocabulary once (a one-shot search): the words the
+        database held when the vocabulary was last mapped are read from that mapped copy in ``folder``
+        (:func:`_mapped`; written there first where it is missing or copies other rows), only those added
+        since from the database (6,224 rows of vectors took 25-50 ms to read, their copy 1 ms: issue 52)."""
+        path = os.path.join(folder, f"vocabulary-{_digest(store.path or '')}.bin") if store.path else None
+        if path is not None and not self.words:
+            mapped = _mapped(path, store, dim)
+            if mapped is not None:
+                with self._lock:
+                    self.words, self.matrix, self._last = mapped
+        read = self._last
+        self.sync(store, dim)
+        if path is not None and self._last != read and self.words:
+            _map(path, store, dim, self.words, self.matrix, self._last)
 
     def sync(self, store: Store, dim: int) -> None:
         """Read the words added since the last look (the caller calls it when the database changed)."""
         with self._lock:
             if self._last and store.vocabulary_last() < self._last:  # emptied (another model): read again
-                self.words, self._last = [], 0
+                self.words, self._last, self._near = [], 0, {}
             rows = store.vocabulary_since(self._last)
             if not rows:
                 return
@@ -112,6 +134,7 @@ class Vocabulary:
             self.matrix = np.concatenate([self.matrix, fresh]) if len(self.words) else fresh
             self.words.extend(w for _, w, _ in rows)
             self._last = rows[-1][0]
+            self._near = {}
 
     def neighbours(
         self,
@@ -122,7 +145,19 @@ class Vocabulary:
     ) -> dict[str, tuple[str, ...]]:
         """Each word of ``terms``' nearest words in the vocabulary (``embed`` gives the words' vectors): at most
         ``count``, each with a cosine of at least ``bar``, none a form of the word or of another of ``terms``;
-        words without any left out."""
+        words without any left out. The same ``terms`` are answered from memory while the words are unchanged
+        (``embed`` is the model's whose vectors the vocabulary holds)."""
+        key = (tuple(terms), count, bar)
+        known = self._near.get(key)
+        if known is not None:
+            return dict(known)
+        found = self._neighbours(terms, embed, count, bar)
+        if len(self._near) >= NEAR_KEPT:
+            self._near = {}
+        self._near[key] = found
+        return dict(found)
+
+    def _neighbours(self, terms: Sequence[str], embed: Words, count: int, bar: float) -> dict[str, tuple[str, ...]]:
         matrix, words = self.matrix, self.words
         wanted = [t for t in terms if t.isalpha()]
         if not len(words) or not wanted or count <= 0:
@@ -143,6 +178,80 @@ class Vocabulary:
             if chosen:
                 out[term] = tuple(chosen)
         return out
+
+
+#: The mapped vocabulary's layout (a change writes it again).
+MAPPED = "vocabulary/1"
+_ALIGN = 64
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _mapped(path: str, store: Store, dim: int) -> tuple[list[str], npt.NDArray[np.float32], int] | None:
+    """The words, vectors and last row of the vocabulary mapped at ``path``, where it copies this database's
+    rows (the same file, model and recipe, and its rows up to its last one still those); None else."""
+    import json
+    import struct
+
+    try:
+        with open(path, "rb") as handle:
+            (size,) = struct.unpack("<Q", handle.read(8))
+            header = json.loads(handle.read(size))
+            words = handle.read(header["words"]).decode("utf-8").split("\n") if header["rows"] else []
+        if (
+            header.get("format") != MAPPED
+            or header.get("file") != list(store.identity or ())
+            or header.get("intents") != store.intents_of()
+            or header.get("dim") != dim
+            or len(words) != header["rows"]
+            or store.vocabulary_mark(header["last"]) != (header["rows"], header["word"])
+        ):
+            return None
+        matrix = np.memmap(path, dtype=np.float32, mode="r", offset=header["offset"], shape=(header["rows"], dim))
+    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        return None
+    return words, matrix, int(header["last"])
+
+
+def _map(path: str, store: Store, dim: int, words: Sequence[str], matrix: npt.NDArray[np.float32], last: int) -> None:
+    """Write the vocabulary's words and vectors (float32, as read) to ``path``, for :func:`_mapped` (a new file put
+    in place at once; nothing where it cannot be written)."""
+    import contextlib
+    import json
+    import struct
+
+    text = "\n".join(words).encode("utf-8")
+    header = {
+        "format": MAPPED,
+        "file": list(store.identity or ()),
+        "intents": store.intents_of(),
+        "dim": dim,
+        "rows": len(words),
+        "last": last,
+        "word": words[-1],
+        "words": len(text),
+        "offset": 0,
+    }
+    while True:  # the vectors start aligned, after the header and the words (the offset is in the header)
+        encoded = json.dumps(header).encode("utf-8")
+        offset = -(-(8 + len(encoded) + len(text)) // _ALIGN) * _ALIGN
+        if header["offset"] == offset:
+            break
+        header["offset"] = offset
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(struct.pack("<Q", len(encoded)) + encoded + text)
+            handle.write(b"\0" * (offset - 8 - len(encoded) - len(text)))
+            handle.write(np.ascontiguousarray(matrix, dtype=np.float32).tobytes())
+        os.replace(temporary, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def expansion_words(expansions: Mapping[str, Iterable[str]]) -> list[str]:
