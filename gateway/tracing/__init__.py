@@ -25,7 +25,7 @@ namespace's span. Never a token; the query text only with ``[tracing] record_que
 
 from __future__ import annotations
 
-from gateway.tracing.spans import annotate, event, install, on, record_query, span, tracer, uninstall
+from gateway.tracing.spans import annotate, event, install, on, record_query, request, span, tracer, uninstall
 
 __all__ = [
     "annotate",
@@ -33,6 +33,7 @@ __all__ = [
     "install",
     "on",
     "record_query",
+    "request",
     "span",
     "tracer",
     "uninstall",

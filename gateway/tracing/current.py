@@ -15,10 +15,11 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any
 
+import structlog
 from opentelemetry.context import Context, attach, detach
-from opentelemetry.trace import Span, SpanKind, Tracer, set_span_in_context
+from opentelemetry.trace import Span, SpanKind, Tracer, format_trace_id, set_span_in_context
 
-__all__ = ["CurrentSpan"]
+__all__ = ["CurrentSpan", "RequestSpan"]
 
 
 class CurrentSpan:
@@ -49,3 +50,26 @@ class CurrentSpan:
             detach(self._token)
         if self._span is not None:
             self._span.end()
+
+
+class RequestSpan(CurrentSpan):
+    """The span of a request that came in other than over HTTP (an MCP tool call): a SERVER span,
+    a child of the caller's when the transport brought its context (the MCP SDK makes a
+    ``_meta.traceparent`` current), its ``trace_id`` bound into the log lines inside."""
+
+    __slots__ = ("_bound",)
+
+    def __init__(self, tracer: Tracer, name: str, attributes: Mapping[str, Any] | None) -> None:
+        super().__init__(tracer, name, attributes, SpanKind.SERVER)
+        self._bound: Mapping[str, Any] = {}
+
+    def __enter__(self) -> Span:
+        span = super().__enter__()
+        self._bound = structlog.contextvars.bind_contextvars(trace_id=format_trace_id(span.get_span_context().trace_id))
+        return span
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        structlog.contextvars.reset_contextvars(**self._bound)
+        super().__exit__(kind, exc, traceback)

@@ -11,12 +11,13 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span, Tracer
 
-    from gateway.tracing.current import CurrentSpan
+    from gateway.tracing.current import CurrentSpan, RequestSpan
 
-__all__ = ["annotate", "event", "install", "on", "record_query", "span", "tracer", "uninstall"]
+__all__ = ["annotate", "event", "install", "on", "record_query", "request", "span", "tracer", "uninstall"]
 
 _tracer: Tracer | None = None
 _current: type[CurrentSpan] | None = None
+_request: type[RequestSpan] | None = None
 _record_query = False
 _OFF: AbstractContextManager[None] = contextlib.nullcontext()
 
@@ -38,10 +39,10 @@ def record_query() -> bool:
 
 def install(tracer: Tracer, *, query: bool = False) -> None:
     """Record spans with ``tracer`` from now on (:func:`gateway.tracing.setup.start`)."""
-    global _tracer, _current, _record_query
-    from gateway.tracing.current import CurrentSpan
+    global _tracer, _current, _request, _record_query
+    from gateway.tracing.current import CurrentSpan, RequestSpan
 
-    _tracer, _current, _record_query = tracer, CurrentSpan, query
+    _tracer, _current, _request, _record_query = tracer, CurrentSpan, RequestSpan, query
 
 
 def uninstall() -> None:
@@ -59,6 +60,15 @@ def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractCont
     if tracer is None or current is None:
         return _OFF
     return current(tracer, name, attributes)
+
+
+def request(name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span | None]:
+    """The span of a request that did not come over HTTP (an MCP tool call), current inside, its
+    trace id in the log lines (None while off)."""
+    tracer, opened = _tracer, _request
+    if tracer is None or opened is None:
+        return _OFF
+    return opened(tracer, name, attributes)
 
 
 def annotate(attributes: Mapping[str, Any]) -> None:
