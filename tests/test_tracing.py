@@ -16,13 +16,14 @@ import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
 from aiohttp import web
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.types import RequestParamsMeta
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError
@@ -312,7 +313,7 @@ class TestMcpStdio:
                 cwd=str(REPO),
             )
             errlog = (tmp_path / "stderr.log").open("w")
-            caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
+            caller = cast(RequestParamsMeta, {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})  # an open map
             with errlog:
                 async with Client(stdio_client(params, errlog=errlog), raise_exceptions=True) as remote:
                     result = await remote.call_tool("search", {"query": NEEDLE}, meta=caller)
