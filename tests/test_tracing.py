@@ -21,13 +21,20 @@ from typing import Any, cast
 import aiohttp
 import pytest
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.types import RequestParamsMeta
+from opentelemetry.context import attach, detach
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, get_current_span, set_span_in_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.span import TraceState
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.tracing import span
+from gateway.tracing.client import outgoing
 from gateway.tracing.config import TracingConfig, tracing_settings
 from tests.corpus import make_corpus
 from tests.helpers import fedsearch_command, free_port, subprocess_env
@@ -335,3 +342,38 @@ class TestMcpStdio:
                 json.loads(line) for line in (tmp_path / "stderr.log").read_text().splitlines() if '"mcp_tool"' in line
             ]
             assert [line["trace_id"] for line in logged] == [CALLER_TRACE]
+
+
+class TestOutgoing:
+    """What a call out carries is exactly what the SDK's W3C propagator writes."""
+
+    @given(
+        trace_id=st.integers(1, 2**128 - 1),
+        span_id=st.integers(1, 2**64 - 1),
+        flags=st.integers(0, 255),
+        state=st.lists(
+            st.tuples(st.from_regex(r"\A[a-z][a-z0-9_\-*/]{0,15}\Z"), st.from_regex(r"\A[!-+\--<>-~]{1,16}\Z")),
+            max_size=4,
+            unique_by=lambda kv: kv[0],
+        ),
+        headers=st.dictionaries(st.sampled_from(["Accept", "User-Agent", "X-Other"]), st.text(max_size=8)),
+    )
+    def test_same_as_the_propagator(
+        self, trace_id: int, span_id: int, flags: int, state: list[tuple[str, str]], headers: dict[str, str]
+    ) -> None:
+        """Any span context: ``outgoing`` adds the propagator's ``traceparent``/``tracestate`` to
+        the headers, which it leaves as they were, and the propagator reads the same context back."""
+        context = SpanContext(
+            trace_id, span_id, is_remote=False, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
+        )
+        w3c = TraceContextTextMapPropagator()
+        token = attach(set_span_in_context(NonRecordingSpan(context)))
+        try:
+            expected = dict(headers)
+            w3c.inject(expected)
+            sent = outgoing(headers)
+        finally:
+            detach(token)
+        assert sent == expected
+        back = get_current_span(w3c.extract(sent)).get_span_context()
+        assert (back.trace_id, back.span_id, back.trace_flags) == (trace_id, span_id, flags)

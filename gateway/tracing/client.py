@@ -20,13 +20,11 @@ from collections.abc import Awaitable, Mapping
 from typing import Any
 
 from aiohttp import ClientResponse
-from opentelemetry.trace import Span, SpanKind, get_current_span
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace import Span, SpanContext, SpanKind, get_current_span
 from yarl import URL
 
-__all__ = ["method_name", "outgoing", "sent"]
+__all__ = ["method_name", "outgoing", "sent", "traceparent"]
 
-_W3C = TraceContextTextMapPropagator()
 #: Methods named as they are; any other is ``_OTHER`` (the HTTP conventions).
 _METHODS = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"})
 
@@ -36,10 +34,20 @@ def method_name(method: str) -> str:
     return method if method in _METHODS else "_OTHER"
 
 
+def traceparent(context: SpanContext) -> str:
+    """W3C ``traceparent`` of a span (version 00)."""
+    return f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+
+
 def outgoing(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """``headers`` with the current span's trace context added (a new dict)."""
+    """``headers`` with the current span's W3C trace context added (a new dict): what the SDK's
+    ``TraceContextTextMapPropagator.inject`` writes, without its carrier and setter indirection."""
     carrier = dict(headers) if headers else {}
-    _W3C.inject(carrier)
+    context = get_current_span().get_span_context()
+    if context.is_valid:
+        carrier["traceparent"] = traceparent(context)
+        if context.trace_state:
+            carrier["tracestate"] = context.trace_state.to_header()
     return carrier
 
 

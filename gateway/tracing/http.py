@@ -19,12 +19,12 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from opentelemetry.context import attach, detach
-from opentelemetry.trace import Span, SpanKind, StatusCode, format_span_id, format_trace_id, set_span_in_context
+from opentelemetry.trace import SpanKind, StatusCode, format_trace_id, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.log import scrub
 from gateway.tracing import spans as tracing
-from gateway.tracing.client import method_name
+from gateway.tracing.client import method_name, traceparent
 
 __all__ = ["TRACEPARENT", "add_traceparent", "tracing_middleware"]
 
@@ -33,12 +33,6 @@ TRACEPARENT = web.RequestKey("traceparent", str)
 #: The status an answer that never was is logged with (the request middleware's convention).
 _CLIENT_CLOSED = 499
 _W3C = TraceContextTextMapPropagator()
-
-
-def _traceparent(span: Span) -> str:
-    context = span.get_span_context()
-    flags = int(context.trace_flags)
-    return f"00-{format_trace_id(context.trace_id)}-{format_span_id(context.span_id)}-{flags:02x}"
 
 
 def _server_attributes(request: web.Request, route: str | None) -> dict[str, Any]:
@@ -88,7 +82,7 @@ async def tracing_middleware(request: web.Request, handler: Handler) -> web.Stre
         attributes=_server_attributes(request, route),
     )
     token = attach(set_span_in_context(span))
-    request[TRACEPARENT] = _traceparent(span)
+    request[TRACEPARENT] = traceparent(span.get_span_context())
     status = _CLIENT_CLOSED
     try:
         with structlog.contextvars.bound_contextvars(trace_id=format_trace_id(span.get_span_context().trace_id)):
