@@ -15,7 +15,9 @@ tool untouched.
 
 ``run_mcp`` serves stdio (stdout carries only the protocol; logs go to stderr) or
 streamable HTTP on ``HOST:PORT`` at ``/mcp``, and owns the service: it is opened
-before serving and closed after, also when SIGTERM/SIGINT stops the HTTP server.
+before serving and closed after, also when SIGTERM/SIGINT stops the HTTP server. With
+``[tracing]`` (or ``OTEL_*``) it records spans as ``fedsearch serve`` does, a tool call being
+the request's span (``tools/call search``): see :mod:`gateway.tracing`.
 
 Access. Over HTTP with ``[[tokens]]`` configured, :class:`BearerAuth` checks every
 request's ``Authorization: Bearer`` token exactly as the HTTP gateway does (the same

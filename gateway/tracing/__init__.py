@@ -16,7 +16,8 @@ through a module importing this one never imports pydantic); :mod:`gateway.traci
 middleware, :mod:`gateway.tracing.client` what a call out to a backend or a peer carries (W3C
 ``traceparent``/``tracestate``) and records.
 
-Spans (docs/operations.md lists their attributes): the request (``POST /v1/search``), the
+Spans (docs/operations.md lists their attributes): the request (``POST /v1/search``; over MCP
+the tool call, :func:`request`), the
 admission wait, each namespace (with the HTTP attributes of its call to a backend or peer), the content index's
 narrowing and the rg that confirms, declarations and semantic scoring, merge and rank,
 snapshot write and cursor read. Retries, hedges and breaker changes are events on the

@@ -13,13 +13,14 @@ a URL's credentials. ``url.full`` is scheme, host, port and path.
 
 from __future__ import annotations
 
+from contextvars import Token
 from typing import Any
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
-from opentelemetry.context import attach, detach
-from opentelemetry.trace import SpanKind, StatusCode, format_trace_id, set_span_in_context
+from opentelemetry.context import Context, attach, detach
+from opentelemetry.trace import Span, SpanKind, StatusCode, format_trace_id, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from gateway.log import scrub
@@ -83,23 +84,28 @@ async def tracing_middleware(request: web.Request, handler: Handler) -> web.Stre
     )
     token = attach(set_span_in_context(span))
     request[TRACEPARENT] = traceparent(span.get_span_context())
-    status = _CLIENT_CLOSED
     try:
         with structlog.contextvars.bound_contextvars(trace_id=format_trace_id(span.get_span_context().trace_id)):
             response = await handler(request)
-        status = response.status
-        return response
     except web.HTTPException as exc:
-        status = exc.status
+        _end(span, token, exc.status)
         raise
-    finally:
-        if status >= 500:
-            span.set_status(StatusCode.ERROR)
-            span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
-        else:
-            span.set_attribute("http.response.status_code", status)
-        detach(token)
-        span.end()
+    except BaseException:  # the caller went away (the error middleware answers any other error)
+        _end(span, token, _CLIENT_CLOSED)
+        raise
+    _end(span, token, response.status)
+    return response
+
+
+def _end(span: Span, token: Token[Context], status: int) -> None:
+    """The request's span ends with its answer's status (a 5xx sets its status), current no more."""
+    if status >= 500:
+        span.set_status(StatusCode.ERROR)
+        span.set_attributes({"http.response.status_code": status, "error.type": str(status)})
+    else:
+        span.set_attribute("http.response.status_code", status)
+    detach(token)
+    span.end()
 
 
 async def add_traceparent(request: web.Request, response: web.StreamResponse) -> None:
