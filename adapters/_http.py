@@ -372,14 +372,13 @@ class HttpBackend(AsyncBackend[S]):
                 connector=aiohttp.TCPConnector(limit=64, enable_cleanup_closed=True),
                 trust_env=False,
                 json_serialize=_dumps,
-                trace_configs=tracing.client_hooks(),  # None while tracing is off: no hook at all
             )
         return self._session
 
     async def fetch(self, request: Request, until: float) -> Reply:
         """Send ``request``; its checked 2xx answer, read whole. ``until``: when it must have ended."""
         self._check_token()
-        async with map_client_errors(), asyncio.timeout_at(until), self._send(request) as resp:
+        async with map_client_errors(), asyncio.timeout_at(until), await self._send(request) as resp:
             await self._check(resp, request)
             body = await self._read(resp, request.max_bytes or self.settings.max_bytes)
             links = resp.links if "Link" in resp.headers else None
@@ -412,7 +411,7 @@ class HttpBackend(AsyncBackend[S]):
             url=request.url, method=request.method, params=request.params, json=request.json, headers=headers, accept=()
         )
         try:
-            async with map_client_errors(), asyncio.timeout_at(until), self._send(sent) as resp:
+            async with map_client_errors(), asyncio.timeout_at(until), await self._send(sent) as resp:
                 if resp.status == 304 and validator:
                     return None
                 if resp.status == 404:
@@ -446,14 +445,19 @@ class HttpBackend(AsyncBackend[S]):
         if self.token_env and not token_from_env(self.token_env):
             raise BackendError(f"token variable {self.token_env} is not set")
 
-    def _send(self, request: Request) -> Any:
+    def _send(self, request: Request) -> Awaitable[aiohttp.ClientResponse]:
+        """The response to ``request``, to be awaited; with tracing on, the request carries the
+        current span's trace and its attributes go on that span (:mod:`gateway.tracing.client`)."""
+        if not tracing.on():
+            return self._request(request, request.headers)
+        from gateway.tracing import client
+
+        return client.sent(request.method, request.url, self._request(request, client.outgoing(request.headers)))
+
+    def _request(self, request: Request, headers: Mapping[str, str] | None) -> Awaitable[aiohttp.ClientResponse]:
+        url, params = request.url, request.params
         return self.session.request(
-            request.method,
-            request.url,
-            params=request.params,
-            json=request.json,
-            headers=request.headers,
-            allow_redirects=False,
+            request.method, url, params=params, json=request.json, headers=headers, allow_redirects=False
         )
 
     async def _check(self, resp: aiohttp.ClientResponse, request: Request) -> None:

@@ -1,4 +1,7 @@
-"""8 fake zoekt-webservers on consecutive ports, each answering a pre-serialized 100-file result."""
+"""8 fake zoekt-webservers on consecutive ports, each answering a pre-serialized 100-file result.
+
+.venv/bin/python bench/fake_zoekt.py FIRST_PORT [COUNT=8] [FILES=100]
+"""
 
 from __future__ import annotations
 
@@ -55,10 +58,10 @@ def payload(index: int, files: int = 100) -> bytes:
     return json.dumps({"Result": result}).encode()
 
 
-async def main(first_port: int, count: int) -> None:
+async def main(first_port: int, count: int, files: int = 100) -> None:
     runners = []
     for i in range(count):
-        body = payload(i)
+        body = payload(i, files)
 
         async def handler(request: web.Request, body: bytes = body) -> web.Response:
             await request.read()
@@ -75,4 +78,4 @@ async def main(first_port: int, count: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 8))
+    asyncio.run(main(*(int(arg) for arg in sys.argv[1:4])))

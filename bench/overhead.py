@@ -13,7 +13,14 @@ latency at 1 connection. Prints min/median/max and the ratios.
 Side by side (issue 54), in the same A B C rounds: ``--tree DIR`` adds fedsearch run from
 another source tree (``git archive REV | tar -x -C DIR``: the code before a change);
 ``--tracing`` adds this tree with tracing on at 100 % sampling, exporting every span over
-OTLP to ``otlp_sink.py``; ``--no-naive`` leaves the naive gateways out.
+OTLP to ``otlp_sink.py``; ``--traced-tree DIR`` adds another tree with tracing on (the
+tracing before a change); ``--no-naive`` leaves the naive gateways out; ``--files N``: each
+Zoekt answer's files (100; fewer make a request cheaper, and tracing's share of it larger).
+Each round runs the gateways in turn, the order reversed every other round; with
+``--together`` the 16-connection load of a round is sent to every gateway at once (their
+throughputs are then shares of the machine, not comparable to a run alone), so that what
+else the shared machine runs at that moment weighs on each alike: the steadier way to
+compare CPU a request.
 """
 
 from __future__ import annotations
@@ -125,7 +132,11 @@ async def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--tree", action="append", default=[], help="another fedsearch source tree beside this one")
     parser.add_argument("--tracing", action="store_true", help="also this tree with tracing on (100 %% sampled)")
+    parser.add_argument("--traced-tree", action="append", default=[], help="another source tree, tracing on")
     parser.add_argument("--no-naive", action="store_true", help="leave the naive gateways out")
+    parser.add_argument("--files", type=int, default=100, help="files in each Zoekt answer")
+    parser.add_argument("--together", action="store_true", help="load every gateway at once (CPU a request)")
+    parser.add_argument("--no-p50", action="store_true", help="leave out the 1-connection latency")
     args = parser.parse_args()
     base = consecutive_ports(8)
     fed_port, naive_port, reuse_port, sink_port, traced_port = free_ports(5)
@@ -140,7 +151,7 @@ async def main() -> None:
     )
     env = dict(os.environ, FEDSEARCH_LOG_LEVEL=os.environ.get("FEDSEARCH_LOG_LEVEL", "info"))
     procs = [
-        subprocess.Popen([PY, str(HERE / "fake_zoekt.py"), str(base), "8"], stdout=subprocess.PIPE),
+        subprocess.Popen([PY, str(HERE / "fake_zoekt.py"), str(base), "8", str(args.files)], stdout=subprocess.PIPE),
     ]
     assert procs[0].stdout is not None
     procs[0].stdout.readline()
@@ -151,7 +162,7 @@ async def main() -> None:
         procs.append(serve(Path(tree).resolve(), config, port, env))
         gateways[Path(tree).name] = f"http://127.0.0.1:{port}"
         pids[Path(tree).name] = procs[-1].pid
-    if args.tracing:
+    if args.tracing or args.traced_tree:
         sink = subprocess.Popen([PY, str(HERE / "otlp_sink.py"), str(sink_port)], stdout=subprocess.PIPE)
         procs.append(sink)
         assert sink.stdout is not None
@@ -159,9 +170,15 @@ async def main() -> None:
         traced = tmp / "traced.toml"
         endpoint = f"http://127.0.0.1:{sink_port}/v1/traces"
         traced.write_text(config.read_text() + f'[tracing]\nendpoint = "{endpoint}"\nsample_ratio = 1.0\n')
-        procs.append(serve(HERE.parent, traced, traced_port, env))
-        gateways["fedsearch+tracing"] = f"http://127.0.0.1:{traced_port}"
-        pids["fedsearch+tracing"] = procs[-1].pid
+        trees = [("fedsearch+tracing", HERE.parent, traced_port)] if args.tracing else []
+        trees += [
+            (f"{Path(tree).name}+tracing", Path(tree).resolve(), port)
+            for tree, port in zip(args.traced_tree, free_ports(len(args.traced_tree)), strict=True)
+        ]
+        for name, tree, port in trees:
+            procs.append(serve(tree, traced, port, env))
+            gateways[name] = f"http://127.0.0.1:{port}"
+            pids[name] = procs[-1].pid
     if not args.no_naive:
         procs.append(subprocess.Popen([PY, str(HERE / "naive_gateway.py"), str(naive_port), *backends]))
         procs.append(
@@ -175,35 +192,51 @@ async def main() -> None:
         for url in gateways.values():
             await wait_ready(url)
             await load(url, 16, 1.0)  # warm
+        load_before = os.getloadavg()[0]
         rps: dict[str, list[float]] = {k: [] for k in gateways}
         p50: dict[str, list[float]] = {k: [] for k in gateways}
         cpu: dict[str, list[float]] = {k: [] for k in pids}
-        for _ in range(args.rounds):
-            for name, url in gateways.items():
-                before = cpu_s(pids[name]) if name in pids else 0.0
-                rate, lat = await load(url, 16, args.seconds)
-                if name in pids:
-                    cpu[name].append((cpu_s(pids[name]) - before) / len(lat))
-                rps[name].append(rate)
-                _, lat = await load(url, 1, args.seconds)
-                p50[name].append(statistics.median(lat))
+        for turn in range(args.rounds):
+            if args.together:  # every gateway loaded at once: whatever else the machine runs, it runs for all
+                before = {name: cpu_s(pid) for name, pid in pids.items()}
+                loads = await asyncio.gather(*(load(url, 16, args.seconds) for url in gateways.values()))
+                for name, (rate, lat) in zip(gateways, loads, strict=True):
+                    rps[name].append(rate)
+                    if name in pids:
+                        cpu[name].append((cpu_s(pids[name]) - before[name]) / len(lat))
+            for name, url in list(gateways.items())[:: -1 if turn % 2 else 1]:
+                if not args.together:
+                    before_one = cpu_s(pids[name]) if name in pids else 0.0
+                    rate, lat = await load(url, 16, args.seconds)
+                    if name in pids:
+                        cpu[name].append((cpu_s(pids[name]) - before_one) / len(lat))
+                    rps[name].append(rate)
+                if not args.no_p50:
+                    _, lat = await load(url, 1, args.seconds)
+                    p50[name].append(statistics.median(lat))
+        order = "all at once" if args.together else "A B B A"
         print(
-            f"8 fake Zoekt backends x 100 files; {args.rounds} rounds A B A B of {args.seconds:.0f} s; "
-            f"{os.cpu_count()} cores"
+            f"8 fake Zoekt backends x {args.files} files; {args.rounds} rounds {order} of {args.seconds:.0f} s; "
+            f"{os.cpu_count()} cores; load {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
         )
         for name in gateways:
-            print(f"{name:17} throughput@16 {fmt(rps[name], 'req/s')} | p50@1 {fmt(p50[name], 'ms', 1000)}")
+            latency = f" | p50@1 {fmt(p50[name], 'ms', 1000)}" if p50[name] else ""
+            print(f"{name:17} throughput@16 {fmt(rps[name], 'req/s')}{latency}")
         for name in pids:
             print(f"{name:17} CPU a request @16 {fmt(cpu[name], 'ms', 1000)}")
         for other in pids:
             if other != "fedsearch":
                 tput = statistics.median(rps[other]) / statistics.median(rps["fedsearch"])
-                ratio = statistics.median(p50[other]) / statistics.median(p50["fedsearch"])
+                ratio = statistics.median(p50[other]) / statistics.median(p50["fedsearch"]) if p50[other] else 0.0
                 used = statistics.median(cpu[other]) / statistics.median(cpu["fedsearch"])
-                print(f"ratios {other}/fedsearch: throughput {tput:.3f}x, p50 {ratio:.3f}x, CPU a request {used:.3f}x")
+                paired = statistics.median(a / b for a, b in zip(cpu[other], cpu["fedsearch"], strict=True))
+                print(
+                    f"ratios {other}/fedsearch: throughput {tput:.3f}x, p50 {ratio:.3f}x, CPU a request {used:.3f}x "
+                    f"(the rounds' own ratios: median {paired:.3f}x)"
+                )
         for naive in [n for n in ("naive", "naive+reuse") if n in gateways]:
             tput = statistics.median(rps["fedsearch"]) / statistics.median(rps[naive])
-            ratio = statistics.median(p50["fedsearch"]) / statistics.median(p50[naive])
+            ratio = statistics.median(p50["fedsearch"]) / statistics.median(p50[naive]) if p50[naive] else 0.0
             print(f"ratios fedsearch/{naive}: throughput {tput:.2f}x (target >= 1.2), p50 {ratio:.2f}x (target <= 1.0)")
     finally:
         for proc in procs:

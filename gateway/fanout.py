@@ -123,19 +123,17 @@ async def _traced(
 ) -> Outcome:
     """:func:`_one` in a span of its own (``fedsearch.namespace``): what the backend answered, its
     retries, hedges and breaker changes as events (:mod:`gateway.resilience.wrapper`)."""
-    with span("fedsearch.namespace") as current:
+    named = {"fedsearch.namespace": route.namespace, "fedsearch.backend.kind": route.backend.kind}
+    with span("fedsearch.namespace", named) as current:
         if current is None:  # tracing stopped meanwhile
             return await _one(route, query, deadline, gate, start, logged)
-        named = {"fedsearch.namespace": route.namespace, "fedsearch.backend.kind": route.backend.kind}
         try:
             outcome = await _one(route, query, deadline, gate, start, logged)
         except asyncio.CancelledError:
-            current.set_attributes({**named, "fedsearch.status": "timeout"})  # cut at its deadline
+            current.set_attribute("fedsearch.status", "timeout")  # cut at its deadline
             raise
         files, hits = _counts(outcome.result)
-        current.set_attributes(
-            {**named, "fedsearch.status": outcome.status, "fedsearch.files": files, "fedsearch.hits": hits}
-        )
+        current.set_attributes({"fedsearch.status": outcome.status, "fedsearch.files": files, "fedsearch.hits": hits})
         if outcome.status in _FAILED:
             from opentelemetry.trace import StatusCode
 

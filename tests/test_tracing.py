@@ -9,24 +9,35 @@ within a tenth of a second.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
 from aiohttp import web
+from hypothesis import given
+from hypothesis import strategies as st
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.types import RequestParamsMeta
+from opentelemetry.context import attach, detach
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, get_current_span, set_span_in_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.span import TraceState
 
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.tracing import span
+from gateway.tracing.client import outgoing
 from gateway.tracing.config import TracingConfig, tracing_settings
 from tests.corpus import make_corpus
-from tests.helpers import free_port
+from tests.helpers import fedsearch_command, free_port, subprocess_env
 from tests.otlp_receiver import Received, Receiver
 from tests.test_ops import Served, ripgrep_ns, serve, zoekt_ns
 
@@ -39,6 +50,7 @@ NEEDLE = "tracing_needle"
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 FAST_EXPORT = {"OTEL_BSP_SCHEDULE_DELAY": "100"}
+REPO = Path(__file__).resolve().parents[1]
 
 Serve = Callable[..., Awaitable[Served]]
 
@@ -287,3 +299,81 @@ class TestCollectorDown:
         assert await front.exit_code() == 0
         assert len(front.find("tracing_export_failed")) == 1
         assert not [line for line in front.raw if "opentelemetry" in line]  # the SDK's own lines are muted
+
+
+class TestMcpStdio:
+    """`fedsearch mcp` over stdio honours `[tracing]` as `fedsearch serve` does."""
+
+    async def test_a_tool_call_is_a_trace(self, tmp_path: Path) -> None:
+        """A tool call is a SERVER span, the child of the caller's span named in the call's
+        ``_meta.traceparent``; the namespace's and rank's spans are its children; the call's log
+        line carries the trace id; no query text in any attribute."""
+        async with Receiver() as receiver:
+            root = corpus(tmp_path / "src", "alpha")
+            config = tmp_path / "mcp.toml"
+            config.write_text(tracing_section(receiver.url, "mcp") + ripgrep_ns("alpha", root / "alpha"))
+            command, *args = fedsearch_command()
+            params = StdioServerParameters(
+                command=command,
+                args=[*args, "mcp", "--config", str(config)],
+                env=subprocess_env(**FAST_EXPORT, FEDSEARCH_LOG_LEVEL="info"),
+                cwd=str(REPO),
+            )
+            errlog = (tmp_path / "stderr.log").open("w")
+            caller = cast(RequestParamsMeta, {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"})  # an open map
+            with errlog:
+                async with Client(stdio_client(params, errlog=errlog), raise_exceptions=True) as remote:
+                    result = await remote.call_tool("search", {"query": NEEDLE}, meta=caller)
+                    assert not result.is_error
+                    assert result.structured_content is not None
+                    assert [f["namespace"] for f in result.structured_content["files"]] == ["alpha"]
+                    await receiver.wait_for(lambda r: any(s.kind == SERVER for s in r.of_trace(CALLER_TRACE)))
+            spans = receiver.of_trace(CALLER_TRACE)
+            call = one(spans, **{"gen_ai.tool.name": "search"})
+            assert (call.name, call.kind, call.service) == ("tools/call search", SERVER, "mcp")
+            assert call.parent_id == CALLER_SPAN
+            assert call.attributes["mcp.method.name"] == "tools/call"
+            namespace = one(spans, **{"fedsearch.namespace": "alpha"})
+            assert namespace.parent_id == call.span_id
+            assert namespace.attributes["fedsearch.files"] == 1
+            assert any(s.name == "fedsearch.rank" and s.parent_id == call.span_id for s in spans)
+            assert not [s for s in spans if any(NEEDLE in str(v) for v in s.attributes.values())]
+            logged = [
+                json.loads(line) for line in (tmp_path / "stderr.log").read_text().splitlines() if '"mcp_tool"' in line
+            ]
+            assert [line["trace_id"] for line in logged] == [CALLER_TRACE]
+
+
+class TestOutgoing:
+    """What a call out carries is exactly what the SDK's W3C propagator writes."""
+
+    @given(
+        trace_id=st.integers(1, 2**128 - 1),
+        span_id=st.integers(1, 2**64 - 1),
+        flags=st.integers(0, 255),
+        state=st.lists(
+            st.tuples(st.from_regex(r"\A[a-z][a-z0-9_\-*/]{0,15}\Z"), st.from_regex(r"\A[!-+\--<>-~]{1,16}\Z")),
+            max_size=4,
+            unique_by=lambda kv: kv[0],
+        ),
+        headers=st.dictionaries(st.sampled_from(["Accept", "User-Agent", "X-Other"]), st.text(max_size=8)),
+    )
+    def test_same_as_the_propagator(
+        self, trace_id: int, span_id: int, flags: int, state: list[tuple[str, str]], headers: dict[str, str]
+    ) -> None:
+        """Any span context: ``outgoing`` adds the propagator's ``traceparent``/``tracestate`` to
+        the headers, which it leaves as they were, and the propagator reads the same context back."""
+        context = SpanContext(
+            trace_id, span_id, is_remote=False, trace_flags=TraceFlags(flags), trace_state=TraceState(state)
+        )
+        w3c = TraceContextTextMapPropagator()
+        token = attach(set_span_in_context(NonRecordingSpan(context)))
+        try:
+            expected = dict(headers)
+            w3c.inject(expected)
+            sent = outgoing(headers)
+        finally:
+            detach(token)
+        assert sent == expected
+        back = get_current_span(w3c.extract(sent)).get_span_context()
+        assert (back.trace_id, back.span_id, back.trace_flags) == (trace_id, span_id, flags)

@@ -15,7 +15,9 @@ tool untouched.
 
 ``run_mcp`` serves stdio (stdout carries only the protocol; logs go to stderr) or
 streamable HTTP on ``HOST:PORT`` at ``/mcp``, and owns the service: it is opened
-before serving and closed after, also when SIGTERM/SIGINT stops the HTTP server.
+before serving and closed after, also when SIGTERM/SIGINT stops the HTTP server. With
+``[tracing]`` (or ``OTEL_*``) it records spans as ``fedsearch serve`` does, a tool call being
+the request's span (``tools/call search``): see :mod:`gateway.tracing`.
 
 Access. Over HTTP with ``[[tokens]]`` configured, :class:`BearerAuth` checks every
 request's ``Authorization: Bearer`` token exactly as the HTTP gateway does (the same
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -43,6 +46,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
+from gateway import tracing
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidRequest, NotFound, Overloaded, Unsupported
 from gateway.http.auth import (
@@ -63,6 +67,7 @@ from gateway.query.request import SearchRequest, parse_request, problem_fields
 from gateway.resilience.callers import CLIENT_HEADER, Principal, calling, identify
 from gateway.service import READ_LINES, Access, SearchService
 from gateway.serving import settle_heap
+from gateway.tracing.config import tracing_settings
 from gateway.wire import SearchResponse
 
 __all__ = [
@@ -221,11 +226,25 @@ def _failure(body: dict[str, Any]) -> CallToolResult:
     return CallToolResult(content=[_text(body)], is_error=True)
 
 
+#: A tool call's span attributes (the OpenTelemetry conventions for MCP), beside ``gen_ai.tool.name``.
+_TOOL_CALL = {"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool"}
+
+
 def _guarded(name: str, handler: Handler, access: Access, principal: Principal) -> ToolFn:
     """``handler`` with the caller's access, served for its principal, errors turned into
-    problem-JSON tool errors, one log event."""
+    problem-JSON tool errors, one log event; with tracing on, in a span of its own (the caller's
+    trace continued from the call's ``_meta.traceparent``)."""
 
     async def call(arguments: dict[str, Any], ctx: Context | None = None) -> CallToolResult:
+        if not tracing.on():
+            return await run(arguments, ctx)
+        with tracing.request(f"tools/call {name}", {**_TOOL_CALL, "gen_ai.tool.name": name}) as span:
+            result = await run(arguments, ctx)
+            if span is not None and result.is_error:
+                span.set_attribute("error.type", "tool_error")
+            return result
+
+    async def run(arguments: dict[str, Any], ctx: Context | None) -> CallToolResult:
         started = time.monotonic()
         try:
             with calling(caller_principal(ctx, principal)):
@@ -457,11 +476,22 @@ async def _serve_http(server: MCPServer, host: str, port: int, table: TokenTable
 async def _serve(
     config: Config, endpoint: tuple[str, int] | None, access: Access, text: str, principal: Principal = STDIO
 ) -> None:
+    traced = tracing_settings(config.tracing, os.environ)
+    if traced is not None:  # the SDK is imported only now, as `fedsearch serve` does
+        from gateway.tracing.setup import start
+
+        start(traced)
     service = SearchService(config)
     service.start_serving()  # a long-lived server: the declaration index builds beside it, rg starts ahead
     table = TokenTable(config.tokens)
     settle_heap()
-    await _serve_with(service, table, endpoint, access, text, principal)
+    try:
+        await _serve_with(service, table, endpoint, access, text, principal)
+    finally:
+        if traced is not None:
+            from gateway.tracing.setup import stop
+
+            await stop()  # after the service: the spans of its last calls leave too
 
 
 async def _serve_with(

@@ -13,10 +13,12 @@ Call sites set attributes only on a span they were given::
 :func:`gateway.tracing.setup.start` turns it on (the HTTP app does, from ``[tracing]`` or
 ``OTEL_*``: :mod:`gateway.tracing.config`, imported apart: a one-shot CLI search that ranks
 through a module importing this one never imports pydantic); :mod:`gateway.tracing.http` has the server
-middleware and the client hooks that carry W3C ``traceparent``/``tracestate``.
+middleware, :mod:`gateway.tracing.client` what a call out to a backend or a peer carries (W3C
+``traceparent``/``tracestate``) and records.
 
-Spans (docs/operations.md lists their attributes): the request (``POST /v1/search``), the
-admission wait, each namespace, each HTTP call to a backend or peer, the content index's
+Spans (docs/operations.md lists their attributes): the request (``POST /v1/search``; over MCP
+the tool call, :func:`request`), the
+admission wait, each namespace (with the HTTP attributes of its call to a backend or peer), the content index's
 narrowing and the rg that confirms, declarations and semantic scoring, merge and rank,
 snapshot write and cursor read. Retries, hedges and breaker changes are events on the
 namespace's span. Never a token; the query text only with ``[tracing] record_query``.
@@ -24,31 +26,16 @@ namespace's span. Never a token; the query text only with ``[tracing] record_que
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from gateway.tracing.spans import annotate, event, install, on, record_query, span, tracer, uninstall
-
-if TYPE_CHECKING:
-    from aiohttp import TraceConfig
+from gateway.tracing.spans import annotate, event, install, on, record_query, request, span, tracer, uninstall
 
 __all__ = [
     "annotate",
-    "client_hooks",
     "event",
     "install",
     "on",
     "record_query",
+    "request",
     "span",
     "tracer",
     "uninstall",
 ]
-
-
-def client_hooks() -> list[TraceConfig] | None:
-    """aiohttp client hooks for a new session: each request a span, its trace in the headers
-    (:mod:`gateway.tracing.http`); None while off (a session opened then is never traced)."""
-    if tracer() is None:
-        return None
-    from gateway.tracing.http import client_trace_config
-
-    return [client_trace_config()]

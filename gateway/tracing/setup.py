@@ -30,7 +30,7 @@ from gateway.log import get_logger
 from gateway.tracing import spans as tracing
 from gateway.tracing.config import DEFAULT_SERVICE_NAME, TracingSettings
 
-__all__ = ["STOP_S", "WarnOnce", "start", "stop"]
+__all__ = ["STOP_S", "HashedResource", "WarnOnce", "start", "stop"]
 
 #: The most a shutdown waits for the last spans to leave.
 STOP_S = 5.0
@@ -88,10 +88,24 @@ def _endpoint(settings: TracingSettings, env: Mapping[str, str]) -> str:
     return base.rstrip("/") + "/v1/traces"
 
 
+class HashedResource(Resource):
+    """A :class:`Resource` hashed once. The OTLP encoder groups every span it sends by its
+    resource, and the SDK's ``Resource.__hash__`` serializes all the attributes to JSON each
+    time: 8-10 us a span on the 2-core machine, a tenth to a quarter of encoding one. A
+    resource never changes (its attributes are immutable), so its hash need not either."""
+
+    def __init__(self, resource: Resource) -> None:
+        super().__init__(resource.attributes, resource.schema_url)
+        self._hash = super().__hash__()
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 def _resource(settings: TracingSettings, env: Mapping[str, str]) -> Resource:
     named = "OTEL_SERVICE_NAME" in env or "service.name=" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
     name = settings.service_name or (None if named else DEFAULT_SERVICE_NAME)
-    return Resource.create({"service.name": name} if name else {})  # the variables merged in by the SDK
+    return HashedResource(Resource.create({"service.name": name} if name else {}))  # the variables merged in by the SDK
 
 
 def _sampler(settings: TracingSettings) -> Sampler | None:

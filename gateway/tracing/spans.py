@@ -11,9 +11,13 @@ if TYPE_CHECKING:
 
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["annotate", "event", "install", "on", "record_query", "span", "tracer", "uninstall"]
+    from gateway.tracing.current import CurrentSpan, RequestSpan
+
+__all__ = ["annotate", "event", "install", "on", "record_query", "request", "span", "tracer", "uninstall"]
 
 _tracer: Tracer | None = None
+_current: type[CurrentSpan] | None = None
+_request: type[RequestSpan] | None = None
 _record_query = False
 _OFF: AbstractContextManager[None] = contextlib.nullcontext()
 
@@ -35,8 +39,10 @@ def record_query() -> bool:
 
 def install(tracer: Tracer, *, query: bool = False) -> None:
     """Record spans with ``tracer`` from now on (:func:`gateway.tracing.setup.start`)."""
-    global _tracer, _record_query
-    _tracer, _record_query = tracer, query
+    global _tracer, _current, _request, _record_query
+    from gateway.tracing.current import CurrentSpan, RequestSpan
+
+    _tracer, _current, _request, _record_query = tracer, CurrentSpan, RequestSpan, query
 
 
 def uninstall() -> None:
@@ -45,14 +51,24 @@ def uninstall() -> None:
     _tracer, _record_query = None, False
 
 
-def span(name: str) -> AbstractContextManager[Span | None]:
-    """A child of the current span, current inside (None while tracing is off). An exception
-    through it leaves its status unset: the SDK's status would carry the exception's message,
-    which may quote the query (the namespace's span says how its backend failed)."""
-    tracer = _tracer
-    if tracer is None:
+def span(name: str, attributes: Mapping[str, Any] | None = None) -> AbstractContextManager[Span | None]:
+    """A child of the current span, current inside, with ``attributes`` from its start (None while
+    tracing is off: build no attributes for it then). An exception through it leaves its status
+    unset: the SDK's status would carry the exception's message, which may quote the query (the
+    namespace's span says how its backend failed)."""
+    tracer, current = _tracer, _current
+    if tracer is None or current is None:
         return _OFF
-    return tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False)
+    return current(tracer, name, attributes)
+
+
+def request(name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[Span | None]:
+    """The span of a request that did not come over HTTP (an MCP tool call), current inside, its
+    trace id in the log lines (None while off)."""
+    tracer, opened = _tracer, _request
+    if tracer is None or opened is None:
+        return _OFF
+    return opened(tracer, name, attributes)
 
 
 def annotate(attributes: Mapping[str, Any]) -> None:
