@@ -114,6 +114,16 @@ CALLER_EVENTS = (
 ACTIVE_S = 10.0
 #: Callers remembered with nothing in the queue before idle ones are forgotten.
 REMEMBERED = 4096
+#: How long the slots a caller held are remembered: the time constant (seconds) of the
+#: exponential decay of :class:`Use`, the moving rate at which it uses them.
+USE_S = ACTIVE_S
+#: The shortest time a caller's :class:`Use` is taken over: a caller that just came, one scan done,
+#: is not taken for one that will hold a slot from now on.
+USE_MIN_S = USE_S / 2
+#: A caller whose last scan ended this long ago (seconds) counts no more among those using the slots.
+USED_S = 3 * USE_S
+#: The most of the slots a caller's plan counts others' new work taking while it waits.
+ARRIVING = 0.75
 
 Event = Literal["admitted", "refused", "shed", "waited", "scanned", "expired"]
 Refusal = Literal["capacity", "share", "quota"]
@@ -146,6 +156,33 @@ class Estimate:
         return self.mean + DEVIATIONS * self.deviation
 
 
+@dataclass(slots=True)
+class Use:
+    """How many slots a caller held lately, on average: the slot-seconds of its scans, each decayed
+    by ``exp(-age / USE_S)``, over what the decay weighs of the time since its first scan began
+    (at most :data:`USE_S`; at least :data:`USE_MIN_S`): an exponentially weighted rate, unbiased
+    from its start (a caller that just came is counted at its rate so far, not at a tenth of it)."""
+
+    held: float = 0.0
+    at: float = 0.0
+    since: float | None = None
+
+    def add(self, seconds: float, now: float) -> None:
+        """A scan that held a slot ``seconds`` ended at ``now``."""
+        if self.since is None:
+            self.since, self.held = now - seconds, seconds
+        else:
+            self.held = self.held * math.exp((self.at - now) / USE_S) + seconds
+        self.at = now
+
+    def slots(self, now: float) -> float:
+        """Slots held on average lately (at ``now``)."""
+        if self.since is None:
+            return 0.0
+        span = -USE_S * math.expm1(-max(now - self.since, USE_MIN_S) / USE_S)
+        return self.held * math.exp((self.at - now) / USE_S) / span
+
+
 @dataclass(slots=True, eq=False)
 class Scan:
     """One scan holding a slot: set ``outcome`` when it ends (``complete``: ran to its end or
@@ -170,6 +207,7 @@ class _Caller:
     reserved: int = 0
     reserved_cost: float = 0.0
     bucket: Bucket | None = None
+    use: Use = field(default_factory=Use)
 
     @property
     def present(self) -> int:
@@ -267,6 +305,7 @@ class ScanQueue:
     _reserved_cost: float = 0.0
     _costs: dict[str, Estimate] = field(default_factory=dict)
     _overall: Estimate = field(default_factory=Estimate)
+    _users: dict[str, _Caller] = field(default_factory=dict)  # whose scans ended in the last USED_S
 
     # --- what is known --------------------------------------------------------------
 
@@ -298,7 +337,12 @@ class ScanQueue:
         """The expected wait of a scan arriving now (``own``: its cost) for ``caller``: 0 while a slot
         is free for it, else the work ahead of it over ``max_scans``: the running scans' rest, and
         the waiting and reserved work (each at its cost now), of another caller's only what it would
-        be served meanwhile by fair queueing (its weight's part), all of it with one caller present."""
+        be served meanwhile by fair queueing (its weight's part), all of it with one caller present.
+
+        Other callers' work yet to come is ahead of it too: fair queueing serves a caller with less
+        queued first, so while it waits, the others (but those already past what they would be served
+        meanwhile) go on taking the slots at the rate they took them lately (:class:`Use`). The wait
+        ``w`` solves ``w = (ahead + arriving * w) / max_scans``: the slots it drains at are the rest."""
         present = len(self._running) + self._queued + self._reserved
         if present < self.max_scans:
             return 0.0
@@ -314,7 +358,7 @@ class ScanQueue:
         ahead = sum(max(0.0, s.started + cost(s.names) - now) for s in self._running.values())
         if caller is None or caller.present >= present:  # nobody else here: one FIFO
             ahead += sum(cost(w.names) for _, w in self._waiters if not w.future.done())
-            return (ahead + self._reserved_cost) / self.max_scans
+            return self._drained(ahead + self._reserved_cost, self._arriving(caller, (), now))
         work = {c.key: c.reserved_cost for c in self._callers.values() if c.reserved}
         for key, waiter in self._waiters:
             if not waiter.future.done():
@@ -322,8 +366,34 @@ class ScanQueue:
         mine = work.pop(caller.key, 0.0)
         horizon = (mine + own) / caller.weight  # served meanwhile: each other caller, its weight's part of it
         callers = self._callers
-        ahead += mine + sum(min(theirs, horizon * callers[key].weight) for key, theirs in work.items())
-        return ahead / self.max_scans
+        ahead += mine
+        behind: list[str] = []  # more queued than they will be served meanwhile: nothing more of theirs comes first
+        for key, theirs in work.items():
+            part = horizon * callers[key].weight
+            if theirs >= part:
+                ahead += part
+                behind.append(key)
+            else:
+                ahead += theirs
+        return self._drained(ahead, self._arriving(caller, behind, now))
+
+    def _arriving(self, caller: _Caller | None, behind: Sequence[str], now: float) -> float:
+        """The slots the callers but ``caller`` and those ``behind`` it have used lately (none for no caller)."""
+        if caller is None:
+            return 0.0
+        slots = 0.0
+        for key, user in list(self._users.items()):
+            if now - user.use.at > USED_S:
+                del self._users[key]
+            elif user is not caller and key not in behind:
+                slots += user.use.slots(now)
+        return slots
+
+    def _drained(self, ahead: float, arriving: float) -> float:
+        """The time ``ahead`` seconds of work takes on ``max_scans`` slots while others' new work takes
+        ``arriving`` of them (at most :data:`ARRIVING` of the slots: fair queueing leaves it its share)."""
+        slots = self.max_scans
+        return ahead / (slots - min(arriving, ARRIVING * slots))
 
     def resize(self, max_scans: int) -> None:
         """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
@@ -562,10 +632,13 @@ class ScanQueue:
     def _end(self, scan: Scan) -> None:
         if self._running.pop(id(scan), None) is None:
             return
+        now = self.clock()
+        took = now - scan.started
         caller = self._callers.get(scan.caller)
         if caller is not None:
             caller.running -= 1
-        took = self.clock() - scan.started
+            caller.use.add(took, now)
+            self._users[caller.key] = caller
         if scan.outcome == "complete":
             for name in scan.names:
                 self._costs.setdefault(name, Estimate()).observe(took)
