@@ -13,14 +13,18 @@ this venv's packages, :func:`bench.corpus.build`). After a warm-up and a measure
 (``bench/load.py``'s closed loops: complete answers a second at ``2 x max_scans`` clients),
 three callers send **open loop at fixed rates** for ``--seconds``, each naming itself in
 ``X-Fedsearch-Client``: ``greedy`` at ``--greedy`` times capacity, ``polite-1`` and
-``polite-2`` at ``--polite`` times capacity each.
+``polite-2`` at ``--polite`` times capacity each. The capacity is measured again after the
+run and the total goodput is set against the mean of the two: on a shared machine the
+capacity before the run alone may be another machine's (the server's CPU, gateway and rg,
+is printed for each phase).
 
-Per caller: offered (sent), admitted (200), goodput (complete answers within the deadline),
-late (answered past it) and partial (within it, a namespace not complete)
-and its share of what it offered, p50/p99 of admitted answers, refused (429 and 503) and the
-refusals' p50. Targets (issue 53): each polite caller's goodput >= 0.95 of what it offered
-and its p99 within the deadline; the total goodput >= 0.9 of capacity; a refusal answered in
-<= 20 ms p50. :func:`drive` is what ``tests/test_fairness.py`` runs, short, in the suite.
+Per caller: offered (sent), admitted (200), goodput (complete answers within the deadline)
+and its share of what it offered, late (answered past the deadline) and partial (within it,
+a namespace not complete), p50/p99 of admitted answers, refused (429 and 503) and the
+refusals' p50. ``--tree DIR`` serves another source tree (the code before a change).
+Targets (issue 53): each polite caller's goodput >= 0.95 of what it offered and its p99
+within the deadline; the total goodput >= 0.9 of capacity; a refusal answered in <= 20 ms p50.
+:func:`drive` is what ``tests/test_fairness.py`` runs, short, in the suite.
 """
 
 from __future__ import annotations
@@ -234,13 +238,19 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
     try:
         max_scans = await ready(server, watcher, args, index_dir, dirs)
         await closed_loop(load, url, mix, Phase("warm-up", 0), max(1, max_scans), args.warmup_s, deadline_s)
-        capacity = args.capacity
-        if not capacity:
+
+        async def calibrate() -> float:
             calib = Phase("capacity", 0)
             before = cpu_s(server.proc.pid)
             await closed_loop(load, url, mix, calib, 2 * max(1, max_scans), args.calibrate_s, deadline_s)
-            capacity = calib.goodput / calib.seconds
-            print("calibration:", spent(before, cpu_s(server.proc.pid), calib.seconds, len(calib.answered)))
+            print(
+                f"capacity {calib.goodput / calib.seconds:.1f}/s;",
+                spent(before, cpu_s(server.proc.pid), calib.seconds, len(calib.answered)),
+                f"({uptime()})",
+            )
+            return calib.goodput / calib.seconds
+
+        capacity = args.capacity or await calibrate()
         await asyncio.sleep(2.0)
         callers = [
             ("greedy", args.greedy * capacity),
@@ -255,6 +265,11 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
         stats = await drive(load, url, callers, args.seconds, deadline_s, mix.next)
         answers = sum(len(s.answered) for s in stats.values())
         print("run:", spent(before, cpu_s(server.proc.pid), time.perf_counter() - started, answers))
+        if not args.capacity:  # the machine may have changed meanwhile (it is shared): measured again
+            await asyncio.sleep(2.0)
+            after = await calibrate()
+            print(f"capacity before the run {capacity:.1f}/s, after it {after:.1f}/s: taken as their mean")
+            capacity = (capacity + after) / 2
         print()
         for line in report(stats, args.seconds, capacity, deadline_s):
             print(line)

@@ -30,7 +30,7 @@ from gateway.http.app import create_app
 from gateway.http.auth import TokenTable
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
 from gateway.resilience import admission
-from gateway.resilience.admission import USE_MIN_S, USE_S, USED_S, ScanQueue, scan_slot
+from gateway.resilience.admission import MARGIN, USE_MIN_S, USE_S, USED_S, ScanQueue, scan_slot
 from gateway.resilience.callers import LOCAL, Principal, client_id, current, identify
 from gateway.resilience.fairness import FairQueue
 from gateway.resilience.quota import Bucket
@@ -236,6 +236,33 @@ class TestFairAdmission:
         assert caught.value.reason == "share" and caught.value.retry_after > 0
         assert "caller greedy is past its fair share" in caught.value.detail
         with queue.admit(route, query(10.0), POLITE):  # behind the running scan and one greedy one
+            pass
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def test_a_caller_past_its_share_keeps_a_margin_of_its_time_left(self) -> None:
+        """Past its share, a caller is refused (429) when its wait and work would fill more than
+        1 - MARGIN of the time left (its long queue drains while the machine's speed drifts); the
+        same plan with nobody else about is admitted (and so is a caller within its share)."""
+        clock = FakeClock()
+        queue = ScanQueue(1, clock=clock)
+        await teach(queue, clock, 1.0)
+        started: list[str] = []
+        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(3)]
+        await turns()
+        greedy = queue.caller(GREEDY)
+        queue.caller(POLITE)  # seen: the greedy caller's share is a part of the one slot
+        route = [Route("a", local_mock("a"))]
+        cost = queue.cost(["a"])
+        planned = queue.wait(greedy, cost) + cost
+        with pytest.raises(CallerLimited) as caught, queue.admit(route, query(planned / 0.9), GREEDY):
+            pytest.fail("admitted")
+        assert caught.value.reason == "share" and f"it may plan for ({1 - MARGIN:.0%} of" in caught.value.detail
+        assert caught.value.retry_after == pytest.approx(planned - (1 - MARGIN) * planned / 0.9, abs=0.01)
+        clock.advance(USED_S)  # the others are forgotten: the greedy caller is alone
+        planned = queue.wait(queue.caller(GREEDY), cost) + cost
+        with queue.admit(route, query(planned / 0.9), GREEDY):
             pass
         for task in tasks:
             task.cancel()

@@ -47,13 +47,17 @@ arriving beside a busy one waits behind at most one of its scans, never its whol
 A request's expected wait is planned the same way, for its caller: the running scans, its
 caller's own queue, and of each other caller's queue only as much as that caller would be
 served meanwhile (its weight's part). So a caller flooding the gateway makes its own wait
-long, not anyone else's: it is the one refused, with ``Retry-After`` from its own queue. A
+long, not anyone else's: it is the one refused, with ``Retry-After`` from its own queue. The
+others' work yet to come counts too: fair queueing serves it ahead of a long queue, so each
+caller's use of the slots is a moving rate (:class:`Use`), and a caller's queue is planned to
+drain on the slots the others leave it (the others already queued past its horizon aside); a
+caller past its share plans to fill no more than ``1 - MARGIN`` of its time left. A
 refusal of a caller that already holds or waits for its share of the slots (``max_scans``
 times its weight over the weights of the callers seen in the last :data:`ACTIVE_S`) is
 :class:`~gateway.errors.CallerLimited` (429, ``reason`` ``share``); one that asked no more
 than its share is the capacity's (503, as above). A token's ``rate``/``burst`` quota is
 taken as a request is admitted (:mod:`gateway.resilience.quota`; 429, ``reason`` ``quota``).
-With one caller present, all this is the FIFO and the plan above.
+With one caller present and none other lately, all this is the FIFO and the plan above.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ __all__ = [
     "ScanQueue",
     "Ticket",
     "TooLate",
+    "Use",
     "scan_slot",
 ]
 
@@ -124,6 +129,10 @@ USE_MIN_S = USE_S / 2
 USED_S = 3 * USE_S
 #: The most of the slots a caller's plan counts others' new work taking while it waits.
 ARRIVING = 0.75
+#: The part of its time left that a caller past its share may not plan to fill: its queue is the
+#: longest, and the machine's speed drifts while it drains (measured on a shared machine: the
+#: capacity fell by a third within a minute); refusing it early loses no slot, others keep them busy.
+MARGIN = 0.2
 
 Event = Literal["admitted", "refused", "shed", "waited", "scanned", "expired"]
 Refusal = Literal["capacity", "share", "quota"]
@@ -255,11 +264,14 @@ _CURRENT: ContextVar[_Entered | None] = ContextVar("fedsearch_scan_queue", defau
 
 @dataclass(frozen=True, slots=True)
 class _Verdict:
-    """Why a request cannot make its deadline: its expected wait and work (seconds)."""
+    """Why a request cannot make its deadline: its expected wait and work, the time it may plan for
+    (seconds), and whether its caller is past its share."""
 
     wait: float
     work: float
     caller: _Caller
+    budget: float
+    past_share: bool
 
 
 class _Shed(AsyncBackend[Any]):
@@ -460,27 +472,36 @@ class ScanQueue:
     # --- admission ----------------------------------------------------------------------
 
     def _judge(self, names: Sequence[str], remaining: float, caller: _Caller) -> _Verdict | None:
-        """None if work over ``names`` fits in ``remaining`` seconds for ``caller``, else why not."""
+        """None if work over ``names`` fits in ``remaining`` seconds for ``caller`` (less
+        :data:`MARGIN` of them for a caller past its share), else why not."""
         if not names:
             return None
         if len(self._running) + self._queued + self._reserved < self.max_scans:
             return None
         work = self.cost(names)
         wait = self.wait(caller, work)
-        if wait <= 0.0 or wait + work <= remaining:
+        if wait <= 0.0 or wait + work <= remaining * (1.0 - MARGIN):
             return None
-        return _Verdict(wait, work, caller)
+        share = self._share(caller)
+        past = share is not None and caller.present > 0 and caller.present >= share
+        budget = remaining * (1.0 - MARGIN) if past else remaining
+        if wait + work <= budget:
+            return None
+        return _Verdict(wait, work, caller, budget, past)
 
     def _overloaded(self, verdict: _Verdict, remaining: float) -> Overloaded:
-        retry = verdict.wait - max(0.0, remaining - verdict.work)
+        retry = verdict.wait - max(0.0, verdict.budget - verdict.work)
         seconds = max(1, math.ceil(retry))
         caller = verdict.caller
+        room = f"the {round(remaining * 1000)} ms left"
+        if verdict.past_share:
+            room = f"the {round(verdict.budget * 1000)} ms it may plan for ({1 - MARGIN:.0%} of {room})"
         late = (
             f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
-            f"do not fit in the {round(remaining * 1000)} ms left; retry in {seconds} s"
+            f"do not fit in {room}; retry in {seconds} s"
         )
-        share = self._share(caller)
-        if share is not None and caller.present and caller.present >= share:
+        if verdict.past_share:
+            share = self._share(caller) or 0.0
             detail = (
                 f"caller {caller.key} is past its fair share of the local scans: it holds or waits for "
                 f"{caller.present} of {self.max_scans} slots, its share {share:.2g}, while others wait; {late}"
