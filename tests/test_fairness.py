@@ -5,6 +5,7 @@ and the greedy-beside-polite load of bench/fairness.py, short."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import re
@@ -202,6 +203,29 @@ async def _hold(queue: ScanQueue, principal: Principal, started: list[str]) -> N
         await asyncio.Event().wait()
 
 
+@contextlib.asynccontextmanager
+async def _backlog(queue: ScanQueue, principal: Principal, scans: int) -> AsyncIterator[list[str]]:
+    """``scans`` scans of ``principal`` holding or waiting for slots until the block ends; yields
+    the callers of the scans started, in order."""
+    started: list[str] = []
+    tasks = [asyncio.create_task(_hold(queue, principal, started)) for _ in range(scans)]
+    await turns()
+    try:
+        yield started
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _taught(scan_s: float) -> tuple[FakeClock, ScanQueue]:
+    """One slot on a fake clock, its scans learnt to take ``scan_s``."""
+    clock = FakeClock()
+    queue = ScanQueue(1, clock=clock)
+    await teach(queue, clock, scan_s)
+    return clock, queue
+
+
 class TestFairAdmission:
     async def test_a_polite_scan_takes_the_next_slot_ahead_of_a_greedy_backlog(self) -> None:
         """Slots freed go to the caller under its share first, not in arrival order."""
@@ -224,65 +248,43 @@ class TestFairAdmission:
     async def test_the_greedy_caller_is_refused_with_429_while_the_polite_one_is_admitted(self) -> None:
         """Past its share with a long queue: 429 (``share``) from its own queue; the polite caller,
         beside it, waits for one scan at most and is admitted."""
-        clock = FakeClock()
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, 1.0)
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(6)]
-        await turns()
+        _, queue = await _taught(1.0)
         route = [Route("a", local_mock("a"))]
-        with pytest.raises(CallerLimited) as caught, queue.admit(route, query(10.0), GREEDY):
-            pytest.fail("admitted")
-        assert caught.value.reason == "share" and caught.value.retry_after > 0
-        assert "caller greedy is past its fair share" in caught.value.detail
-        with queue.admit(route, query(10.0), POLITE):  # behind the running scan and one greedy one
-            pass
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with _backlog(queue, GREEDY, 6):
+            with pytest.raises(CallerLimited) as caught, queue.admit(route, query(10.0), GREEDY):
+                pytest.fail("admitted")
+            assert caught.value.reason == "share" and caught.value.retry_after > 0
+            assert "caller greedy is past its fair share" in caught.value.detail
+            with queue.admit(route, query(10.0), POLITE):  # behind the running scan and one greedy one
+                pass
 
     async def test_a_caller_past_its_share_keeps_a_margin_of_its_time_left(self) -> None:
         """Past its share, a caller is refused (429) when its wait and work would fill more than
         1 - MARGIN of the time left (its long queue drains while the machine's speed drifts); the
         same plan with nobody else about is admitted (and so is a caller within its share)."""
-        clock = FakeClock()
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, 1.0)
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(3)]
-        await turns()
-        greedy = queue.caller(GREEDY)
-        queue.caller(POLITE)  # seen: the greedy caller's share is a part of the one slot
+        clock, queue = await _taught(1.0)
         route = [Route("a", local_mock("a"))]
         cost = queue.cost(["a"])
-        planned = queue.wait(greedy, cost) + cost
-        with pytest.raises(CallerLimited) as caught, queue.admit(route, query(planned / 0.9), GREEDY):
-            pytest.fail("admitted")
-        assert caught.value.reason == "share" and f"it may plan for ({1 - MARGIN:.0%} of" in caught.value.detail
-        assert caught.value.retry_after == pytest.approx(planned - (1 - MARGIN) * planned / 0.9, abs=0.01)
-        clock.advance(USED_S)  # the others are forgotten: the greedy caller is alone
-        planned = queue.wait(queue.caller(GREEDY), cost) + cost
-        with queue.admit(route, query(planned / 0.9), GREEDY):
-            pass
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with _backlog(queue, GREEDY, 3):
+            queue.caller(POLITE)  # seen: the greedy caller's share is a part of the one slot
+            planned = queue.wait(queue.caller(GREEDY), cost) + cost
+            with pytest.raises(CallerLimited) as caught, queue.admit(route, query(planned / 0.9), GREEDY):
+                pytest.fail("admitted")
+            assert caught.value.reason == "share" and f"it may plan for ({1 - MARGIN:.0%} of" in caught.value.detail
+            assert caught.value.retry_after == pytest.approx(planned - (1 - MARGIN) * planned / 0.9, abs=0.01)
+            clock.advance(USED_S)  # the others are forgotten: the greedy caller is alone
+            planned = queue.wait(queue.caller(GREEDY), cost) + cost
+            with queue.admit(route, query(planned / 0.9), GREEDY):
+                pass
 
     async def test_alone_a_caller_is_refused_for_capacity_with_503(self) -> None:
         """With nobody else about, a refusal is the capacity's (Overloaded, 503), not a share's."""
-        clock = FakeClock()
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, 1.0)
+        _, queue = await _taught(1.0)
         queue._callers.clear()  # the teaching caller is forgotten
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(6)]
-        await turns()
-        with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(4.0), GREEDY):
-            pytest.fail("admitted")
+        async with _backlog(queue, GREEDY, 6):
+            with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(4.0), GREEDY):
+                pytest.fail("admitted")
         assert not isinstance(caught.value, CallerLimited)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def test_a_quota_refuses_past_the_burst_and_names_the_wait(self) -> None:
         """rate 1, burst 2: two admitted at once, the third refused (``quota``) for 1 s; a check
@@ -325,42 +327,30 @@ class TestOthersArriving:
                 clock.advance(1.0)
                 scan.outcome = "complete"
             clock.advance(1.0)
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(4)]
-        await turns()
-        greedy = queue.caller(GREEDY)
-        use = polite.use.slots(clock())
-        assert 0.4 < use < 0.6
-        fifo = queue.wait()  # the plain queue: what the greedy caller would wait with nobody else about
-        assert queue.wait(greedy, queue.cost(["a"])) == pytest.approx(fifo / (1 - use))
-        assert queue.wait(polite, queue.cost(["a"])) <= 2 * queue.cost(["a"])  # the running scan and one of greedy's
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with _backlog(queue, GREEDY, 4):
+            greedy = queue.caller(GREEDY)
+            use = polite.use.slots(clock())
+            assert 0.4 < use < 0.6
+            fifo = queue.wait()  # the plain queue: what the greedy caller would wait with nobody else about
+            assert queue.wait(greedy, queue.cost(["a"])) == pytest.approx(fifo / (1 - use))
+            assert queue.wait(polite, queue.cost(["a"])) <= 2 * queue.cost(["a"])  # the running scan, one of greedy's
 
     async def test_what_a_caller_used_is_its_rate_so_far_then_forgotten(self) -> None:
         """A caller that just came is counted at its rate so far (2 s of a slot over the shortest span,
         :data:`USE_MIN_S`, as weighed by the decay), not at the fifth of it the decay's whole span
         :data:`USE_S` would make it; its use decays, and a caller whose last scan ended :data:`USED_S`
         ago no longer stretches anyone's wait: alone, a plan is the FIFO's."""
-        clock = FakeClock()
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, 2.0)
+        clock, queue = await _taught(2.0)
         local = queue.caller(LOCAL)
         first = local.use.slots(clock())
         assert first == pytest.approx(2.0 / (USE_S * -math.expm1(-USE_MIN_S / USE_S)))
         clock.advance(USE_S)
         assert local.use.slots(clock()) < first / 2
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(3)]
-        await turns()
-        greedy = queue.caller(GREEDY)
-        assert queue.wait(greedy, 1.0) > queue.wait()  # the local caller may come back
-        clock.advance(USED_S)
-        assert queue.wait(greedy, 1.0) == pytest.approx(queue.wait())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with _backlog(queue, GREEDY, 3):
+            greedy = queue.caller(GREEDY)
+            assert queue.wait(greedy, 1.0) > queue.wait()  # the local caller may come back
+            clock.advance(USED_S)
+            assert queue.wait(greedy, 1.0) == pytest.approx(queue.wait())
 
 
 SCAN_S = 0.25  # every scan's length in the simulation (fixed: the plan's margin is the others' work alone)
