@@ -265,13 +265,13 @@ _CURRENT: ContextVar[_Entered | None] = ContextVar("fedsearch_scan_queue", defau
 @dataclass(frozen=True, slots=True)
 class _Verdict:
     """Why a request cannot make its deadline: its expected wait and work, the time it may plan for
-    (seconds), and whether its caller is past its share."""
+    (seconds), and its caller's share of the slots if it is past it (else None)."""
 
     wait: float
     work: float
     caller: _Caller
     budget: float
-    past_share: bool
+    past_share: float | None
 
 
 class _Shed(AsyncBackend[Any]):
@@ -483,8 +483,8 @@ class ScanQueue:
         if wait <= 0.0 or wait + work <= remaining * (1.0 - MARGIN):
             return None
         share = self._share(caller)
-        past = share is not None and caller.present > 0 and caller.present >= share
-        budget = remaining * (1.0 - MARGIN) if past else remaining
+        past = share if share is not None and caller.present > 0 and caller.present >= share else None
+        budget = remaining * (1.0 - MARGIN) if past is not None else remaining
         if wait + work <= budget:
             return None
         return _Verdict(wait, work, caller, budget, past)
@@ -494,14 +494,14 @@ class ScanQueue:
         seconds = max(1, math.ceil(retry))
         caller = verdict.caller
         room = f"the {round(remaining * 1000)} ms left"
-        if verdict.past_share:
+        share = verdict.past_share
+        if share is not None:
             room = f"the {round(verdict.budget * 1000)} ms it may plan for ({1 - MARGIN:.0%} of {room})"
         late = (
             f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
             f"do not fit in {room}; retry in {seconds} s"
         )
-        if verdict.past_share:
-            share = self._share(caller) or 0.0
+        if share is not None:
             detail = (
                 f"caller {caller.key} is past its fair share of the local scans: it holds or waits for "
                 f"{caller.present} of {self.max_scans} slots, its share {share:.2g}, while others wait; {late}"
