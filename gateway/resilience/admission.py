@@ -52,8 +52,9 @@ others' work yet to come counts too: fair queueing serves it ahead of a long que
 caller's use of the slots is a moving rate (:class:`Use`), and a caller's queue is planned to
 drain on the slots the others leave it (the others already queued past its horizon aside); a
 caller past its share plans to fill no more than ``1 - MARGIN`` of its time left. A
-refusal of a caller that already holds or waits for its share of the slots (``max_scans``
-times its weight over the weights of the callers seen in the last :data:`ACTIVE_S`) is
+refusal of a caller that already holds or waits for more than its share of the slots (``max_scans``
+times its weight over the weights of the callers seen in the last :data:`ACTIVE_S`), and for
+more than one, is
 :class:`~gateway.errors.CallerLimited` (429, ``reason`` ``share``); one that asked no more
 than its share is the capacity's (503, as above). A token's ``rate``/``burst`` quota is
 taken as a request is admitted (:mod:`gateway.resilience.quota`; 429, ``reason`` ``quota``).
@@ -369,8 +370,10 @@ class ScanQueue:
 
         ahead = sum(max(0.0, s.started + cost(s.names) - now) for s in self._running.values())
         if caller is None or caller.present >= present:  # nobody else here: one FIFO
-            ahead += sum(cost(w.names) for _, w in self._waiters if not w.future.done())
-            return self._drained(ahead + self._reserved_cost, self._arriving(caller, (), now))
+            queued = sum(cost(w.names) for _, w in self._waiters if not w.future.done()) + self._reserved_cost
+            if caller is None:
+                return (ahead + queued) / self.max_scans
+            return self._drained(ahead + queued, self._arriving(caller, (queued + own) / caller.weight, {}, now))
         work = {c.key: c.reserved_cost for c in self._callers.values() if c.reserved}
         for key, waiter in self._waiters:
             if not waiter.future.done():
@@ -379,33 +382,35 @@ class ScanQueue:
         horizon = (mine + own) / caller.weight  # served meanwhile: each other caller, its weight's part of it
         callers = self._callers
         ahead += mine
-        behind: list[str] = []  # more queued than they will be served meanwhile: nothing more of theirs comes first
         for key, theirs in work.items():
-            part = horizon * callers[key].weight
-            if theirs >= part:
-                ahead += part
-                behind.append(key)
-            else:
-                ahead += theirs
-        return self._drained(ahead, self._arriving(caller, behind, now))
+            ahead += min(theirs, horizon * callers[key].weight)
+        return self._drained(ahead, self._arriving(caller, horizon, work, now))
 
-    def _arriving(self, caller: _Caller | None, behind: Sequence[str], now: float) -> float:
-        """The slots the callers but ``caller`` and those ``behind`` it have used lately (none for no caller)."""
-        if caller is None:
-            return 0.0
-        slots = 0.0
+    def _arriving(
+        self, caller: _Caller, horizon: float, work: dict[str, float], now: float
+    ) -> list[tuple[float, float]]:
+        """Of each caller but ``caller`` that used the slots lately: the slots it used, and the most of
+        its new work that comes first (its weight's part of ``horizon``, less its ``work`` queued)."""
+        out: list[tuple[float, float]] = []
         for key, user in list(self._users.items()):
             if now - user.use.at > USED_S:
                 del self._users[key]
-            elif user is not caller and key not in behind:
-                slots += user.use.slots(now)
-        return slots
+            elif user is not caller:
+                room = horizon * user.weight - work.get(key, 0.0)
+                if room > 0.0:
+                    out.append((user.use.slots(now), room))
+        return out
 
-    def _drained(self, ahead: float, arriving: float) -> float:
-        """The time ``ahead`` seconds of work takes on ``max_scans`` slots while others' new work takes
-        ``arriving`` of them (at most :data:`ARRIVING` of the slots: fair queueing leaves it its share)."""
+    def _drained(self, ahead: float, arriving: list[tuple[float, float]]) -> float:
+        """The time ``ahead`` seconds of work takes on ``max_scans`` slots while the others' new work
+        arrives at the rates of ``arriving`` (together at most :data:`ARRIVING` of the slots: fair
+        queueing leaves a caller its share), each up to its room."""
         slots = self.max_scans
-        return ahead / (slots - min(arriving, ARRIVING * slots))
+        if not arriving:
+            return ahead / slots
+        rates = min(sum(rate for rate, _ in arriving), ARRIVING * slots)
+        first = ahead / (slots - rates)  # the wait were their work not capped
+        return (ahead + sum(min(rate * first, room) for rate, room in arriving)) / slots
 
     def resize(self, max_scans: int) -> None:
         """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
@@ -483,7 +488,9 @@ class ScanQueue:
         if wait <= 0.0 or wait + work <= remaining * (1.0 - MARGIN):
             return None
         share = self._share(caller)
-        past = share if share is not None and caller.present > 0 and caller.present >= share else None
+        # past it: holding or waiting for more than its share, and for more than one scan (with more
+        # callers than slots a share is under one, and a caller with one search in flight asks no more)
+        past = share if share is not None and caller.present > max(1.0, share) else None
         budget = remaining * (1.0 - MARGIN) if past is not None else remaining
         if wait + work <= budget:
             return None
