@@ -3,6 +3,7 @@
     .venv/bin/python bench/fairness.py [--corpus DIR] [--seconds 60] [--greedy 4] [--polite 0.1]
                                        [--deadline-ms 5000] [--max-scans N] [--capacity RATE]
                                        [--calibrate-s 20] [--warmup-s 10] [--no-index] [--seed 1]
+                                       [--tree DIR]
     make bench    # this script at its defaults
 
 ``fedsearch serve`` in a process of its own (:class:`bench.load.Server`, caching off:
@@ -12,13 +13,18 @@ this venv's packages, :func:`bench.corpus.build`). After a warm-up and a measure
 (``bench/load.py``'s closed loops: complete answers a second at ``2 x max_scans`` clients),
 three callers send **open loop at fixed rates** for ``--seconds``, each naming itself in
 ``X-Fedsearch-Client``: ``greedy`` at ``--greedy`` times capacity, ``polite-1`` and
-``polite-2`` at ``--polite`` times capacity each.
+``polite-2`` at ``--polite`` times capacity each. The capacity is measured again after the
+run and the total goodput is set against the mean of the two: on a shared machine the
+capacity before the run alone may be another machine's (the server's CPU, gateway and rg,
+is printed for each phase).
 
 Per caller: offered (sent), admitted (200), goodput (complete answers within the deadline)
-and its share of what it offered, p50/p99 of admitted answers, refused (429 and 503) and the
-refusals' p50. Targets (issue 53): each polite caller's goodput >= 0.95 of what it offered
-and its p99 within the deadline; the total goodput >= 0.9 of capacity; a refusal answered in
-<= 20 ms p50. :func:`drive` is what ``tests/test_fairness.py`` runs, short, in the suite.
+and its share of what it offered, late (answered past the deadline) and partial (within it,
+a namespace not complete), p50/p99 of admitted answers, refused (429 and 503) and the
+refusals' p50. ``--tree DIR`` serves another source tree (the code before a change).
+Targets (issue 53): each polite caller's goodput >= 0.95 of what it offered and its p99
+within the deadline; the total goodput >= 0.9 of capacity; a refusal answered in <= 20 ms p50.
+:func:`drive` is what ``tests/test_fairness.py`` runs, short, in the suite.
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class Stats:
     errors: int = 0
     answered: list[float] = field(default_factory=list)  # seconds, every 200
     goodput: int = 0  # complete, within the deadline
+    late: int = 0  # answered after the deadline
+    partial: int = 0  # answered within it, some namespace not complete (a scan cut or never started)
     refused: list[float] = field(default_factory=list)  # seconds, every 429 and 503
     statuses: dict[int, int] = field(default_factory=dict)  # refusals by status
     reasons: dict[str, int] = field(default_factory=dict)  # refusals by the problem's reason
@@ -104,8 +112,12 @@ async def one(session: aiohttp.ClientSession, url: str, body: bytes, stats: Stat
         return
     stats.answered.append(took)
     complete = all(s["status"] in COMPLETE for s in orjson.loads(raw)["namespaces"])
-    if complete and took <= deadline_s:
+    if took > deadline_s:
+        stats.late += 1
+    elif complete:
         stats.goodput += 1
+    else:
+        stats.partial += 1
 
 
 async def sender(
@@ -159,7 +171,7 @@ async def drive(
 
 HEADER = (
     f"{'caller':<10} {'offered/s':>9} {'offered':>7} {'admitted':>8} {'goodput':>7} {'of offered':>10} "
-    f"{'p50 ms':>7} {'p99 ms':>7} {'refused':>7} {'429':>5} {'503':>5} {'ref p50 ms':>10}"
+    f"{'late':>5} {'partial':>7} {'p50 ms':>7} {'p99 ms':>7} {'refused':>7} {'429':>5} {'503':>5} {'ref p50 ms':>10}"
 )
 
 
@@ -167,7 +179,7 @@ def row(s: Stats) -> str:
     share = s.goodput / s.sent if s.sent else float("nan")
     return (
         f"{s.name:<10} {s.rate:>9.2f} {s.sent:>7} {len(s.answered):>8} {s.goodput:>7} {share:>10.3f} "
-        f"{ms(pct(s.answered, 0.5)):>7} {ms(pct(s.answered, 0.99)):>7} {len(s.refused):>7} "
+        f"{s.late:>5} {s.partial:>7} {ms(pct(s.answered, 0.5)):>7} {ms(pct(s.answered, 0.99)):>7} {len(s.refused):>7} "
         f"{s.statuses.get(429, 0):>5} {s.statuses.get(503, 0):>5} {ms1(pct(s.refused, 0.5)):>10}"
     )
 
@@ -195,13 +207,28 @@ def report(stats: dict[str, Stats], seconds: float, capacity: float, deadline_s:
     return lines
 
 
+def cpu_s(pid: int) -> tuple[float, float]:
+    """CPU seconds of process ``pid`` so far: its own (user + system) and its ended children's (rg)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tick, (int(fields[13]) + int(fields[14])) / tick
+
+
+def spent(before: tuple[float, float], after: tuple[float, float], seconds: float, answers: int) -> str:
+    own, rg = after[0] - before[0], after[1] - before[1]
+    return (
+        f"server CPU {own / seconds:.2f} cores (gateway), {rg / seconds:.2f} (rg); "
+        f"{(own + rg) / max(1, answers) * 1000:.0f} ms an answer"
+    )
+
+
 async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
     port = free_port()
     index_dir = work / "index"
     config = work / "fedsearch.toml"
     args.cache_mb = 16
     write_config(config, dirs, port, index_dir, args)
-    server = Server(config, port, None, Path(__file__).resolve().parents[1])
+    server = Server(config, port, None, Path(args.tree).resolve())
     deadline_s = args.deadline_ms / 1000
     url = server.url + "/v1/search"
     mix = Mix(args.seed, args.deadline_ms)
@@ -211,11 +238,19 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
     try:
         max_scans = await ready(server, watcher, args, index_dir, dirs)
         await closed_loop(load, url, mix, Phase("warm-up", 0), max(1, max_scans), args.warmup_s, deadline_s)
-        capacity = args.capacity
-        if not capacity:
+
+        async def calibrate() -> float:
             calib = Phase("capacity", 0)
+            before = cpu_s(server.proc.pid)
             await closed_loop(load, url, mix, calib, 2 * max(1, max_scans), args.calibrate_s, deadline_s)
-            capacity = calib.goodput / calib.seconds
+            print(
+                f"capacity {calib.goodput / calib.seconds:.1f}/s;",
+                spent(before, cpu_s(server.proc.pid), calib.seconds, len(calib.answered)),
+                f"({uptime()})",
+            )
+            return calib.goodput / calib.seconds
+
+        capacity = args.capacity or await calibrate()
         await asyncio.sleep(2.0)
         callers = [
             ("greedy", args.greedy * capacity),
@@ -226,7 +261,15 @@ async def run(args: argparse.Namespace, dirs: list[Path], work: Path) -> None:
             f"capacity {capacity:.1f} complete answers/s; for {args.seconds:g} s: "
             + ", ".join(f"{name} {rate:.2f}/s" for name, rate in callers)
         )
+        before, started = cpu_s(server.proc.pid), time.perf_counter()
         stats = await drive(load, url, callers, args.seconds, deadline_s, mix.next)
+        answers = sum(len(s.answered) for s in stats.values())
+        print("run:", spent(before, cpu_s(server.proc.pid), time.perf_counter() - started, answers))
+        if not args.capacity:  # the machine may have changed meanwhile (it is shared): measured again
+            await asyncio.sleep(2.0)
+            after = await calibrate()
+            print(f"capacity before the run {capacity:.1f}/s, after it {after:.1f}/s: taken as their mean")
+            capacity = (capacity + after) / 2
         print()
         for line in report(stats, args.seconds, capacity, deadline_s):
             print(line)
@@ -253,6 +296,11 @@ def main() -> int:
     parser.add_argument("--warmup-s", type=float, default=10.0)
     parser.add_argument("--no-index", action="store_true")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--tree",
+        default=str(Path(__file__).resolve().parents[1]),
+        help="serve from this source tree (`git archive REV | tar -x -C DIR`: the code before a change)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fedsearch-fairness-"))
     try:

@@ -1,7 +1,8 @@
 """Helpers shared by the test modules (test modules never import one another).
 
 * ports: :func:`free_port`, :func:`wait_for_port`;
-* time: :class:`FakeClock` (a policy's clock and sleep), :class:`FakeSleep`;
+* time: :class:`FakeClock` (a policy's clock and sleep), :class:`FakeSleep`, :class:`VirtualLoop`
+  (an event loop whose clock jumps to its next timer: minutes of sleeps run in a moment);
 * processes: :func:`rg_children`, :func:`child_pids`, :func:`no_leaks`, :func:`fake_program`
   (an executable standing in for rg), :func:`git_repo`;
 * the command runner: :func:`fedsearch_command`, :func:`subprocess_env`, :func:`held_client`
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import selectors
 import socket
 import subprocess
 import sys
@@ -30,6 +32,7 @@ from tests.fakeservers import leftover_tasks, open_sockets
 __all__ = [
     "FakeClock",
     "FakeSleep",
+    "VirtualLoop",
     "child_pids",
     "fake_program",
     "fedsearch_command",
@@ -86,6 +89,32 @@ class FakeClock:
         self.slept.append(seconds)
         self.now += seconds
         await asyncio.sleep(0)
+
+
+class _JumpingSelector(selectors.DefaultSelector):
+    """Polls without blocking; when nothing is ready, its loop's clock jumps to the next timer."""
+
+    def __init__(self, loop: VirtualLoop) -> None:
+        super().__init__()
+        self._loop = loop
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        ready = super().select(0)
+        if not ready and timeout:
+            self._loop.now += timeout
+        return ready
+
+
+class VirtualLoop(asyncio.SelectorEventLoop):
+    """An event loop on virtual time: ``time()`` moves only when every task waits for a timer, and
+    then straight to the earliest one. For simulations with no I/O (sleeps stand for the work)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        super().__init__(_JumpingSelector(self))
+
+    def time(self) -> float:
+        return self.now
 
 
 class FakeSleep:

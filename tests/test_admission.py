@@ -29,7 +29,7 @@ from gateway.http.server import per_worker
 from gateway.mcp.tools import build_server
 from gateway.models import BackendResult, FileMatch, Hit, Mode, SearchQuery
 from gateway.query.request import parse_request
-from gateway.resilience.admission import Estimate, ScanQueue, TooLate
+from gateway.resilience.admission import USE_S, Estimate, ScanQueue, TooLate
 from gateway.service import SearchService
 from gateway.testing import MockBackend
 from tests.helpers import FakeClock, fake_program, held_client, no_leaks, rg_children
@@ -545,6 +545,7 @@ async def busy(rg: Rg, roots: list[Path], clock: FakeClock) -> AsyncIterator[tup
     queue = ScanQueue(1, clock=clock)
     names = [root.name for root in roots]
     await teach(queue, clock, names, 2.0)
+    clock.advance(100 * USE_S)  # long ago: what the teaching caller used is forgotten (no one else arrives)
     remote = MockBackend(_found, "remote")
     backends = [*(RipgrepBackend(r.name, RipgrepSettings(root=str(r))) for r in roots), remote]
     service = SearchService.with_backends(backends, server={"max_scans": 1}, defaults={"timeout_ms": 1000})

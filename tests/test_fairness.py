@@ -5,11 +5,14 @@ and the greedy-beside-polite load of bench/fairness.py, short."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -20,19 +23,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.fairness import drive
+from gateway import models
 from gateway.config import parse_config
 from gateway.errors import CallerLimited, ConfigError, Overloaded
 from gateway.fanout import Route
 from gateway.http.app import create_app
 from gateway.http.auth import TokenTable
 from gateway.models import BackendResult, FileMatch, Hit, SearchQuery
-from gateway.resilience.admission import ScanQueue, scan_slot
+from gateway.resilience import admission
+from gateway.resilience.admission import MARGIN, USE_MIN_S, USE_S, USED_S, ScanQueue, scan_slot
 from gateway.resilience.callers import LOCAL, Principal, client_id, current, identify
 from gateway.resilience.fairness import FairQueue
 from gateway.resilience.quota import Bucket
 from gateway.service import SearchService
 from gateway.testing import MockBackend
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, VirtualLoop
 
 Client = TestClient[Any, Any]
 MakeClient = Callable[..., Awaitable[Client]]
@@ -198,6 +203,29 @@ async def _hold(queue: ScanQueue, principal: Principal, started: list[str]) -> N
         await asyncio.Event().wait()
 
 
+@contextlib.asynccontextmanager
+async def _backlog(queue: ScanQueue, principal: Principal, scans: int) -> AsyncIterator[list[str]]:
+    """``scans`` scans of ``principal`` holding or waiting for slots until the block ends; yields
+    the callers of the scans started, in order."""
+    started: list[str] = []
+    tasks = [asyncio.create_task(_hold(queue, principal, started)) for _ in range(scans)]
+    await turns()
+    try:
+        yield started
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _taught(scan_s: float) -> tuple[FakeClock, ScanQueue]:
+    """One slot on a fake clock, its scans learnt to take ``scan_s``."""
+    clock = FakeClock()
+    queue = ScanQueue(1, clock=clock)
+    await teach(queue, clock, scan_s)
+    return clock, queue
+
+
 class TestFairAdmission:
     async def test_a_polite_scan_takes_the_next_slot_ahead_of_a_greedy_backlog(self) -> None:
         """Slots freed go to the caller under its share first, not in arrival order."""
@@ -220,38 +248,43 @@ class TestFairAdmission:
     async def test_the_greedy_caller_is_refused_with_429_while_the_polite_one_is_admitted(self) -> None:
         """Past its share with a long queue: 429 (``share``) from its own queue; the polite caller,
         beside it, waits for one scan at most and is admitted."""
-        clock = FakeClock()
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, 1.0)
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(6)]
-        await turns()
+        _, queue = await _taught(1.0)
         route = [Route("a", local_mock("a"))]
-        with pytest.raises(CallerLimited) as caught, queue.admit(route, query(10.0), GREEDY):
-            pytest.fail("admitted")
-        assert caught.value.reason == "share" and caught.value.retry_after > 0
-        assert "caller greedy is past its fair share" in caught.value.detail
-        with queue.admit(route, query(10.0), POLITE):  # behind the running scan and one greedy one
-            pass
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with _backlog(queue, GREEDY, 6):
+            with pytest.raises(CallerLimited) as caught, queue.admit(route, query(10.0), GREEDY):
+                pytest.fail("admitted")
+            assert caught.value.reason == "share" and caught.value.retry_after > 0
+            assert "caller greedy is past its fair share" in caught.value.detail
+            with queue.admit(route, query(10.0), POLITE):  # behind the running scan and one greedy one
+                pass
+
+    async def test_a_caller_past_its_share_keeps_a_margin_of_its_time_left(self) -> None:
+        """Past its share, a caller is refused (429) when its wait and work would fill more than
+        1 - MARGIN of the time left (its long queue drains while the machine's speed drifts); the
+        same plan with nobody else about is admitted (and so is a caller within its share)."""
+        clock, queue = await _taught(1.0)
+        route = [Route("a", local_mock("a"))]
+        cost = queue.cost(["a"])
+        async with _backlog(queue, GREEDY, 3):
+            queue.caller(POLITE)  # seen: the greedy caller's share is a part of the one slot
+            planned = queue.wait(queue.caller(GREEDY), cost) + cost
+            with pytest.raises(CallerLimited) as caught, queue.admit(route, query(planned / 0.9), GREEDY):
+                pytest.fail("admitted")
+            assert caught.value.reason == "share" and f"it may plan for ({1 - MARGIN:.0%} of" in caught.value.detail
+            assert caught.value.retry_after == pytest.approx(planned - (1 - MARGIN) * planned / 0.9, abs=0.01)
+            clock.advance(USED_S)  # the others are forgotten: the greedy caller is alone
+            planned = queue.wait(queue.caller(GREEDY), cost) + cost
+            with queue.admit(route, query(planned / 0.9), GREEDY):
+                pass
 
     async def test_alone_a_caller_is_refused_for_capacity_with_503(self) -> None:
         """With nobody else about, a refusal is the capacity's (Overloaded, 503), not a share's."""
-        clock = FakeClock()
-        queue = ScanQueue(1, clock=clock)
-        await teach(queue, clock, 1.0)
+        _, queue = await _taught(1.0)
         queue._callers.clear()  # the teaching caller is forgotten
-        started: list[str] = []
-        tasks = [asyncio.create_task(_hold(queue, GREEDY, started)) for _ in range(6)]
-        await turns()
-        with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(4.0), GREEDY):
-            pytest.fail("admitted")
+        async with _backlog(queue, GREEDY, 6):
+            with pytest.raises(Overloaded) as caught, queue.admit([Route("a", local_mock("a"))], query(4.0), GREEDY):
+                pytest.fail("admitted")
         assert not isinstance(caught.value, CallerLimited)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def test_a_quota_refuses_past_the_burst_and_names_the_wait(self) -> None:
         """rate 1, burst 2: two admitted at once, the third refused (``quota``) for 1 s; a check
@@ -279,6 +312,122 @@ class TestFairAdmission:
         with queue.admit([Route("a", local_mock("a"))], query(5.0), POLITE):
             async with scan_slot(["a"], far()) as scan:
                 assert scan.caller == "polite"
+
+
+class TestOthersArriving:
+    async def test_a_backlogged_callers_wait_counts_the_others_new_work(self) -> None:
+        """While the greedy caller's backlog drains, the polite caller goes on taking the slots at
+        the rate it took them lately: the greedy wait is its work over the slots left to it. The
+        polite caller's own wait is not stretched by the greedy one (it is served first)."""
+        clock = FakeClock()
+        queue = ScanQueue(1, clock=clock)
+        polite = queue.caller(POLITE)
+        for _ in range(4):  # 4 of the last 8 s: about half a slot
+            async with queue.slot(["a"], far(), polite) as scan:
+                clock.advance(1.0)
+                scan.outcome = "complete"
+            clock.advance(1.0)
+        async with _backlog(queue, GREEDY, 4):
+            greedy = queue.caller(GREEDY)
+            use = polite.use.slots(clock())
+            assert 0.4 < use < 0.6
+            fifo = queue.wait()  # the plain queue: what the greedy caller would wait with nobody else about
+            assert queue.wait(greedy, queue.cost(["a"])) == pytest.approx(fifo / (1 - use))
+            assert queue.wait(polite, queue.cost(["a"])) <= 2 * queue.cost(["a"])  # the running scan, one of greedy's
+
+    async def test_what_a_caller_used_is_its_rate_so_far_then_forgotten(self) -> None:
+        """A caller that just came is counted at its rate so far (2 s of a slot over the shortest span,
+        :data:`USE_MIN_S`, as weighed by the decay), not at the fifth of it the decay's whole span
+        :data:`USE_S` would make it; its use decays, and a caller whose last scan ended :data:`USED_S`
+        ago no longer stretches anyone's wait: alone, a plan is the FIFO's."""
+        clock, queue = await _taught(2.0)
+        local = queue.caller(LOCAL)
+        first = local.use.slots(clock())
+        assert first == pytest.approx(2.0 / (USE_S * -math.expm1(-USE_MIN_S / USE_S)))
+        clock.advance(USE_S)
+        assert local.use.slots(clock()) < first / 2
+        async with _backlog(queue, GREEDY, 3):
+            greedy = queue.caller(GREEDY)
+            assert queue.wait(greedy, 1.0) > queue.wait()  # the local caller may come back
+            clock.advance(USED_S)
+            assert queue.wait(greedy, 1.0) == pytest.approx(queue.wait())
+
+
+SCAN_S = 0.25  # every scan's length in the simulation (fixed: the plan's margin is the others' work alone)
+
+
+async def _simulate(greedy_rate: float, polite_rate: float, lead_s: float, seconds: float) -> dict[str, dict[str, int]]:
+    """Two slots; two polite callers send open loop from the start, a greedy one from ``lead_s``, each
+    request a 5 s deadline and one scan of :data:`SCAN_S` through the real queue; per caller, how
+    its requests ended: ``refused``, ``good`` (its scan ran to its end), ``late`` (its deadline came
+    while it waited, or cut its scan short)."""
+    loop = asyncio.get_running_loop()
+    queue = ScanQueue(2, clock=loop.time)
+    route = [Route("a", local_mock("a"))]
+    outcomes: dict[str, dict[str, int]] = {}
+
+    async def request(principal: Principal) -> None:
+        counts = outcomes.setdefault(principal.key, {"refused": 0, "good": 0, "late": 0})
+        q = SearchQuery(text="needle", mode="exact", deadline=loop.time() + 5.0)
+        try:
+            with queue.admit(route, q, principal):
+                async with scan_slot(["a"], q.deadline) as scan:
+                    left = q.deadline - loop.time()
+                    await asyncio.sleep(min(SCAN_S, left))
+                    scan.outcome = "complete" if left >= SCAN_S else "cut"
+                    counts["good" if left >= SCAN_S else "late"] += 1
+        except Overloaded:
+            counts["refused"] += 1
+        except TimeoutError:
+            counts["late"] += 1
+
+    async def sender(principal: Principal, rate: float, start: float, offset: float) -> None:
+        await asyncio.sleep(start)
+        begun = loop.time()
+        sent: set[asyncio.Task[None]] = set()
+        for i in range(int((seconds - start) * rate)):  # open loop: at a fixed rate, never waiting for answers
+            await asyncio.sleep(max(0.0, begun + (i + offset) / rate - loop.time()))
+            task = asyncio.create_task(request(principal))
+            sent.add(task)
+            task.add_done_callback(sent.discard)
+        await asyncio.gather(*sent)
+
+    for _ in range(5):  # what a scan costs, learnt first
+        async with queue.slot(["a"], loop.time() + 60.0) as scan:
+            await asyncio.sleep(SCAN_S)
+            scan.outcome = "complete"
+    await asyncio.gather(
+        sender(Principal("greedy"), greedy_rate, lead_s, 0.0),
+        sender(Principal("polite-1"), polite_rate, 0.0, 1 / 3),
+        sender(Principal("polite-2"), polite_rate, 0.0, 2 / 3),
+    )
+    return outcomes
+
+
+class TestAdmittedWorkMeetsItsDeadline:
+    def test_greedy_beside_polite_on_virtual_time(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """bench/fairness.py's load simulated on virtual time (no timing: a clock that jumps), scans of a
+        fixed length: 2 slots are 8 scans a second; two polite callers at 0.1x, a greedy one at 4x joining
+        after 10 s, for 60 s. The greedy caller's admitted scans end within their deadline (at most 2 %
+        not), because its plan counts the polite callers' work arriving while it waits (planned without
+        it, 156 of 425 ended late here); the polite callers are all served; and the slots stay busy."""
+        loop = VirtualLoop()
+        for module in (admission, models):  # the queue's deadlines and a query's time left, on virtual time
+            monkeypatch.setattr(module, "time", SimpleNamespace(monotonic=loop.time))
+        capacity = 2 / SCAN_S
+        try:
+            outcomes = loop.run_until_complete(_simulate(4 * capacity, 0.1 * capacity, 10.0, 60.0))
+        finally:
+            loop.close()
+        greedy = outcomes["greedy"]
+        admitted = greedy["good"] + greedy["late"]
+        assert greedy["refused"] > 0 and admitted > 0
+        assert greedy["late"] <= admitted // 50, greedy
+        for name in ("polite-1", "polite-2"):
+            assert outcomes[name]["refused"] == outcomes[name]["late"] == 0, outcomes[name]
+        polite_alone = 2 * 0.1 * capacity * 10.0  # the first 10 s, before the greedy caller came
+        served = sum(o["good"] for o in outcomes.values()) - polite_alone
+        assert served >= 0.9 * capacity * 50.0, outcomes
 
 
 # --- config ----------------------------------------------------------------------------------
@@ -425,7 +574,7 @@ async def upstream(tmp_path: Path) -> AsyncIterator[tuple[str, list[str]]]:
         seen.append(current().key)
         return await _found(query)
 
-    tokens = [
+    tokens: list[dict[str, Any]] = [
         {"name": "gw-a", "sha256": hashlib.sha256(b"a-secret").hexdigest(), "peer": True},
         {"name": "plain", "sha256": hashlib.sha256(b"plain-secret").hexdigest()},
     ]

@@ -47,13 +47,18 @@ arriving beside a busy one waits behind at most one of its scans, never its whol
 A request's expected wait is planned the same way, for its caller: the running scans, its
 caller's own queue, and of each other caller's queue only as much as that caller would be
 served meanwhile (its weight's part). So a caller flooding the gateway makes its own wait
-long, not anyone else's: it is the one refused, with ``Retry-After`` from its own queue. A
-refusal of a caller that already holds or waits for its share of the slots (``max_scans``
-times its weight over the weights of the callers seen in the last :data:`ACTIVE_S`) is
+long, not anyone else's: it is the one refused, with ``Retry-After`` from its own queue. The
+others' work yet to come counts too: fair queueing serves it ahead of a long queue, so each
+caller's use of the slots is a moving rate (:class:`Use`), and a caller's queue is planned to
+drain on the slots the others leave it (the others already queued past its horizon aside); a
+caller past its share plans to fill no more than ``1 - MARGIN`` of its time left. A
+refusal of a caller that already holds or waits for more than its share of the slots (``max_scans``
+times its weight over the weights of the callers seen in the last :data:`ACTIVE_S`), and for
+more than one, is
 :class:`~gateway.errors.CallerLimited` (429, ``reason`` ``share``); one that asked no more
 than its share is the capacity's (503, as above). A token's ``rate``/``burst`` quota is
 taken as a request is admitted (:mod:`gateway.resilience.quota`; 429, ``reason`` ``quota``).
-With one caller present, all this is the FIFO and the plan above.
+With one caller present and none other lately, all this is the FIFO and the plan above.
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ __all__ = [
     "ScanQueue",
     "Ticket",
     "TooLate",
+    "Use",
     "scan_slot",
 ]
 
@@ -114,6 +120,20 @@ CALLER_EVENTS = (
 ACTIVE_S = 10.0
 #: Callers remembered with nothing in the queue before idle ones are forgotten.
 REMEMBERED = 4096
+#: How long the slots a caller held are remembered: the time constant (seconds) of the
+#: exponential decay of :class:`Use`, the moving rate at which it uses them.
+USE_S = ACTIVE_S
+#: The shortest time a caller's :class:`Use` is taken over: a caller that just came, one scan done,
+#: is not taken for one that will hold a slot from now on.
+USE_MIN_S = USE_S / 2
+#: A caller whose last scan ended this long ago (seconds) counts no more among those using the slots.
+USED_S = 3 * USE_S
+#: The most of the slots a caller's plan counts others' new work taking while it waits.
+ARRIVING = 0.75
+#: The part of its time left that a caller past its share may not plan to fill: its queue is the
+#: longest, and the machine's speed drifts while it drains (measured on a shared machine: the
+#: capacity fell by a third within a minute); refusing it early loses no slot, others keep them busy.
+MARGIN = 0.2
 
 Event = Literal["admitted", "refused", "shed", "waited", "scanned", "expired"]
 Refusal = Literal["capacity", "share", "quota"]
@@ -146,6 +166,33 @@ class Estimate:
         return self.mean + DEVIATIONS * self.deviation
 
 
+@dataclass(slots=True)
+class Use:
+    """How many slots a caller held lately, on average: the slot-seconds of its scans, each decayed
+    by ``exp(-age / USE_S)``, over what the decay weighs of the time since its first scan began
+    (at most :data:`USE_S`; at least :data:`USE_MIN_S`): an exponentially weighted rate, unbiased
+    from its start (a caller that just came is counted at its rate so far, not at a tenth of it)."""
+
+    held: float = 0.0
+    at: float = 0.0
+    since: float | None = None
+
+    def add(self, seconds: float, now: float) -> None:
+        """A scan that held a slot ``seconds`` ended at ``now``."""
+        if self.since is None:
+            self.since, self.held = now - seconds, seconds
+        else:
+            self.held = self.held * math.exp((self.at - now) / USE_S) + seconds
+        self.at = now
+
+    def slots(self, now: float) -> float:
+        """Slots held on average lately (at ``now``)."""
+        if self.since is None:
+            return 0.0
+        span = -USE_S * math.expm1(-max(now - self.since, USE_MIN_S) / USE_S)
+        return self.held * math.exp((self.at - now) / USE_S) / span
+
+
 @dataclass(slots=True, eq=False)
 class Scan:
     """One scan holding a slot: set ``outcome`` when it ends (``complete``: ran to its end or
@@ -170,6 +217,7 @@ class _Caller:
     reserved: int = 0
     reserved_cost: float = 0.0
     bucket: Bucket | None = None
+    use: Use = field(default_factory=Use)
 
     @property
     def present(self) -> int:
@@ -217,11 +265,14 @@ _CURRENT: ContextVar[_Entered | None] = ContextVar("fedsearch_scan_queue", defau
 
 @dataclass(frozen=True, slots=True)
 class _Verdict:
-    """Why a request cannot make its deadline: its expected wait and work (seconds)."""
+    """Why a request cannot make its deadline: its expected wait and work, the time it may plan for
+    (seconds), and its caller's share of the slots if it is past it (else None)."""
 
     wait: float
     work: float
     caller: _Caller
+    budget: float
+    past_share: float | None
 
 
 class _Shed(AsyncBackend[Any]):
@@ -267,6 +318,7 @@ class ScanQueue:
     _reserved_cost: float = 0.0
     _costs: dict[str, Estimate] = field(default_factory=dict)
     _overall: Estimate = field(default_factory=Estimate)
+    _users: dict[str, _Caller] = field(default_factory=dict)  # whose scans ended in the last USED_S
 
     # --- what is known --------------------------------------------------------------
 
@@ -298,7 +350,12 @@ class ScanQueue:
         """The expected wait of a scan arriving now (``own``: its cost) for ``caller``: 0 while a slot
         is free for it, else the work ahead of it over ``max_scans``: the running scans' rest, and
         the waiting and reserved work (each at its cost now), of another caller's only what it would
-        be served meanwhile by fair queueing (its weight's part), all of it with one caller present."""
+        be served meanwhile by fair queueing (its weight's part), all of it with one caller present.
+
+        Other callers' work yet to come is ahead of it too: fair queueing serves a caller with less
+        queued first, so while it waits, the others (but those already past what they would be served
+        meanwhile) go on taking the slots at the rate they took them lately (:class:`Use`). The wait
+        ``w`` solves ``w = (ahead + arriving * w) / max_scans``: the slots it drains at are the rest."""
         present = len(self._running) + self._queued + self._reserved
         if present < self.max_scans:
             return 0.0
@@ -313,8 +370,10 @@ class ScanQueue:
 
         ahead = sum(max(0.0, s.started + cost(s.names) - now) for s in self._running.values())
         if caller is None or caller.present >= present:  # nobody else here: one FIFO
-            ahead += sum(cost(w.names) for _, w in self._waiters if not w.future.done())
-            return (ahead + self._reserved_cost) / self.max_scans
+            queued = sum(cost(w.names) for _, w in self._waiters if not w.future.done()) + self._reserved_cost
+            if caller is None:
+                return (ahead + queued) / self.max_scans
+            return self._drained(ahead + queued, self._arriving(caller, (queued + own) / caller.weight, {}, now))
         work = {c.key: c.reserved_cost for c in self._callers.values() if c.reserved}
         for key, waiter in self._waiters:
             if not waiter.future.done():
@@ -322,8 +381,36 @@ class ScanQueue:
         mine = work.pop(caller.key, 0.0)
         horizon = (mine + own) / caller.weight  # served meanwhile: each other caller, its weight's part of it
         callers = self._callers
-        ahead += mine + sum(min(theirs, horizon * callers[key].weight) for key, theirs in work.items())
-        return ahead / self.max_scans
+        ahead += mine
+        for key, theirs in work.items():
+            ahead += min(theirs, horizon * callers[key].weight)
+        return self._drained(ahead, self._arriving(caller, horizon, work, now))
+
+    def _arriving(
+        self, caller: _Caller, horizon: float, work: dict[str, float], now: float
+    ) -> list[tuple[float, float]]:
+        """Of each caller but ``caller`` that used the slots lately: the slots it used, and the most of
+        its new work that comes first (its weight's part of ``horizon``, less its ``work`` queued)."""
+        out: list[tuple[float, float]] = []
+        for key, user in list(self._users.items()):
+            if now - user.use.at > USED_S:
+                del self._users[key]
+            elif user is not caller:
+                room = horizon * user.weight - work.get(key, 0.0)
+                if room > 0.0:
+                    out.append((user.use.slots(now), room))
+        return out
+
+    def _drained(self, ahead: float, arriving: list[tuple[float, float]]) -> float:
+        """The time ``ahead`` seconds of work takes on ``max_scans`` slots while the others' new work
+        arrives at the rates of ``arriving`` (together at most :data:`ARRIVING` of the slots: fair
+        queueing leaves a caller its share), each up to its room."""
+        slots = self.max_scans
+        if not arriving:
+            return ahead / slots
+        rates = min(sum(rate for rate, _ in arriving), ARRIVING * slots)
+        first = ahead / (slots - rates)  # the wait were their work not capped
+        return (ahead + sum(min(rate * first, room) for rate, room in arriving)) / slots
 
     def resize(self, max_scans: int) -> None:
         """Let ``max_scans`` scans run from now on (a reloaded config); waiters get freed slots."""
@@ -390,27 +477,38 @@ class ScanQueue:
     # --- admission ----------------------------------------------------------------------
 
     def _judge(self, names: Sequence[str], remaining: float, caller: _Caller) -> _Verdict | None:
-        """None if work over ``names`` fits in ``remaining`` seconds for ``caller``, else why not."""
+        """None if work over ``names`` fits in ``remaining`` seconds for ``caller`` (less
+        :data:`MARGIN` of them for a caller past its share), else why not."""
         if not names:
             return None
         if len(self._running) + self._queued + self._reserved < self.max_scans:
             return None
         work = self.cost(names)
         wait = self.wait(caller, work)
-        if wait <= 0.0 or wait + work <= remaining:
+        if wait <= 0.0 or wait + work <= remaining * (1.0 - MARGIN):
             return None
-        return _Verdict(wait, work, caller)
+        share = self._share(caller)
+        # past it: holding or waiting for more than its share, and for more than one scan (with more
+        # callers than slots a share is under one, and a caller with one search in flight asks no more)
+        past = share if share is not None and caller.present > max(1.0, share) else None
+        budget = remaining * (1.0 - MARGIN) if past is not None else remaining
+        if wait + work <= budget:
+            return None
+        return _Verdict(wait, work, caller, budget, past)
 
     def _overloaded(self, verdict: _Verdict, remaining: float) -> Overloaded:
-        retry = verdict.wait - max(0.0, remaining - verdict.work)
+        retry = verdict.wait - max(0.0, verdict.budget - verdict.work)
         seconds = max(1, math.ceil(retry))
         caller = verdict.caller
+        room = f"the {round(remaining * 1000)} ms left"
+        share = verdict.past_share
+        if share is not None:
+            room = f"the {round(verdict.budget * 1000)} ms it may plan for ({1 - MARGIN:.0%} of {room})"
         late = (
             f"the expected wait ({round(verdict.wait * 1000)} ms) and work ({round(verdict.work * 1000)} ms) "
-            f"do not fit in the {round(remaining * 1000)} ms left; retry in {seconds} s"
+            f"do not fit in {room}; retry in {seconds} s"
         )
-        share = self._share(caller)
-        if share is not None and caller.present and caller.present >= share:
+        if share is not None:
             detail = (
                 f"caller {caller.key} is past its fair share of the local scans: it holds or waits for "
                 f"{caller.present} of {self.max_scans} slots, its share {share:.2g}, while others wait; {late}"
@@ -562,10 +660,13 @@ class ScanQueue:
     def _end(self, scan: Scan) -> None:
         if self._running.pop(id(scan), None) is None:
             return
+        now = self.clock()
+        took = now - scan.started
         caller = self._callers.get(scan.caller)
         if caller is not None:
             caller.running -= 1
-        took = self.clock() - scan.started
+            caller.use.add(took, now)
+            self._users[caller.key] = caller
         if scan.outcome == "complete":
             for name in scan.names:
                 self._costs.setdefault(name, Estimate()).observe(took)
