@@ -166,6 +166,10 @@ class SearchService:
         if index is not None and content is not None:
             for name in index.sources:
                 self._entries[name].backend.use_index(content)
+        #: The checkout each namespace searches through the content index, by name (what ``_rule_out`` asks of).
+        self._indexed_roots = {
+            name: root for name, entry in self._entries.items() if (root := entry.backend.indexed_root()) is not None
+        }
         #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
         self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
         #: How long an answer takes once its backends are done or cut (ranking, the page), learnt:
@@ -346,6 +350,9 @@ class SearchService:
             searched, ruled = await self._rule_out(plan.routes, query)
             outcomes: Sequence[Outcome] = []
             with self.scans.admit(searched, query) as routes:  # Overloaded, or past a quota, before anything is sent
+                if on_outcome is not None:
+                    for outcome in ruled.values():  # settled already: heard of first
+                        on_outcome(outcome)
                 if routes:
                     outcomes = _asked(plan, await fan_out(routes, query, self.config.server.concurrency, on_outcome))
             fanned.append(min(time.monotonic(), query.deadline))  # the answer's own time starts
@@ -353,9 +360,6 @@ class SearchService:
                 for outcome in outcomes:
                     observe(outcome)
             if ruled:
-                if on_outcome is not None:
-                    for outcome in ruled.values():
-                        on_outcome(outcome)
                 outcomes = _in_order(plan.routes, outcomes, ruled)
             with span("fedsearch.rank") as current:  # merge and rank every namespace's files
                 whole = settle(
@@ -390,7 +394,8 @@ class SearchService:
         content = self.content
         if content is None or query.mode not in ("exact", "regex"):
             return routes, {}
-        local = [(route, root) for route in routes if (root := route.backend.indexed_root()) is not None]
+        indexed = self._indexed_roots
+        local = [(route, root) for route in routes if (root := indexed.get(route.namespace)) is not None]
         if not local:
             return routes, {}
         if len(local) < RULE_OUT_IN_THREAD:

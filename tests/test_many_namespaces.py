@@ -297,6 +297,19 @@ class TestService:
         assert [s["name"] for s in answer["namespaces"]] == ["team/repo00", "team/repo01"]
         assert answer["files"] == [] and "repo05" not in str(answer)
 
+    def test_a_stream_hears_the_ruled_out_first(self, service: tuple[SearchService, dict[str, Path]]) -> None:
+        """Each namespace is heard of once as it settles; those ruled out have settled before any is searched."""
+        svc, roots = service
+        heard: list[tuple[str, int]] = []
+
+        async def run() -> None:
+            plan = svc.plan(parse_request({"query": "word_05"}))
+            await svc.run(plan, lambda o: heard.append((o.namespace, len(o.result.files) if o.result else 0)))
+
+        asyncio.run(run())
+        assert sorted(name for name, _ in heard) == sorted(roots)
+        assert heard[-1] == ("team/repo05", 1) and all(files == 0 for _, files in heard[:-1])
+
     def test_a_change_is_found_by_the_next_search(self, service: tuple[SearchService, dict[str, Path]]) -> None:
         svc, roots = service
         (roots["team/repo02"] / "src" / "main.py").write_text("def zqxjkw_changed():\n    pass\n")
