@@ -184,6 +184,46 @@ class TestBuildingMany:
             answer = index.narrow(str(repo), query(f"word_{(i + 1) % 12:02d}"), None)
             assert not isinstance(answer, str) and not answer.files  # only the next checkout holds it
 
+    def test_the_folder_is_walked_once_by_many_threads(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The pass's threads, all due to learn the index folder's size at once, walk it once between them (a
+        walk each made a pass over thousands of small checkouts walk-bound); near ``max_bytes`` each asks
+        the folder itself, and every figure counts what was added meanwhile."""
+        import threading
+
+        from gateway.index.content import build as content_build
+
+        (tmp_path / "idx").mkdir()
+        (tmp_path / "idx" / "f").write_bytes(b"x" * 1000)
+        walks: list[int] = []
+        entered = threading.Event()
+        release = threading.Event()
+
+        def slow_walk(directory: str) -> int:
+            walks.append(1)
+            entered.set()
+            release.wait(10)
+            return 1000
+
+        monkeypatch.setattr(content_build, "folder_bytes", slow_walk)
+        builder = content_build.ContentBuilder(str(tmp_path / "idx"), max_bytes=1 << 30)
+        seen: list[int] = []
+        first = threading.Thread(target=lambda: seen.append(builder._folder_bytes()))
+        first.start()
+        assert entered.wait(10)
+        builder._grown = 50  # a checkout that fit while the walk ran
+        others = [threading.Thread(target=lambda: seen.append(builder._folder_bytes())) for _ in range(8)]
+        for thread in others:
+            thread.start()
+        for thread in others:
+            thread.join(10)
+        release.set()
+        first.join(10)
+        assert len(walks) == 1 and sorted(seen) == [50] * 8 + [1050]
+        assert builder._folder_bytes() == 1050  # not due again: the guess
+        builder.max_bytes = 1200  # now within NEAR_BOUND of the bound: every ask walks
+        assert builder._folder_bytes() == 1000 and len(walks) == 2  # the walk counts what was added before it
+        assert builder._folder_bytes() == 1000 and len(walks) == 3
+
 
 class TestRuledOut:
     @pytest.fixture

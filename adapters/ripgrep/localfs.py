@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from gateway.errors import InvalidRequest, NotFound
+from gateway.realpaths import real_root
 
 __all__ = ["MAX_LINES", "MAX_TEXT_BYTES", "LocalTree"]
 
@@ -41,7 +42,7 @@ class LocalTree:
     """Read access to the files under ``root``; no path ever leaves it."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
-        self.root = Path(os.path.realpath(root))
+        self.root = Path(real_root(os.fspath(root)))
         self._prefix = str(self.root).rstrip(os.sep) + os.sep
 
     def _inside(self, real: str) -> bool:

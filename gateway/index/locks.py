@@ -47,6 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from gateway.index.content.paths import digest
+from gateway.realpaths import real_root
 
 __all__ = ["COVER_S", "LEASE_S", "LOCKS", "RENEW_S", "Claims", "Holder", "RootLock", "holder", "lock_path"]
 
@@ -72,7 +73,7 @@ _table = threading.Lock()
 
 def lock_path(directory: str, root: str) -> str:
     """The lock file of one root (the same file by any symlink to it, as its content index folder)."""
-    return os.path.join(os.path.expanduser(directory), LOCKS, f"{digest(os.path.realpath(root))}.lock")
+    return os.path.join(os.path.expanduser(directory), LOCKS, f"{digest(real_root(root))}.lock")
 
 
 @dataclass(frozen=True, slots=True)

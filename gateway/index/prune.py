@@ -46,6 +46,7 @@ from gateway.index.locks import RootLock
 from gateway.index.roots import folder_bytes
 from gateway.index.store import Store
 from gateway.log import get_logger
+from gateway.realpaths import real_root
 
 __all__ = [
     "DAY_S",
@@ -201,7 +202,7 @@ def _names(name: str, root: str) -> bool:
     if digest(root) == name:
         return True
     try:
-        return digest(os.path.realpath(root)) == name
+        return digest(real_root(root)) == name
     except (OSError, ValueError):  # not a path at all (a NUL in it)
         return False
 

@@ -110,6 +110,8 @@ LARGE_AT_ONCE = 2
 WALK_S = 10.0
 #: ... and whenever the guess comes within this share of it.
 NEAR_BOUND = 0.8
+#: A walk of the index folder comes at most once every this many times what the last one took.
+WALK_COST = 20.0
 
 log = get_logger("fedsearch.index")
 
@@ -201,6 +203,8 @@ class ContentBuilder:
         self._verifiers: dict[str, Verifier] = {}  # by root folder: each engine file read once by this process
         self._walked: tuple[float, int] = (-WALK_S - 1.0, 0)  # when the folder was last walked, and its bytes then
         self._grown = 0  # bytes the checkouts that fit since are expected to add
+        self._walk_every = WALK_S  # grows with what a walk takes (WALK_COST): walking stays a small share
+        self._walking = threading.Lock()  # one walk at a time, whichever of the pass's threads is due
         #: Held by a pass with many files to read (its writer's memory grows with them): few at once.
         self._large = threading.BoundedSemaphore(LARGE_AT_ONCE)
 
@@ -395,16 +399,29 @@ class ContentBuilder:
 
     def _folder_bytes(self, exact: bool = False) -> int:
         """The index folder's bytes: walked at most every :data:`WALK_S` (a walk stats every file of every root,
-        so one a checkout made a pass over many small checkouts quadratic), plus what this builder's checkouts
-        were expected to add since; walked again whenever that comes within :data:`NEAR_BOUND` of the bound."""
-        now = time.monotonic()
+        so one a checkout made a pass over many small checkouts quadratic), or every :data:`WALK_COST` times
+        what the last walk took when that is longer, by one of the pass's threads at a time (the others go on
+        with the guess); plus what this builder's checkouts were expected to add since. Walked again, one
+        thread after the other, whenever the guess comes within :data:`NEAR_BOUND` of the bound."""
         walked, total = self._walked
         guess = total + self._grown
-        if exact or now - walked > WALK_S or guess > NEAR_BOUND * self.max_bytes:
+        near = guess > NEAR_BOUND * self.max_bytes
+        if not (exact or near or time.monotonic() - walked > self._walk_every):
+            return guess
+        if not self._walking.acquire(blocking=exact or near):
+            return guess  # another thread walks now
+        try:
+            if not (exact or near) and self._walked[0] != walked:
+                return self._walked[1] + self._grown  # walked meanwhile
+            started = time.monotonic()
+            grown = self._grown
             total = folder_bytes(self.directory)
-            self._walked, self._grown = (now, total), 0
-            return total
-        return guess
+            now = time.monotonic()
+            self._walk_every = max(WALK_S, WALK_COST * (now - started))
+            self._walked, self._grown = (now, total), self._grown - grown  # what was added during the walk stays
+            return total + self._grown
+        finally:
+            self._walking.release()
 
     def _apply(
         self,

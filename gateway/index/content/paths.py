@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from gateway.realpaths import real_root
+
 TYPE_CHECKING = False  # typing and collections not imported: the one-shot CLI asks here as it starts
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -53,7 +55,7 @@ def digest(path: str) -> str:
 
 def root_dir(directory: str, root: str) -> str:
     """The folder of one checkout's content index (``root`` absolute; the same folder by any symlink)."""
-    return os.path.join(content_dir(directory), digest(os.path.realpath(root)))
+    return os.path.join(content_dir(directory), digest(real_root(root)))
 
 
 def usable_bytes(directory: str, roots: Iterable[str]) -> int:
