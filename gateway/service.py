@@ -170,6 +170,8 @@ class SearchService:
         self._indexed_roots = {
             name: root for name, entry in self._entries.items() if (root := entry.backend.indexed_root()) is not None
         }
+        #: Each ruled-out namespace's outcome, by name, with the route it was made for (:meth:`_ruled_outcome`).
+        self._ruled: dict[str, tuple[Route, Outcome]] = {}
         #: At most ``[server] max_scans`` local scans at once; admission (:mod:`gateway.resilience.admission`).
         self.scans = scans if scans is not None else ScanQueue(config.server.max_scans)
         #: How long an answer takes once its backends are done or cut (ranking, the page), learnt:
@@ -403,15 +405,22 @@ class SearchService:
         else:  # it may wait for a checkout's lock (held while a search reads its engine)
             verdicts = await asyncio.to_thread(content.ruled_out, [root for _, root in local], query)
         ruled = {
-            route.namespace: Outcome(
-                namespace=route.namespace, backend=route.backend.kind, status="ok", took_ms=0, weight=route.weight
-            )
-            for (route, _), out in zip(local, verdicts, strict=True)
-            if out
+            route.namespace: self._ruled_outcome(route) for (route, _), out in zip(local, verdicts, strict=True) if out
         }
         if not ruled:
             return routes, {}
         return [route for route in routes if route.namespace not in ruled], ruled
+
+    def _ruled_outcome(self, route: Route) -> Outcome:
+        """A ruled-out namespace's outcome (``ok``, no file, 0 ms): made once for its route (the catalog keeps
+        each namespace's route), as a frozen outcome can be shared."""
+        made = self._ruled.get(route.namespace)
+        if made is None or made[0] is not route:
+            outcome = Outcome(
+                namespace=route.namespace, backend=route.backend.kind, status="ok", took_ms=0, weight=route.weight
+            )
+            made = self._ruled[route.namespace] = (route, outcome)
+        return made[1]
 
     def _declared(self, request: SearchRequest, outcomes: Sequence[Outcome], since_ns: int) -> Sequence[Outcome]:
         """For a ``sym:`` query, every file's hits as declarations before the filter reads them: a local

@@ -210,6 +210,18 @@ class TestStore:
         assert store.path is None and store.parsed_paths("ns") == {"a.py"}
         assert [e["event"] for e in logs] == ["index_in_memory"]
 
+    def test_the_parsed_files_of_many_checkouts_at_once(self, tmp_path: Path) -> None:
+        """parsed_of answers for every root asked, as parsed_paths does one by one, across query chunks."""
+        from gateway.index import store as store_module
+
+        store = Store.open(str(tmp_path))
+        store.put("ns", [_record()])
+        store.put("other", [_record()])
+        roots = [f"empty{i}" for i in range(store_module._CHUNK + 3)] + ["ns", "missing"]
+        got = store.parsed_of(roots)
+        assert set(got) == set(roots) and got["ns"] == store.parsed_paths("ns") == {"a.py"}
+        assert all(not paths for root, paths in got.items() if root != "ns")
+
 
 class TestIndexFile:
     def test_a_file_is_read_and_parsed(self, tmp_path: Path) -> None:

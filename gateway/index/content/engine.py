@@ -121,6 +121,17 @@ class Reader:
         self.folder_files = frozenset(self._hashes(searcher, _word(FOLDER)))
         self._searcher, self._seen = searcher, seen
 
+    @property
+    def mapped(self) -> int:
+        """The files of the engine open (tantivy maps each: 0 when none is open)."""
+        files = self._verifier.files
+        return len(files) if self._searcher is not None and files is not None else 0
+
+    def close(self) -> None:
+        """Let go of the engine open (its files unmapped once tantivy's searcher is freed); the next
+        :meth:`refresh` opens it again."""
+        self._drop()
+
     def _drop(self) -> None:
         self._searcher, self._seen = None, None
         self.files, self.opstamp, self.folder_files = 0, -1, frozenset()

@@ -31,7 +31,7 @@ import os
 import select
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -62,6 +62,10 @@ COMMON_SHARE = 0.5
 MOST_FOLDERS = 256
 #: Plans remembered (a query asked of many checkouts is planned once).
 PLANS = 256
+#: The most engine files open at once (tantivy maps each file of an engine it opens, and a process may map
+#: at most ``vm.max_map_count`` regions, 65,530 by default: 10,000 tiny checkouts' engines are 60,000 files).
+#: Past it, the engines searched least recently are let go of, to be opened again when next searched.
+MAPPED_FILES = 24_000
 #: How often a server looks for checkouts whose index became complete, to follow them (seconds).
 ADOPT_S = 1.0
 #: How often ``/v1/namespaces`` looks again whether the index folder can be written (seconds).
@@ -169,6 +173,10 @@ class ContentIndex:
         self._wake: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._probed: tuple[float, str] = (-PROBE_S, "")  # (when, why the folder cannot be written)
+        #: The checkouts whose engine is open, least recently searched first, and their files together.
+        self._open: OrderedDict[str, int] = OrderedDict()
+        self._mapped = 0
+        self._open_lock = threading.Lock()  # guards the two above only: never held while taking a view's lock
         if follow:
             self.follow()
 
@@ -310,11 +318,14 @@ class ContentIndex:
                 return why
             self._prove(view)
             try:
-                if not view.reader.refresh():
+                opened = view.reader.refresh()
+                self._opened(view)
+                if not opened:
                     return "building"
                 agrees = view.agrees()
                 hashes = view.reader.candidates(need, int(COMMON_SHARE * view.reader.files)) if agrees else None
             except (OSError, ValueError) as exc:  # damaged (verify.py): scanned until a builder rebuilds it
+                self._opened(view)  # dropped: no longer counted
                 if not view.broken:
                     log.warning("content_index_unreadable", root=root, error=str(exc)[:200])
                 view.broken = str(exc)[:200] or type(exc).__name__
@@ -329,6 +340,36 @@ class ContentIndex:
             if named is None:
                 return "stale"
             return self._narrowed(view, named, accept)
+
+    def _opened(self, view: RootView) -> None:
+        """Count the engine ``view`` has open (its lock held), and let go of those searched least recently
+        while more than MAPPED_FILES files are open: each whose lock is free now (one held is being
+        searched, and taking it here could deadlock with a search holding it and waiting for this one's)."""
+        mapped = view.reader.mapped
+        victims: list[RootView] = []
+        with self._open_lock:
+            self._mapped += mapped - self._open.pop(view.root, 0)
+            if mapped:
+                self._open[view.root] = mapped
+            if self._mapped > MAPPED_FILES:
+                for root in list(self._open):
+                    if self._mapped <= MAPPED_FILES:
+                        break
+                    if root != view.root:
+                        self._mapped -= self._open.pop(root)
+                        victims.append(self.views[root])
+        for victim in victims:
+            if victim.lock.acquire(blocking=False):
+                try:
+                    victim.reader.close()
+                finally:
+                    victim.lock.release()
+            else:  # being searched: counted again when it next is
+                with self._open_lock:
+                    if victim.root not in self._open:
+                        self._open[victim.root] = victim.reader.mapped
+                        self._open.move_to_end(victim.root, last=False)
+                        self._mapped += self._open[victim.root]
 
     def ruled_out(self, roots: list[str], query: SearchQuery) -> list[bool]:
         """For each of ``roots``: whether no file of it can hold a match of ``query``, as its gram bitset
