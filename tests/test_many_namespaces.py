@@ -377,3 +377,30 @@ class TestService:
         (roots["team/repo02"] / "src" / "main.py").write_text("def zqxjkw_changed():\n    pass\n")
         answer = self._search(svc, "zqxjkw_changed")
         assert {(f["namespace"], f["file_path"]) for f in answer["files"]} == {("team/repo02", "src/main.py")}
+
+
+class TestCandidates:
+    """One engine search answers a selective query; more hits than it lists are asked for again; more than
+    half the checkout's files is ``common`` (the checkout is scanned)."""
+
+    @pytest.mark.parametrize("holding", [3, 100, 200])
+    def test_the_files_holding_the_grams(self, tmp_path: Path, no_race: None, holding: int) -> None:
+        from gateway.index.content import engine
+
+        repo = git_repo(
+            tmp_path / "repo",
+            {f"src/f{i:03d}.py": f"value_{i} = {'zqxjkw_candidate' if i < holding else 'other'}\n" for i in range(300)},
+        )
+        build(tmp_path / "idx", repo)
+        index = ContentIndex(str(tmp_path / "idx"), [str(repo)], follow=True)
+        try:
+            _believed(index, [str(repo)])
+            answer = index.narrow(str(repo), query("zqxjkw_candidate"), None)
+        finally:
+            index.close()
+        assert engine.FEW < 100 < 150 < 200  # the three cases: within FEW, listed again, common
+        if holding > 150:
+            assert answer == "common"
+        else:
+            assert not isinstance(answer, str)
+            assert sorted(answer.files) == [str(repo / "src" / f"f{i:03d}.py") for i in range(holding)]

@@ -176,6 +176,7 @@ class ContentIndex:
         #: The checkouts whose engine is open, least recently searched first, and their files together.
         self._open: OrderedDict[str, int] = OrderedDict()
         self._mapped = 0
+        self._drained_for: SearchQuery | None = None  # the query whose search drained the watcher last
         self._open_lock = threading.Lock()  # guards the two above only: never held while taking a view's lock
         if follow:
             self.follow()
@@ -310,8 +311,9 @@ class ContentIndex:
         need = self._plan(query)
         if need is None:
             return "no_grams"
-        if self._watcher is not None:
-            self._drain()
+        if self._watcher is not None and self._drained_for is not query:
+            self._drain()  # once a search: one rg call asks of each of its checkouts in turn with one query
+            self._drained_for = query
         with view.lock:
             why = self._ready(view)
             if why:
