@@ -266,6 +266,33 @@ class TestRuledOut:
         assert list(index._open) == [str(repos[5]), str(repos[0])]
         assert all(answer != "unreadable" and not isinstance(answer, str) for answer in answers.values())
 
+    def test_a_watcher_past_descriptor_1024_follows(self, tmp_path: Path, no_race: None) -> None:
+        """A server holding more than 1,024 descriptors (a lock a checkout, its clients) is given a watcher
+        numbered past them: it still follows (select.select refused such a number, and the watching
+        thread died: nothing was ever narrowed or ruled out)."""
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard < 1200:
+            pytest.skip(f"the hard limit on open files is {hard}")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if soft != resource.RLIM_INFINITY else soft, hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+        try:
+            repos = _checkouts(tmp_path, 3)
+            for repo in repos:
+                build(tmp_path / "idx", repo)
+            index = ContentIndex(str(tmp_path / "idx"), [str(r) for r in repos], follow=True)
+            try:
+                assert index._watcher is not None and index._watcher.fileno() > 1024
+                _believed(index, [str(r) for r in repos])
+                assert index.ruled_out([str(r) for r in repos], query("word_01")) == [True, False, True]
+            finally:
+                index.close()
+        finally:
+            for fd in held:
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
     def test_nothing_is_ruled_out_without_grams_to_require(self, following: tuple[ContentIndex, list[Path]]) -> None:
         """A query with no gram to require (``.*``, two letters) rules nothing out."""
         index, repos = following

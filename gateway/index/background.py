@@ -82,7 +82,10 @@ class _Requests:
         early too when the descriptor ``also`` (a file watcher's) can be read."""
         if self.closed:
             return []
-        ready, _, _ = select.select([self.fd, *([also] if also >= 0 else [])], [], [], max(0.0, timeout))
+        poller = select.poll()  # not select.select: a builder holding a lock a checkout has descriptors past 1,024
+        for fd in (self.fd, *([also] if also >= 0 else [])):
+            poller.register(fd, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(max(0.0, timeout) * 1000)]
         if self.fd not in ready:
             return []
         chunk = os.read(self.fd, 1 << 16)

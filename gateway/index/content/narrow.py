@@ -205,8 +205,11 @@ class ContentIndex:
         """The watcher's events taken as they come; checkouts whose index became complete followed."""
         assert self._wake is not None
         watcher, wake = self._watcher, self._wake[0]
+        poller = select.poll()  # not select.select: a server with 1,024 descriptors open (a lock each of its
+        poller.register(watcher.fileno(), select.POLLIN)  # checkouts, clients) is given larger numbers
+        poller.register(wake, select.POLLIN)
         while True:
-            ready, _, _ = select.select([watcher.fileno(), wake], [], [], ADOPT_S)
+            ready = [fd for fd, _ in poller.poll(ADOPT_S * 1000)]
             if wake in ready:
                 return
             if ready:
