@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from adapters.ripgrep.batch import SCAN_NICE
+from gateway.index.background import BUILDER_NICE
 from gateway.index.locks import LEASE_S, holder, lock_path
 from tests.chaos_support import WAIT_S, Server, answer_lines, checkout, config, rg_answer, search_body, wait_until
 from tests.helpers import fedsearch_command, subprocess_env
@@ -42,6 +44,12 @@ def servers() -> Iterator[list[Server]]:
         server.close()
 
 
+def _nice(pid: int) -> int:
+    """A process's nice value now (``/proc/PID/stat``'s 19th field)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        return int(handle.read().rpartition(")")[2].split()[16])
+
+
 class TestNothingOutlivesItsServer:
     @pytest.mark.parametrize(
         "how", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=["SIGTERM", "SIGINT", "SIGKILL"]
@@ -58,6 +66,10 @@ class TestNothingOutlivesItsServer:
         wait_until("the builder's workers at work", lambda: server.builder_workers() >= 2)
         procs = server.tree()
         assert len(procs) >= 4  # the server, its builder, two workers
+        nices = {pid: _nice(pid) for pid, _ in procs}
+        assert nices.pop(server.proc.pid) == 0
+        assert any(n == BUILDER_NICE for n in nices.values())  # the builder and its workers: after a search's rg
+        assert all(n >= SCAN_NICE for n in nices.values())
         server.stop(how)
         left, _ = gone_within(procs, END_S)
         assert left == set(), f"left behind after {how.name}: {left}"
