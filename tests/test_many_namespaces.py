@@ -371,6 +371,22 @@ class TestService:
         ]
         assert svc.content.outcomes["ruled_out"] - before == 7
 
+    def test_many_checkouts_asked_in_threads_at_once(
+        self, service: tuple[SearchService, dict[str, Path]], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Checkouts none of which is ruled out, asked of the content index in several threads at once: every
+        one narrowed, counted once, and the answer rg's."""
+        from adapters.ripgrep import batch
+
+        svc, roots = service
+        assert svc.content is not None
+        monkeypatch.setattr(batch, "NARROW_SHARE", 2)
+        monkeypatch.setattr(batch, "NARROW_THREADS", 3)
+        before = svc.content.outcomes["narrowed"]
+        answer = self._search(svc, "return x +")
+        assert {(f["namespace"], f["file_path"]) for f in answer["files"]} == _rg_files(roots, "return x +")
+        assert len(answer["files"]) == 8 and svc.content.outcomes["narrowed"] - before == 8
+
     def test_a_word_nowhere(self, service: tuple[SearchService, dict[str, Path]]) -> None:
         """Every namespace still says its status (SPEC §3 invariant 8), and the note says why it is empty."""
         svc, roots = service

@@ -179,6 +179,7 @@ class ContentIndex:
         #: The checkouts whose engine is open, least recently searched first, and their files together.
         self._open: OrderedDict[str, int] = OrderedDict()
         self._mapped = 0
+        self._count_lock = threading.Lock()
         self._drained_for: SearchQuery | None = None  # the query whose search drained the watcher last
         self._open_lock = threading.Lock()  # guards the two above only: never held while taking a view's lock
         if follow:
@@ -308,7 +309,8 @@ class ContentIndex:
     def narrow(self, root: str, query: SearchQuery, accept: Callable[[str], bool] | None) -> Narrowed | str:
         """What rg must read of ``root`` for ``query``, or why it scans (see :class:`~gateway.narrowing.Narrower`)."""
         answer = self._narrow(root, query, accept)
-        self.outcomes["narrowed" if isinstance(answer, Narrowed) else answer] += 1
+        with self._count_lock:  # asked from several threads at once (adapters.ripgrep.batch)
+            self.outcomes["narrowed" if isinstance(answer, Narrowed) else answer] += 1
         return answer
 
     def _narrow(self, root: str, query: SearchQuery, accept: Callable[[str], bool] | None) -> Narrowed | str:
@@ -401,7 +403,8 @@ class ContentIndex:
         out = known & table.believed[columns] & ~table.possible(need)[columns]
         ruled = int(out.sum())
         if ruled:
-            self.outcomes["ruled_out"] += ruled
+            with self._count_lock:
+                self.outcomes["ruled_out"] += ruled
         result: list[bool] = out.tolist()
         return result
 
