@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway import realpaths
-from gateway.realpaths import real_root
+from gateway.index import realpaths
+from gateway.index.realpaths import real_root
 
 NAMES = st.sampled_from(["a", "b", "c", "link", "loop", "..", ".", "missing"])
 

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from gateway.errors import InvalidRequest, NotFound
-from gateway.realpaths import real_root
+from gateway.index.realpaths import real_root
 
 __all__ = ["MAX_LINES", "MAX_TEXT_BYTES", "LocalTree"]
 

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from gateway.index.content.paths import digest
-from gateway.realpaths import real_root
+from gateway.index.realpaths import real_root
 
 __all__ = ["COVER_S", "LEASE_S", "LOCKS", "RENEW_S", "Claims", "Holder", "RootLock", "holder", "lock_path"]
 

@@ -43,10 +43,10 @@ from gateway.index import roots as markers
 from gateway.index.content.layout import read_state
 from gateway.index.content.paths import content_dir, digest
 from gateway.index.locks import RootLock
+from gateway.index.realpaths import real_root
 from gateway.index.roots import folder_bytes
 from gateway.index.store import Store
 from gateway.log import get_logger
-from gateway.realpaths import real_root
 
 __all__ = [
     "DAY_S",

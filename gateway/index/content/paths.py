@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from gateway.realpaths import real_root
+from gateway.index.realpaths import real_root
 
 TYPE_CHECKING = False  # typing and collections not imported: the one-shot CLI asks here as it starts
 if TYPE_CHECKING:
