@@ -2,7 +2,8 @@
 
 Spans leave from the SDK's :class:`BatchSpanProcessor`: ending a span appends it to a bounded
 queue (``max_queue``, 2048 by default; a full queue drops, it never blocks) and one thread
-exports batches of them over OTLP HTTP/protobuf. A collector that is down or unreachable is
+exports batches of them over OTLP HTTP/protobuf (the SDK's exporter, the request's bytes written
+by :mod:`gateway.tracing.encode`: :mod:`gateway.tracing.export`). A collector that is down or unreachable is
 that thread's problem alone: the exporter's retries sleep there, a search never waits for them.
 It is said once (``tracing_export_failed``, a warning) and again only after an export got
 through (``tracing_export_recovered``); the SDK's own exporter lines (one per retry) are muted.
@@ -20,7 +21,6 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioB
 from gateway.log import get_logger
 from gateway.tracing import spans as tracing
 from gateway.tracing.config import DEFAULT_SERVICE_NAME, TracingSettings
+from gateway.tracing.export import OtlpExporter
 
 __all__ = ["STOP_S", "HashedResource", "WarnOnce", "start", "stop"]
 
@@ -123,7 +124,7 @@ def start(settings: TracingSettings, env: Mapping[str, str] | None = None) -> No
         _provider.shutdown()
     logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)  # one line of ours, not one a retry
     endpoint = _endpoint(settings, env)
-    exporter = WarnOnce(OTLPSpanExporter(endpoint=endpoint, timeout=settings.timeout_s), endpoint)
+    exporter = WarnOnce(OtlpExporter(endpoint=endpoint, timeout=settings.timeout_s), endpoint)
     queue = settings.max_queue
     processor = BatchSpanProcessor(
         exporter,
