@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.sampling import ParentBased, Sampler, TraceIdRatioBased
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, ParentBased, Sampler, TraceIdRatioBased
 
 from gateway.log import get_logger
 from gateway.tracing import spans as tracing
@@ -110,10 +110,17 @@ def _resource(settings: TracingSettings, env: Mapping[str, str]) -> Resource:
 
 
 def _sampler(settings: TracingSettings) -> Sampler | None:
-    """A share of new traces, a caller's decision followed; None: the SDK's (``OTEL_TRACES_SAMPLER``)."""
-    if settings.sample_ratio is None:
+    """A share of new traces, a caller's decision followed; None: the SDK's (``OTEL_TRACES_SAMPLER``).
+    All or none is the SDK's static sampler: the same decisions as a ratio of 1 or 0, without
+    the ratio's arithmetic at every span (a tenth of what starting a span costs)."""
+    ratio = settings.sample_ratio
+    if ratio is None:
         return None
-    return ParentBased(TraceIdRatioBased(settings.sample_ratio))
+    if ratio >= 1.0:
+        return ParentBased(ALWAYS_ON)
+    if ratio <= 0.0:
+        return ParentBased(ALWAYS_OFF)
+    return ParentBased(TraceIdRatioBased(ratio))
 
 
 def start(settings: TracingSettings, env: Mapping[str, str] | None = None) -> None:
