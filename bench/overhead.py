@@ -20,7 +20,10 @@ Each round runs the gateways in turn, the order reversed every other round; with
 ``--together`` the 16-connection load of a round is sent to every gateway at once (their
 throughputs are then shares of the machine, not comparable to a run alone), so that what
 else the shared machine runs at that moment weighs on each alike: the steadier way to
-compare CPU a request.
+compare CPU a request. CPU a request is printed twice: used in the gateway's own windows, and
+used from the start of each of its windows to the start of its next one (the last: SETTLE_S
+after the last round), which counts what a thread does after the window (a traced gateway's
+batch processor exports up to 5 s later, possibly while another gateway is loaded).
 """
 
 from __future__ import annotations
