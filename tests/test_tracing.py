@@ -135,6 +135,43 @@ class TestSettings:
         assert caught.value.key == key
 
 
+class TestSampler:
+    """``sample_ratio`` decides as the SDK's ratio sampler under a parent-based one would."""
+
+    @given(
+        st.sampled_from([0.0, 1.0]),
+        st.integers(1, 2**128 - 1),
+        st.sampled_from(["none", "sampled", "unsampled"]),
+        st.booleans(),
+    )
+    def test_all_or_none_decides_as_the_ratio_would(
+        self, ratio: float, trace_id: int, parent: str, remote: bool
+    ) -> None:
+        """At 1 and 0 the sampler is the SDK's static one: every decision (and the parent's trace
+        state carried over) is the ratio sampler's, a caller's flag followed."""
+        from opentelemetry.sdk.trace.sampling import Decision, ParentBased, TraceIdRatioBased
+
+        from gateway.tracing.config import TracingSettings
+        from gateway.tracing.setup import _sampler
+
+        context = None
+        if parent != "none":
+            flags = TraceFlags(TraceFlags.SAMPLED if parent == "sampled" else 0)
+            caller = SpanContext(trace_id, 7, is_remote=remote, trace_flags=flags, trace_state=TraceState([("v", "1")]))
+            context = set_span_in_context(NonRecordingSpan(caller))
+        chosen = _sampler(TracingSettings(sample_ratio=ratio))
+        assert chosen is not None
+        ours = chosen.should_sample(context, trace_id, "n", attributes={"a": 1})
+        theirs = ParentBased(TraceIdRatioBased(ratio)).should_sample(context, trace_id, "n", attributes={"a": 1})
+        assert (ours.decision, dict(ours.attributes), ours.trace_state) == (
+            theirs.decision,
+            dict(theirs.attributes),
+            theirs.trace_state,
+        )
+        sampled = ours.decision is Decision.RECORD_AND_SAMPLE
+        assert sampled == (parent == "sampled" or (parent == "none" and ratio == 1.0))
+
+
 class TestOff:
     """Off, tracing is not even imported."""
 
