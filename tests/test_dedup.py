@@ -377,34 +377,3 @@ def test_git_is_run_without_subprocess_and_its_failures_are_none() -> None:
     assert _output(["false"], env, 5.0) is None
     assert _output(["fedsearch-no-such-program"], env, 5.0) is None
     assert _output(["sleep", "30"], env, 0.2) is None  # sleep ends well (0): None says it was killed
-
-
-def test_identities_are_warmed_in_the_background_at_lower_priority(tmp_path: Path) -> None:
-    """The warming thread (and the gits it starts) runs nicer than the server: it warmed a checkout's
-    identities, in a thread whose nice value is WARM_NICE above the test's own."""
-    import os
-    import threading
-    import time
-
-    from adapters.ripgrep import identity
-
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "a.py").write_text("x = 1\n")
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run(["git", "-C", str(repo), "add", "a.py"], check=True)
-    seen: list[int] = []
-
-    class Probe(GitIdentities):
-        def warm(self) -> int:
-            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-            return super().warm()
-
-    probe = Probe(str(repo))
-    identity.warm_later(probe)
-    deadline = time.monotonic() + 30
-    while not seen and time.monotonic() < deadline:
-        time.sleep(0.02)
-    mine = os.getpriority(os.PRIO_PROCESS, 0)
-    assert seen == [min(19, mine + identity.WARM_NICE)]
-    assert probe.claimed("a.py") != ""  # warmed: git's blob id

@@ -17,7 +17,6 @@ file git does not track and that never changed, has no identity: it is never mer
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import re
@@ -234,20 +233,19 @@ def warm_later(identities: GitIdentities) -> None:
             _warmer.start()
 
 
-#: The warming thread, and the gits it starts, run this much nicer than the server: background work, after a
-#: search's rg (10), beside the background builder (15). At 10,000 roots its gits took a core for a minute.
-WARM_NICE = 15
+#: Roots warmed back to back; past them (a server of thousands of checkouts), the warming thread rests as
+#: long as each warm took, so that its gits take at most half a core from the first searches.
+WARM_BURST = 64
 
 
 def _warm_all() -> None:
-    with contextlib.suppress(OSError):  # Linux: this thread alone, and what it starts from now on
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + WARM_NICE))
+    warmed = 0
     while True:
         try:
             identities = _WARMING.get(timeout=1.0)
         except queue.Empty:
             return
+        started = time.monotonic()
         try:
             identities.warm()
         except Exception as exc:  # pragma: no cover - a root gone meanwhile: searched without a warm start
@@ -256,3 +254,6 @@ def _warm_all() -> None:
             get_logger("fedsearch.identity").warning(
                 "identities_warm_failed", root=identities.root, error=type(exc).__name__
             )
+        warmed += 1
+        if warmed > WARM_BURST:
+            time.sleep(time.monotonic() - started)
