@@ -44,10 +44,14 @@ def servers() -> Iterator[list[Server]]:
         server.close()
 
 
-def _nice(pid: int) -> int:
-    """A process's nice value now (``/proc/PID/stat``'s 19th field)."""
-    with open(f"/proc/{pid}/stat") as handle:
-        return int(handle.read().rpartition(")")[2].split()[16])
+def _nice(pid: int) -> int | None:
+    """A process's nice value now (``/proc/PID/stat``'s 19th field); None once it has ended (an rg of the
+    builder's, between listing the tree and reading this)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rpartition(")")[2].split()[16])
+    except OSError:
+        return None
 
 
 class TestNothingOutlivesItsServer:
@@ -66,7 +70,7 @@ class TestNothingOutlivesItsServer:
         wait_until("the builder's workers at work", lambda: server.builder_workers() >= 2)
         procs = server.tree()
         assert len(procs) >= 4  # the server, its builder, two workers
-        nices = {pid: _nice(pid) for pid, _ in procs}
+        nices = {pid: nice for pid, _ in procs if (nice := _nice(pid)) is not None}
         assert nices.pop(server.proc.pid) == 0
         assert any(n == BUILDER_NICE for n in nices.values())  # the builder and its workers: after a search's rg
         assert all(n >= SCAN_NICE for n in nices.values())
