@@ -179,9 +179,9 @@ class ContentIndex:
         #: The checkouts whose engine is open, least recently searched first, and their files together.
         self._open: OrderedDict[str, int] = OrderedDict()
         self._mapped = 0
-        self._count_lock = threading.Lock()
-        self._drained_for: SearchQuery | None = None  # the query whose search drained the watcher last
         self._open_lock = threading.Lock()  # guards the two above only: never held while taking a view's lock
+        self._count_lock = threading.Lock()  # guards ``outcomes``: several threads narrow at once
+        self._drained_for: SearchQuery | None = None  # the query whose search drained the watcher last
         if follow:
             self.follow()
 
@@ -375,7 +375,7 @@ class ContentIndex:
                     victim.reader.close()
                 finally:
                     victim.lock.release()
-            else:  # being searched: counted again when it next is
+            else:  # being searched now: kept open, counted again as the least recently searched
                 with self._open_lock:
                     if victim.root not in self._open:
                         self._open[victim.root] = victim.reader.mapped
