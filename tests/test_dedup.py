@@ -377,3 +377,44 @@ def test_git_is_run_without_subprocess_and_its_failures_are_none() -> None:
     assert _output(["false"], env, 5.0) is None
     assert _output(["fedsearch-no-such-program"], env, 5.0) is None
     assert _output(["sleep", "30"], env, 0.2) is None  # sleep ends well (0): None says it was killed
+
+
+def test_the_identity_warmer_waits_while_a_search_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Background warming makes way for searches: while one runs in the process, the warming thread starts
+    no git (it waits up to WARM_YIELD_S a root); once none runs, it warms the root."""
+    import threading
+
+    from adapters.ripgrep import identity
+    from gateway.serving import IDLE
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "a.py"], check=True)
+    warmed = threading.Event()
+
+    class Probe(GitIdentities):
+        def warm(self) -> int:
+            warmed.set()
+            return super().warm()
+
+    monkeypatch.setattr(identity, "WARM_YIELD_S", 60.0)  # longer than the test waits: only the search's end frees it
+    IDLE.begin()
+    try:
+        identity.warm_later(Probe(str(repo)))
+        assert not warmed.wait(1.0)  # a search runs: nothing warmed
+    finally:
+        IDLE.end()
+    assert warmed.wait(30.0)  # none runs: warmed at once
+    monkeypatch.setattr(identity, "WARM_YIELD_S", 0.2)
+    again = tmp_path / "again"
+    again.mkdir()
+    subprocess.run(["git", "init", "-q", str(again)], check=True)
+    warmed.clear()
+    IDLE.begin()
+    try:
+        identity.warm_later(Probe(str(again)))
+        assert warmed.wait(30.0)  # under constant load it still gets on, after WARM_YIELD_S
+    finally:
+        IDLE.end()

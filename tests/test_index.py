@@ -314,6 +314,50 @@ class TestBuilder:
             second.stop()
         assert all(p is not None and p.returncode is not None for p in procs)
 
+    def test_the_spec_is_sent_without_holding_the_server(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A spec larger than a pipe holds (3,000 checkouts) is sent while the builder is still importing:
+        start() returns before the builder reads a byte, a request meanwhile is dropped, not sent before the
+        spec, and the builder then reads the whole spec as its first line."""
+        import json
+        import subprocess
+        import sys
+        import threading
+
+        import gateway.index.background as background
+
+        go, out = tmp_path / "go", tmp_path / "spec.json"
+        child = (
+            "import os, sys, time\n"
+            "while not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+            "line = sys.stdin.buffer.readline()\n"
+            "open(sys.argv[2] + '.tmp', 'wb').write(line); os.rename(sys.argv[2] + '.tmp', sys.argv[2])\n"
+            "sys.stdin.buffer.read()\n"
+        )
+        real = subprocess.Popen
+
+        def slow_builder(argv: list[str], **kwargs: object) -> subprocess.Popen[bytes]:
+            return real([sys.executable, "-c", child, str(go), str(out)], **kwargs)  # type: ignore[call-overload,no-any-return]
+
+        monkeypatch.setattr(background.subprocess, "Popen", slow_builder)
+        sources = [Source(f"ns{i}", str(tmp_path / "src" / f"checkout-{i:05d}")) for i in range(3000)]
+        builder = BuilderProcess(str(tmp_path / "idx"), sources, refresh_s=60)
+        started = threading.Thread(target=builder.start, daemon=True)
+        try:
+            started.start()
+            started.join(20.0)
+            assert not started.is_alive()  # returned: the builder has not read a byte of its spec
+            assert not out.exists()
+            builder.prioritise("ns0", ["a.py"])  # the spec is not all in the pipe: dropped
+            go.touch()
+            deadline = time.monotonic() + 30
+            while not out.exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            spec = json.loads(out.read_bytes())
+            assert len(spec["sources"]) == 3000 and spec["sources"][-1]["root"] == sources[-1].root
+        finally:
+            go.touch()
+            builder.stop()
+
 
 class TestConcurrentWriters:
     def test_a_busy_database_fails_a_write_fast_not_a_read(self, tmp_path: Path) -> None:

@@ -236,15 +236,25 @@ def warm_later(identities: GitIdentities) -> None:
 #: Roots warmed back to back; past them (a server of thousands of checkouts), the warming thread rests as
 #: long as each warm took, so that its gits take at most half a core from the first searches.
 WARM_BURST = 64
+#: While a search runs in this process, the warming thread waits before its next root (its git and its
+#: parsing take a core and the GIL from the search), at most this long a root: under constant load it goes on.
+WARM_YIELD_S = 1.0
+_YIELD_STEP_S = 0.01
 
 
 def _warm_all() -> None:
+    from gateway.serving import IDLE  # the searches running in this process (a server's: the CLI never warms)
+
     warmed = 0
     while True:
         try:
             identities = _WARMING.get(timeout=1.0)
         except queue.Empty:
             return
+        waited = 0.0
+        while IDLE.active and waited < WARM_YIELD_S:
+            time.sleep(_YIELD_STEP_S)
+            waited += _YIELD_STEP_S
         started = time.monotonic()
         try:
             identities.warm()

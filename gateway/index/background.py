@@ -330,6 +330,8 @@ class BuilderProcess:
             directory, sources, refresh_s, workers, once, content, max_bytes=max_bytes, keep_days=keep_days
         )
         self.proc: subprocess.Popen[bytes] | None = None
+        #: Set once the spec is all in the pipe (requests go after it; until then they are dropped).
+        self._sent = threading.Event()
 
     @property
     def pid(self) -> int | None:
@@ -358,17 +360,36 @@ class BuilderProcess:
                 process_group=0,  # its group holds all it starts; a terminal's Ctrl-C is this process's to handle
             )
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(spec).encode() + b"\n")
-            self.proc.stdin.flush()
-            os.set_blocking(self.proc.stdin.fileno(), False)
+            self._sent.clear()
+            # Sent from a thread: the builder reads it once its imports are done, and a spec larger than the
+            # pipe (10,000 checkouts: 800 KB) would hold the server's start that long. The thread writes to
+            # its own copy of the descriptor: closed by stop() meanwhile, the number could be another file's.
+            fd = os.dup(self.proc.stdin.fileno())
+            data = json.dumps(spec).encode() + b"\n"
+            threading.Thread(target=self._send, args=(fd, data), name="fedsearch-builder-spec", daemon=True).start()
         except OSError as exc:
             log.warning("index_builder_failed", error=exc.strerror or str(exc))
             self.stop()
 
+    def _send(self, fd: int, data: bytes) -> None:
+        """Write the spec to the builder's stdin (its copy ``fd``, closed after), then let requests follow it
+        without blocking; nothing when the builder ended meanwhile."""
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(fd, view) :]
+            os.set_blocking(fd, False)  # the pipe's: the requests' writes never block the event loop
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+        self._sent.set()
+
     def prioritise(self, namespace: str, paths: Sequence[str]) -> None:
-        """Ask for files to be indexed first (dropped if the pipe is full: the next pass takes them)."""
+        """Ask for files to be indexed first (dropped if the pipe is full, or the spec not all sent yet: the
+        next pass takes them)."""
         proc = self.proc
-        if proc is None or proc.stdin is None or proc.poll() is not None:
+        if proc is None or proc.stdin is None or proc.poll() is not None or not self._sent.is_set():
             return
         data = b"".join(json.dumps([namespace, p]).encode() + b"\n" for p in paths)
         with contextlib.suppress(OSError):

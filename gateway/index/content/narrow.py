@@ -77,6 +77,9 @@ PROBE_S = 5.0
 log = get_logger("fedsearch.index")
 
 
+_making = threading.Lock()  # a view's reader is made once, whichever thread asks first
+
+
 class RootView:
     """One checkout's content index as this process sees it."""
 
@@ -86,7 +89,7 @@ class RootView:
         self.proven_for: Manifest | None = None  # the manifest whose bitset its column holds
         self._scanned_always: tuple[Manifest, bool] | None = None
         self.folder = root_dir(directory, root)
-        self.reader = Reader(self.folder)
+        self._reader: Reader | None = None  # made when first asked for (most are not, soon after a start)
         self.lock = threading.Lock()
         self.state: State | None = None
         self._state_seen: tuple[int, int, int] | None = None
@@ -107,6 +110,17 @@ class RootView:
         self.watched_for: Manifest | None = None  # the manifest whose folders are all watched
         self.broken = ""  # the engine could not be read: why
         self.disagrees = False  # the engine open was not the commit its manifest describes, at the last search
+
+    @property
+    def reader(self) -> Reader:
+        """Its engine as searches read it (one for the view's life)."""
+        reader = self._reader
+        if reader is None:
+            with _making:
+                reader = self._reader
+                if reader is None:
+                    reader = self._reader = Reader(self.folder)
+        return reader
 
     def sync_state(self) -> State | None:
         seen = signature(os.path.join(self.folder, STATE))

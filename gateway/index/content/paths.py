@@ -45,7 +45,16 @@ def _tantivy_version() -> str:
 
 def content_dir(directory: str) -> str:
     """This version's folder of content indexes under ``[index] dir``."""
-    return os.path.join(os.path.expanduser(directory), f"content-{FORMAT}-tantivy-{_tantivy_version()}")
+    key = (directory, FORMAT)
+    found = _content_dirs.get(key)
+    if found is None:  # asked once a checkout (10,000 at a server's start): worked out once a folder
+        found = os.path.join(os.path.expanduser(directory), f"content-{FORMAT}-tantivy-{_tantivy_version()}")
+        if len(_content_dirs) < 64:  # a test makes a folder each: only so many remembered
+            _content_dirs[key] = found
+    return found
+
+
+_content_dirs: dict[tuple[str, int], str] = {}
 
 
 def digest(path: str) -> str:
