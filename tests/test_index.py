@@ -316,8 +316,9 @@ class TestBuilder:
 
     def test_the_spec_is_sent_without_holding_the_server(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         """A spec larger than a pipe holds (3,000 checkouts) is sent while the builder is still importing:
-        start() returns before the builder reads a byte, a request meanwhile is dropped, not sent before the
-        spec, and the builder then reads the whole spec as its first line."""
+        start() returns before the builder reads a byte (already at BUILDER_NICE: its imports go after the
+        server's), a request meanwhile is dropped, not sent before the spec, and the builder then reads the
+        whole spec as its first line."""
         import json
         import subprocess
         import sys
@@ -347,6 +348,8 @@ class TestBuilder:
             started.join(20.0)
             assert not started.is_alive()  # returned: the builder has not read a byte of its spec
             assert not out.exists()
+            nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + background.BUILDER_NICE)
+            assert builder.pid is not None and os.getpriority(os.PRIO_PROCESS, builder.pid) == nice  # from its start
             builder.prioritise("ns0", ["a.py"])  # the spec is not all in the pipe: dropped
             go.touch()
             deadline = time.monotonic() + 30
@@ -354,6 +357,7 @@ class TestBuilder:
                 time.sleep(0.02)
             spec = json.loads(out.read_bytes())
             assert len(spec["sources"]) == 3000 and spec["sources"][-1]["root"] == sources[-1].root
+            assert spec["nice"] == nice
         finally:
             go.touch()
             builder.stop()

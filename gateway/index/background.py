@@ -121,8 +121,11 @@ def main() -> int:
     hung_up = watch_stdin(sys.stdin.fileno())
     directory = os.path.expanduser(spec["dir"])
     sources = [Source(s["namespace"], s["root"], tuple(s.get("exclude", ()))) for s in spec["sources"]]
-    with contextlib.suppress(OSError):
-        os.nice(BUILDER_NICE)
+    with contextlib.suppress(OSError):  # its parent set it as it started (``nice``): never back up
+        mine = os.getpriority(os.PRIO_PROCESS, 0)
+        wanted = int(spec["nice"]) if "nice" in spec else mine + BUILDER_NICE
+        if wanted > mine:
+            os.setpriority(os.PRIO_PROCESS, 0, min(19, wanted))
     requests = _Requests(sys.stdin.fileno(), hung_up)
     names: dict[str, list[str]] = {}
     for source in sources:
@@ -352,6 +355,7 @@ class BuilderProcess:
         spec = dict(self.spec)
         if threading.current_thread() is threading.main_thread():
             spec["parent"] = os.getpid()
+        spec["nice"] = nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + BUILDER_NICE)
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "gateway.index"],
@@ -359,6 +363,8 @@ class BuilderProcess:
                 stdout=subprocess.DEVNULL,
                 process_group=0,  # its group holds all it starts; a terminal's Ctrl-C is this process's to handle
             )
+            with contextlib.suppress(OSError):  # nice from its first instruction: its imports (a second of CPU)
+                os.setpriority(os.PRIO_PROCESS, self.proc.pid, nice)  # go after a starting server's, not beside
             assert self.proc.stdin is not None
             self._sent.clear()
             # Sent from a thread: the builder reads it once its imports are done, and a spec larger than the
