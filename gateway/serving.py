@@ -82,8 +82,13 @@ IDLE = IdleCollector()
 
 
 def settle_heap() -> None:
-    """Freeze what is alive now and collect young garbage rarely (call once, before serving)."""
-    gc.collect()
+    """Freeze what is alive now and collect young garbage rarely (call once, before serving).
+
+    The young generations are collected first, not the whole heap: a server over 10,000 namespaces
+    holds ~380,000 tracked objects, and a full collection of them took 266 ms of its start and found
+    nothing the young ones had not (cyclic garbage old enough to be in the oldest generation is rare
+    at start, and would stay frozen: bounded, never growing)."""
+    gc.collect(1)
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     IDLE.enable()

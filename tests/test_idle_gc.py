@@ -111,3 +111,39 @@ async def test_a_search_through_the_service_ends_idle_and_collects(
         assert sum(collector.collections) == 1
     finally:
         await service.aclose()
+
+
+class _Node:
+    """An object in a reference cycle (freed only by a collection), weakly referable."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_settling_the_heap_collects_the_young_and_freezes_the_rest() -> None:
+    """Before serving: young cyclic garbage is collected, what lives is frozen (never walked again), and the
+    whole heap is not collected (at 10,000 namespaces that cost 266 ms of the start and found nothing more)."""
+    import weakref
+
+    from gateway import serving
+
+    generations: list[int] = []
+
+    def seen(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    saved, enabled = gc.get_threshold(), serving.IDLE.enabled
+    gone = weakref.ref(_Node())  # young cyclic garbage at once
+    gc.callbacks.append(seen)
+    try:
+        serving.settle_heap()
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.callbacks.remove(seen)
+        gc.unfreeze()
+        gc.set_threshold(*saved)
+        serving.IDLE.enabled = enabled
+    assert gone() is None
+    assert frozen > 0
+    assert generations and max(generations) <= 1
