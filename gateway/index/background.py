@@ -123,7 +123,7 @@ def main() -> int:
     sources = [Source(s["namespace"], s["root"], tuple(s.get("exclude", ()))) for s in spec["sources"]]
     with contextlib.suppress(OSError):  # its parent set it as it started (``nice``): never back up
         mine = os.getpriority(os.PRIO_PROCESS, 0)
-        wanted = int(spec["nice"]) if "nice" in spec else mine + BUILDER_NICE
+        wanted = int(spec.get("nice", mine + BUILDER_NICE))
         if wanted > mine:
             os.setpriority(os.PRIO_PROCESS, 0, min(19, wanted))
     requests = _Requests(sys.stdin.fileno(), hung_up)

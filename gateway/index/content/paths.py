@@ -8,6 +8,7 @@ worth reading (:func:`usable_bytes`); the layout inside each folder is
 
 from __future__ import annotations
 
+import functools
 import os
 
 from gateway.index.realpaths import real_root
@@ -45,16 +46,12 @@ def _tantivy_version() -> str:
 
 def content_dir(directory: str) -> str:
     """This version's folder of content indexes under ``[index] dir``."""
-    key = (directory, FORMAT)
-    found = _content_dirs.get(key)
-    if found is None:  # asked once a checkout (10,000 at a server's start): worked out once a folder
-        found = os.path.join(os.path.expanduser(directory), f"content-{FORMAT}-tantivy-{_tantivy_version()}")
-        if len(_content_dirs) < 64:  # a test makes a folder each: only so many remembered
-            _content_dirs[key] = found
-    return found
+    return _content_dir(directory, FORMAT)
 
 
-_content_dirs: dict[tuple[str, int], str] = {}
+@functools.lru_cache(maxsize=64)  # asked once a checkout (10,000 at a server's start): worked out once a folder
+def _content_dir(directory: str, version: int) -> str:
+    return os.path.join(os.path.expanduser(directory), f"content-{version}-tantivy-{_tantivy_version()}")
 
 
 def digest(path: str) -> str:

@@ -240,16 +240,12 @@ class Verifier:
         self._bad: dict[str, tuple[Signature, str]] = {}  # files found damaged: their signature then, and why
         self._record = _Record()
         self._record_seen: Signature | None = None
-        #: (full path, signature) of every file of ``files`` (None: one of them was not found whole), made once
-        #: a verify: :meth:`unchanged` runs at every search of every checkout (1,248 of them: a join each cost more
-        #: than the stat).
-        self._looked: tuple[tuple[str, Signature], ...] | None = None
 
     def verify(self, *, own: bool = False) -> Meta:
         """The engine's meta.json, once every file it names is found whole; raises :class:`EngineDamaged`
         saying why not (OSError: no meta.json to read). ``own``: the builder that just wrote the engine (the
         record is about to be replaced: its meta.json is not held to it)."""
-        self.files, self._looked = None, None
+        self.files = None
         with open(os.path.join(self.engine, META), "rb") as handle:
             data = handle.read()
         meta = parse_meta(data)
@@ -281,15 +277,14 @@ class Verifier:
         self._bad.clear()
         self.files = meta.files
         self._verified = _Record(meta.opstamp, digest)
-        known = self.known
-        if all(name in known for name in meta.files):
-            self._looked = tuple((os.path.join(self.engine, name), known[name]) for name in meta.files)
         return meta
 
     def unchanged(self) -> bool:
         """Whether every file the last :meth:`verify` found whole is still as it was (one ``stat`` each)."""
-        looked = self._looked
-        return looked is not None and all(file_signature(path) == seen for path, seen in looked)
+        known, files = self.known, self.files
+        return files is not None and all(
+            name in known and file_signature(os.path.join(self.engine, name)) == known[name] for name in files
+        )
 
     def record(self) -> None:
         """Keep what the last :meth:`verify` found beside the engine (a builder's, once its writer closed):
@@ -302,7 +297,7 @@ class Verifier:
 
     def forget(self) -> None:
         """Nothing verified (the engine was deleted)."""
-        self.known, self.files, self._verified, self._looked = {}, None, _Record(), None
+        self.known, self.files, self._verified = {}, None, _Record()
         self._bad.clear()
 
     def _load_record(self) -> _Record:
