@@ -24,6 +24,13 @@ compare CPU a request. CPU a request is printed twice: used in the gateway's own
 used from the start of each of its windows to the start of its next one (the last: SETTLE_S
 after the last round), which counts what a thread does after the window (a traced gateway's
 batch processor exports up to 5 s later, possibly while another gateway is loaded).
+
+``--interleave STEPS`` measures CPU a request finer still: STEPS steps, each sending BURST
+requests at once to each gateway in turn (the order reversed every other step), so that a
+second's drift in the machine's speed weighs on every gateway alike; each gateway's CPU is read
+from ``/proc`` before each of BLOCKS blocks of steps and SETTLE_S after the last. Printed: CPU
+a request over the whole run, its ratio to this tree, and the blocks' own ratios (min, median,
+max: the spread a single shorter run would show).
 """
 
 from __future__ import annotations
@@ -46,6 +53,9 @@ PY = sys.executable
 BODY = b'{"query": "register_widget"}'
 #: Wait after the last round: the batch span processor exports what is left within 5 s.
 SETTLE_S = 6.0
+#: ``--interleave``: requests sent at once to a gateway in a step, and the blocks the steps make.
+BURST = 16
+BLOCKS = 10
 
 
 def free_ports(n: int) -> list[int]:
@@ -110,6 +120,54 @@ async def load(url: str, connections: int, seconds: float) -> tuple[float, list[
     return len(latencies) / elapsed, latencies
 
 
+async def burst(session: aiohttp.ClientSession, url: str, n: int) -> None:
+    """``n`` searches at once, each answered 200."""
+
+    async def one() -> None:
+        async with session.post(url + "/v1/search", data=BODY) as resp:
+            await resp.read()
+            assert resp.status == 200
+
+    await asyncio.gather(*(one() for _ in range(n)))
+
+
+async def interleave(gateways: dict[str, str], pids: dict[str, int], steps: int) -> None:
+    """CPU a request, each step sending BURST searches to every gateway in turn (see the module's doc)."""
+    names = [name for name in gateways if name in pids]
+    marks: dict[str, list[float]] = {name: [] for name in names}
+    per_block = max(1, steps // BLOCKS)
+    load_before = os.getloadavg()[0]
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BURST * len(names))) as session:
+        for step in range(steps):
+            if step % per_block == 0:
+                for name in names:
+                    marks[name].append(cpu_s(pids[name]))
+            for name in names[:: -1 if step % 2 else 1]:
+                await burst(session, gateways[name], BURST)
+    load_after = os.getloadavg()[0]
+    await asyncio.sleep(SETTLE_S)
+    for name in names:
+        marks[name].append(cpu_s(pids[name]))
+    sizes = [min(per_block, steps - start) * BURST for start in range(0, steps, per_block)]
+    print(
+        f"interleaved: {steps} steps of {BURST} searches to each gateway in turn, in {len(sizes)} blocks; "
+        f"{os.cpu_count()} cores; load {load_before:.1f} before, {load_after:.1f} after"
+    )
+    used = {
+        name: [(b - a) / n for a, b, n in zip(marks[name][:-1], marks[name][1:], sizes, strict=True)] for name in names
+    }
+    whole = {name: (marks[name][-1] - marks[name][0]) / (steps * BURST) for name in names}
+    for name in names:
+        line = f"{name:17} CPU a request {whole[name] * 1000:7.2f} ms (blocks {fmt(used[name], 'ms', 1000)})"
+        if name != "fedsearch":
+            blocks = sorted(a / b for a, b in zip(used[name], used["fedsearch"], strict=True))
+            line += (
+                f"; {whole[name] / whole['fedsearch']:.3f}x this tree's"
+                f" (blocks min {blocks[0]:.3f} med {statistics.median(blocks):.3f} max {blocks[-1]:.3f})"
+            )
+        print(line)
+
+
 def cpu_s(pid: int) -> float:
     """CPU seconds ``pid`` has used (user and system), from /proc: a figure the machine's other load
     moves far less than throughput."""
@@ -142,6 +200,7 @@ async def main() -> None:
     parser.add_argument("--files", type=int, default=100, help="files in each Zoekt answer")
     parser.add_argument("--together", action="store_true", help="load every gateway at once (CPU a request)")
     parser.add_argument("--no-p50", action="store_true", help="leave out the 1-connection latency")
+    parser.add_argument("--interleave", type=int, default=0, metavar="STEPS", help="CPU a request, interleaved")
     args = parser.parse_args()
     base = consecutive_ports(8)
     fed_port, naive_port, reuse_port, sink_port, traced_port = free_ports(5)
@@ -197,6 +256,9 @@ async def main() -> None:
         for url in gateways.values():
             await wait_ready(url)
             await load(url, 16, 1.0)  # warm
+        if args.interleave:
+            await interleave(gateways, pids, args.interleave)
+            return
         load_before = os.getloadavg()[0]
         rps: dict[str, list[float]] = {k: [] for k in gateways}
         p50: dict[str, list[float]] = {k: [] for k in gateways}
