@@ -26,7 +26,8 @@ after the last round), which counts what a thread does after the window (a trace
 batch processor exports up to 5 s later, possibly while another gateway is loaded).
 
 ``--interleave STEPS`` measures CPU a request finer still: STEPS steps, each sending BURST
-requests at once to each gateway in turn (the order reversed every other step), so that a
+requests at once to each gateway in turn (in an order drawn anew each step: a gateway loaded
+right after itself runs on warm caches, and a fixed order favours those at its ends), so that a
 second's drift in the machine's speed weighs on every gateway alike; each gateway's CPU is read
 from ``/proc`` before each of BLOCKS blocks of steps and SETTLE_S after the last. Printed: CPU
 a request over the whole run, its ratio to this tree, and the blocks' own ratios (min, median,
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -136,13 +138,14 @@ async def interleave(gateways: dict[str, str], pids: dict[str, int], steps: int)
     names = [name for name in gateways if name in pids]
     marks: dict[str, list[float]] = {name: [] for name in names}
     per_block = max(1, steps // BLOCKS)
+    rng = random.Random(54)
     load_before = os.getloadavg()[0]
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=BURST * len(names))) as session:
         for step in range(steps):
             if step % per_block == 0:
                 for name in names:
                     marks[name].append(cpu_s(pids[name]))
-            for name in names[:: -1 if step % 2 else 1]:
+            for name in rng.sample(names, len(names)):
                 await burst(session, gateways[name], BURST)
     load_after = os.getloadavg()[0]
     await asyncio.sleep(SETTLE_S)

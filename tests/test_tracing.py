@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -336,6 +337,32 @@ class TestCollectorDown:
         assert await front.exit_code() == 0
         assert len(front.find("tracing_export_failed")) == 1
         assert not [line for line in front.raw if "opentelemetry" in line]  # the SDK's own lines are muted
+
+    async def test_a_full_queue_is_said_once(self, tmp_path: Path, serve: Serve) -> None:
+        """A collector that takes the request and never answers holds the one export thread: the queue
+        (2 spans) fills and the SDK drops each new span with a warning of its own. It is said once, as
+        a line of ours, and every search still answers."""
+        root = corpus(tmp_path / "src", "alpha")
+        config = tmp_path / "front.toml"
+        with socket.socket() as hung:  # connections are taken (the backlog), never read nor answered
+            hung.bind(("127.0.0.1", 0))
+            hung.listen(64)
+            endpoint = f"http://127.0.0.1:{hung.getsockname()[1]}/v1/traces"
+            config.write_text(
+                tracing_section(endpoint, "front", timeout_ms=2000, max_queue=2) + ripgrep_ns("alpha", root / "alpha")
+            )
+            front = await serve("--config", str(config), env=FAST_EXPORT)
+            for _ in range(8):  # 3 spans a search at least
+                answer, _ = await search(front.url)
+                assert [r["namespace"] for r in answer["files"]] == ["alpha"]
+            await front.event("tracing_spans_dropped")
+            for _ in range(4):
+                answer, _ = await search(front.url)
+                assert answer["files"]
+            front.signal(signal.SIGTERM)
+            assert await front.exit_code() == 0
+        assert len(front.find("tracing_spans_dropped")) == 1
+        assert not [line for line in front.raw if "opentelemetry" in line or "Queue full" in line]
 
 
 class TestMcpStdio:

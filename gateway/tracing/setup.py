@@ -7,6 +7,8 @@ by :mod:`gateway.tracing.encode`: :mod:`gateway.tracing.export`). A collector th
 that thread's problem alone: the exporter's retries sleep there, a search never waits for them.
 It is said once (``tracing_export_failed``, a warning) and again only after an export got
 through (``tracing_export_recovered``); the SDK's own exporter lines (one per retry) are muted.
+A full queue (the collector down or slow) drops each new span with a warning of the SDK's, one a
+span: it is said once instead (``tracing_spans_dropped``), as a line of ours.
 
 The provider is this process's own, not the SDK's global one: two services in one process
 (tests) do not fight over it, and :func:`stop` leaves nothing behind.
@@ -43,17 +45,20 @@ from gateway.tracing import spans as tracing
 from gateway.tracing.config import DEFAULT_SERVICE_NAME, TracingSettings
 from gateway.tracing.export import OtlpExporter
 
-__all__ = ["STOP_S", "HashedResource", "ParentOrAll", "WarnOnce", "start", "stop"]
+__all__ = ["QUEUE_LOGGER", "STOP_S", "DroppedOnce", "HashedResource", "ParentOrAll", "WarnOnce", "start", "stop"]
 
 #: The most a shutdown waits for the last spans to leave.
 STOP_S = 5.0
 #: The processor's batch (the SDK's default), never over the queue.
 _BATCH = 512
+#: The logger the SDK's batch processor warns with at each span a full queue drops ("Queue full, ...").
+QUEUE_LOGGER = "opentelemetry.sdk._shared_internal"
 
 log = get_logger("fedsearch.tracing")
 
 _provider: TracerProvider | None = None
 _exporter: WarnOnce | None = None
+_dropped: DroppedOnce | None = None
 
 
 class WarnOnce(SpanExporter):
@@ -89,6 +94,29 @@ class WarnOnce(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+class DroppedOnce(logging.Filter):
+    """The SDK's warning at each span a full queue drops (on :data:`QUEUE_LOGGER`), said once as a line of
+    ours; its other lines pass."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__()
+        self.endpoint = endpoint
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Queue full"):
+            return True
+        if not self.said:
+            self.said = True
+            log.warning(
+                "tracing_spans_dropped",
+                endpoint=self.endpoint,
+                detail="the span queue is full (the collector down or slow): new spans are dropped until "
+                "it drains; searches are not affected",
+            )
+        return False
 
 
 def _endpoint(settings: TracingSettings, env: Mapping[str, str]) -> str:
@@ -164,12 +192,13 @@ def _sampler(settings: TracingSettings) -> Sampler | None:
 
 def start(settings: TracingSettings, env: Mapping[str, str] | None = None) -> None:
     """Record spans from now on and export them (again: the previous provider is replaced)."""
-    global _provider, _exporter
+    global _provider, _exporter, _dropped
     env = os.environ if env is None else env
     if _provider is not None:
         _provider.shutdown()
     logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)  # one line of ours, not one a retry
     endpoint = _endpoint(settings, env)
+    _mute_drops(DroppedOnce(endpoint))
     exporter = WarnOnce(OtlpExporter(endpoint=endpoint, timeout=settings.timeout_s), endpoint)
     queue = settings.max_queue
     processor = BatchSpanProcessor(
@@ -182,6 +211,17 @@ def start(settings: TracingSettings, env: Mapping[str, str] | None = None) -> No
     _provider, _exporter = provider, exporter
     tracing.install(provider.get_tracer("fedsearch"), query=settings.record_query)
     log.info("tracing_started", endpoint=endpoint)
+
+
+def _mute_drops(dropped: DroppedOnce | None) -> None:
+    """``dropped`` (None: nothing) in place of the filter the last start put on :data:`QUEUE_LOGGER`."""
+    global _dropped
+    queue_log = logging.getLogger(QUEUE_LOGGER)
+    if _dropped is not None:
+        queue_log.removeFilter(_dropped)
+    _dropped = dropped
+    if dropped is not None:
+        queue_log.addFilter(dropped)
 
 
 def _shutdown(provider: TracerProvider, exporter: WarnOnce | None) -> None:
@@ -197,6 +237,7 @@ async def stop() -> None:
     provider, exporter = _provider, _exporter
     tracing.uninstall()
     _provider = _exporter = None
+    _mute_drops(None)
     if provider is None:
         return
     loop = asyncio.get_running_loop()
