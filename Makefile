@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/local.py --http
 	$(BIN)/python bench/local.py --http --copies 4
 	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/overhead.py --no-naive --tracing --interleave 400
 	$(BIN)/python bench/overhead_wrk.py
 	$(BIN)/python bench/namespaces.py --namespaces 100
 	$(BIN)/python bench/namespaces.py
