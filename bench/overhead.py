@@ -101,6 +101,13 @@ async def wait_ready(url: str, timeout: float = 30.0) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
+async def search(session: aiohttp.ClientSession, url: str) -> None:
+    """One search, answered 200."""
+    async with session.post(url + "/v1/search", data=BODY) as resp:
+        await resp.read()
+        assert resp.status == 200
+
+
 async def load(url: str, connections: int, seconds: float) -> tuple[float, list[float]]:
     """Requests per second with ``connections`` concurrent clients, and every latency."""
     latencies: list[float] = []
@@ -111,26 +118,13 @@ async def load(url: str, connections: int, seconds: float) -> tuple[float, list[
         async def worker() -> None:
             while time.monotonic() < stop:
                 started = time.perf_counter()
-                async with session.post(url + "/v1/search", data=BODY) as resp:
-                    await resp.read()
-                    assert resp.status == 200
+                await search(session, url)
                 latencies.append(time.perf_counter() - started)
 
         started = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(connections)))
         elapsed = time.monotonic() - started
     return len(latencies) / elapsed, latencies
-
-
-async def burst(session: aiohttp.ClientSession, url: str, n: int) -> None:
-    """``n`` searches at once, each answered 200."""
-
-    async def one() -> None:
-        async with session.post(url + "/v1/search", data=BODY) as resp:
-            await resp.read()
-            assert resp.status == 200
-
-    await asyncio.gather(*(one() for _ in range(n)))
 
 
 async def interleave(gateways: dict[str, str], pids: dict[str, int], steps: int) -> None:
@@ -146,7 +140,7 @@ async def interleave(gateways: dict[str, str], pids: dict[str, int], steps: int)
                 for name in names:
                     marks[name].append(cpu_s(pids[name]))
             for name in rng.sample(names, len(names)):
-                await burst(session, gateways[name], BURST)
+                await asyncio.gather(*(search(session, gateways[name]) for _ in range(BURST)))
     load_after = os.getloadavg()[0]
     await asyncio.sleep(SETTLE_S)
     for name in names:
