@@ -22,11 +22,11 @@ from hypothesis import strategies as st
 
 from gateway.config import parse_config
 from gateway.index.content import fresh, records
-from gateway.index.content.grams import file_grams
+from gateway.index.content.grams import QUAD, file_grams
 from gateway.index.content.layout import read_manifest, root_dir
 from gateway.index.content.narrow import ContentIndex
 from gateway.index.content.plan import plan
-from gateway.index.content.summary import BYTES, Table, add_words, empty
+from gateway.index.content.summary import BYTES, Quads, Table, add_words, empty
 from gateway.index.files import find_rg
 from gateway.models import SearchQuery
 from gateway.query.request import parse_request
@@ -56,6 +56,23 @@ def bitset(texts: list[bytes]) -> bytes:
     return bytes(bits)
 
 
+def quad_bitset(tmp_path: Path, texts: list[bytes]) -> bytes:
+    """A checkout's quad bitset as the builder's worker makes it: each file read, its quads put in a batch's."""
+    quads = Quads()
+    for n, text in enumerate(texts):
+        (tmp_path / f"f{n}").write_bytes(text)
+        assert records.read_record(str(tmp_path), f"f{n}", quads) is not None
+    return quads.bits()
+
+
+def plans(text: str, case_sensitive: bool, regex: bool = False) -> tuple[Any, Any]:
+    """A search's plan over grams and over quads."""
+    return (
+        plan(text, regex=regex, case_sensitive=case_sensitive),
+        plan(text, regex=regex, case_sensitive=case_sensitive, width=QUAD),
+    )
+
+
 class TestBitset:
     @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
@@ -63,25 +80,27 @@ class TestBitset:
         st.data(),
         st.booleans(),
     )
-    def test_never_rules_out_a_checkout_that_holds_a_match(self, texts: list[str], data: Any, case: bool) -> None:
+    def test_never_rules_out_a_checkout_that_holds_a_match(
+        self, tmp_path_factory: pytest.TempPathFactory, texts: list[str], data: Any, case: bool
+    ) -> None:
         """Whatever a file holds, a literal cut from it (or any literal some file matches, in either case)
-        is allowed by the checkout's bitset: the bitset can only rule out what cannot match."""
+        is allowed by the checkout's bitsets, of grams and of quads: they can only rule out what cannot match."""
         raw = [t.encode() for t in texts]
         chosen = data.draw(st.sampled_from(texts))
         start = data.draw(st.integers(0, max(0, len(chosen) - 1)))
         literal = chosen[start : start + data.draw(st.integers(1, 12))] or "a"
-        need = plan(literal, regex=False, case_sensitive=case)
+        need, quads = plans(literal, case)
         if need is None:
             return  # nothing to require: never ruled out, by construction
         table = Table(1)
-        table.put(0, bitset(raw))
+        table.put(0, bitset(raw), quad_bitset(tmp_path_factory.mktemp("files"), raw))
         matched = any(
             (literal in t) if case else (literal.casefold() in t.casefold() or _simple_fold(literal) in _simple_fold(t))
             for t in texts
             if "\0" not in t  # a NUL in its first 64 KiB: rg prints nothing of the file
         )
         if matched:
-            assert table.possible(need)[0]
+            assert table.possible(need, quads)[0]
 
     def test_a_file_of_one_kelvin_sign_is_read(self) -> None:
         """Found by the property above: a 3-byte file holding KELVIN SIGN, read as ASCII, is one byte."""
@@ -99,6 +118,20 @@ class TestBitset:
         assert regex is not None
         assert table.possible(regex).tolist() == [False, True]
 
+    def test_quads_rule_out_what_trigrams_let_through(self, tmp_path: Path) -> None:
+        """A checkout holding every trigram of ``get_netrc_auth`` in other words passes the gram bitset, and
+        its quads rule it out; a checkout whose quads are not known is ruled out by its grams alone."""
+        scattered = b"get et_ t_n _ne net etr trc rc_ c_a _au aut uth\n"
+        table = Table(3)
+        table.put(0, bitset([scattered]), quad_bitset(tmp_path, [scattered]))
+        table.put(1, bitset([scattered]))  # a manifest written before quads were kept
+        table.put(2, bitset([b"def get_netrc_auth(url):\n"]), quad_bitset(tmp_path, [b"def get_netrc_auth(url):\n"]))
+        need, quads = plans("get_netrc_auth", case_sensitive=True)
+        assert table.possible(need).tolist() == [True, True, True]
+        assert table.possible(need, quads).tolist() == [False, True, True]
+        regex = plans(r"get_\w+_auth", case_sensitive=False, regex=True)
+        assert table.possible(*regex).tolist() == [False, True, True]
+
     def test_a_manifest_carries_its_bitset(self, tmp_path: Path, no_race: None) -> None:
         """The builder writes each checkout's bitset into its manifest (an empty file, a marker-only one and a
         file with a NUL beside the others: their words join into one list), and it grows with what is read."""
@@ -115,17 +148,19 @@ class TestBitset:
         build(tmp_path / "idx", repo)
         manifest = read_manifest(root_dir(str(tmp_path / "idx"), str(repo)))
         assert manifest is not None and manifest.grams is not None and len(manifest.grams) == BYTES
+        assert manifest.quads is not None and len(manifest.quads) == BYTES
         table = Table(1)
-        table.put(0, manifest.grams)
-        blueprint, pool = (plan(t, regex=False, case_sensitive=True) for t in ("register_blueprint", "QueuePool"))
-        assert blueprint is not None and pool is not None
-        assert table.possible(blueprint)[0] and not table.possible(pool)[0]
+        table.put(0, manifest.grams, manifest.quads)
+        blueprint, pool = (plans(t, case_sensitive=True) for t in ("register_blueprint", "QueuePool"))
+        assert blueprint[0] is not None and pool[0] is not None
+        assert table.possible(*blueprint)[0] and not table.possible(*pool)[0]
+        assert not table.possible(blueprint[0], plans("blueprint_register", True)[1])[0]  # its trigrams, not its quads
         (repo / "b.py").write_text("class QueuePool:\n    pass\n")
         build(tmp_path / "idx", repo)
         manifest = read_manifest(root_dir(str(tmp_path / "idx"), str(repo)))
         assert manifest is not None and manifest.grams is not None
-        table.put(0, manifest.grams)
-        assert table.possible(blueprint)[0] and table.possible(pool)[0]
+        table.put(0, manifest.grams, manifest.quads)
+        assert table.possible(*blueprint)[0] and table.possible(*pool)[0]
 
 
 def _simple_fold(text: str) -> str:
@@ -243,6 +278,29 @@ class TestRuledOut:
         assert index.ruled_out(roots, query("WORD_03", case_sensitive=False)) == [i != 3 for i in range(6)]
         assert index.ruled_out(roots, query(r"word_0[25]\(", mode="regex")) == [i not in (2, 5) for i in range(6)]
         assert index.outcomes["ruled_out"] >= 5
+
+    def test_quads_rule_out_trigrams_in_other_words(self, tmp_path: Path, no_race: None) -> None:
+        """A checkout holding every trigram of ``get_netrc_auth``, none of it in one word, is ruled out through
+        its quads; the checkout that holds the word is left, and rg agrees with both."""
+        scattered = git_repo(tmp_path / "scattered", {"a.txt": "get et_ t_n _ne net etr trc rc_ c_a _au aut uth\n"})
+        holding = git_repo(tmp_path / "holding", {"a.py": "def get_netrc_auth(url):\n    return None\n"})
+        repos = [scattered, holding]
+        for repo in repos:
+            build(tmp_path / "idx", repo)
+        index = ContentIndex(str(tmp_path / "idx"), [str(r) for r in repos], follow=True)
+        try:
+            _believed(index, [str(r) for r in repos])
+            table = index._table
+            assert table is not None and table.possible(index._plan(query("get_netrc_auth"))).tolist() == [True, True]
+            roots = [str(r) for r in repos]
+            assert index.ruled_out(roots, query("get_netrc_auth")) == [True, False]
+            assert index.ruled_out(roots, query("GET_NETRC_AUTH", case_sensitive=False)) == [True, False]
+        finally:
+            index.close()
+        rg = find_rg()
+        assert rg is not None
+        found = subprocess.run([rg, "-l", "get_netrc_auth", *roots], capture_output=True, text=True, check=False)
+        assert found.stdout.split() == [str(holding / "a.py")]
 
     def test_engines_searched_least_recently_are_let_go_of(
         self, following: tuple[ContentIndex, list[Path]], monkeypatch: pytest.MonkeyPatch

@@ -13,7 +13,7 @@ import re2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from gateway.index.content.grams import KELVIN, LONG_S, file_grams, fold, text_grams
+from gateway.index.content.grams import KELVIN, LONG_S, QUAD, file_grams, file_quads, fold, text_codes, text_grams
 from gateway.index.content.plan import MAX_GRAMS, MAX_OPTIONS, And, Gram, Need, Or, grams_of, plan, satisfied
 from tests.helpers import git_repo
 
@@ -130,11 +130,14 @@ def rg_files(repo: Path, texts: list[str], pattern: str, *, regex: bool, case_se
 
 
 def assert_sound(repo: Path, texts: list[str], pattern: str, *, regex: bool, case_sensitive: bool) -> dict[str, bytes]:
-    """Every file rg lists satisfies the plan; returns those files."""
+    """Every file rg lists satisfies the plan, over grams and over quads; returns those files."""
     need = plan(pattern, regex=regex, case_sensitive=case_sensitive)
+    quads = plan(pattern, regex=regex, case_sensitive=case_sensitive, width=QUAD)
     found = rg_files(repo, texts, pattern, regex=regex, case_sensitive=case_sensitive)
     for name, data in found.items():
         assert need is None or satisfied(need, file_grams(data)), (name, data, shown(need))
+        held = {int(code) for code in file_quads(data)}
+        assert quads is None or satisfied(quads, held), (name, data, {c.to_bytes(4, "little") for c in grams_of(quads)})
     return found
 
 
@@ -353,6 +356,30 @@ class TestNotVacuous:
         """An exact ASCII literal (three to forty characters) asks for every folded gram it has, and no other."""
         need = plan(text, regex=False, case_sensitive=case_sensitive)
         assert need is not None and grams_of(need) == text_grams(fold(text.encode()))
+
+    @given(st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=4, max_size=40), st.booleans())
+    def test_ascii_literal_asks_for_exactly_its_quads(self, text: str, case_sensitive: bool) -> None:
+        """Planned over quads, the same literal asks for every folded quad it has (four bytes, read as a
+        little-endian number, as the builder reads them), and no other."""
+        need = plan(text, regex=False, case_sensitive=case_sensitive, width=QUAD)
+        folded = fold(text.encode())
+        assert need is not None and grams_of(need) == set(text_codes(folded, QUAD))
+        assert grams_of(need) == {int(code) for code in file_quads(folded)}
+
+    def test_quads_of_a_regex(self) -> None:
+        """Over quads, a regex asks for the quads of what every match holds: three-byte pieces ask nothing,
+        an alternation is an Or, and a class of few characters is multiplied out."""
+        need = plan(r"def \w+_blueprint\(", regex=True, case_sensitive=True, width=QUAD)
+        pieces = set(text_codes(b"def ", QUAD)) | set(text_codes(b"_blueprint(", QUAD))
+        assert need is not None and grams_of(need) == pieces
+        assert plan(r"abc\w+xyz", regex=True, case_sensitive=True, width=QUAD) is None  # no four bytes known
+        either = plan("(?:pool|queue)x", regex=True, case_sensitive=True, width=QUAD)
+        assert isinstance(either, Or) and len(either.options) == 2
+        small = plan("get[ab]y", regex=True, case_sensitive=True, width=QUAD)
+        assert isinstance(small, Or) and {grams_of(o) for o in small.options} == {
+            frozenset(text_codes(b"getay", QUAD)),
+            frozenset(text_codes(b"getby", QUAD)),
+        }
 
     @settings(max_examples=150, deadline=None)
     @given(data=st.data(), texts=FILES, case=CASES)

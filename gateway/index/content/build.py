@@ -88,7 +88,7 @@ from gateway.index.content.layout import (
 )
 from gateway.index.content.paths import USABLE
 from gateway.index.content.records import Record, read_record
-from gateway.index.content.summary import add_words, empty
+from gateway.index.content.summary import Quads, add_words, empty, merge
 from gateway.index.content.verify import RECORD, EngineDamaged, Verifier
 from gateway.index.files import Source
 from gateway.index.lifetime import die_with_parent
@@ -328,7 +328,7 @@ class ContentBuilder:
             state = read_state(folder)
             if state is not None and state.complete:  # the engine was deleted with it: readers scan until built
                 self._forget(folder)
-            manifest = Manifest(root, grams=empty())
+            manifest = Manifest(root, grams=empty(), quads=empty())
         return manifest
 
     def _verifier(self, folder: str) -> Verifier:
@@ -367,7 +367,7 @@ class ContentBuilder:
         """The engine forgotten (logged), to be built again from nothing: the manifest to start from."""
         log.warning("content_index_rebuilt", root=root, reason=reason[:200])
         self._forget(folder)
-        return Manifest(root, grams=empty())
+        return Manifest(root, grams=empty(), quads=empty())
 
     def _forget(self, folder: str) -> None:
         """The state made incomplete (readers scan), then the manifest, the pending list, the record and the
@@ -453,9 +453,10 @@ class ContentBuilder:
         since_commit = 0
         done = True
         grams = bytearray(manifest.grams) if manifest.grams is not None else None  # grows, never shrinks
+        quads = bytearray(manifest.quads) if manifest.quads is not None else None  # the same
         try:
             told = progress or self.progress
-            for paths, records in self._read(source.root, changed):
+            for paths, records, batch_quads in self._read(source.root, changed):
                 told(stats.read + len(records), len(changed))
                 if writer is None:  # after the workers were forked: the writer starts threads
                     writer = self._writer(folder)
@@ -466,6 +467,8 @@ class ContentBuilder:
                     files.pop(path, None)
                 if grams is not None:
                     add_words(grams, [r.words for r in records if r.words is not None])
+                if quads is not None:
+                    merge(quads, batch_quads)
                 for record in records:
                     if record.words is not None:
                         writer.put(record.path, record.words)
@@ -475,7 +478,7 @@ class ContentBuilder:
                     since_commit += record.entry.size
                 if since_commit >= COMMIT_BYTES:
                     engine = self._commit(folder, writer, engine, touched)
-                    self._write_manifest(folder, source.root, files, manifest.folders, engine, grams)
+                    self._write_manifest(folder, source.root, files, manifest.folders, engine, grams, quads)
                     touched, since_commit = [], 0
                 if self.should_stop():
                     done = False
@@ -499,7 +502,7 @@ class ContentBuilder:
             folders = _folders(source.root, _with_parents(listed), listed_ns)
         elif done:
             folders.update(_folders(source.root, rels, listed_ns))
-        self._write_manifest(folder, source.root, files, folders, engine, grams)
+        self._write_manifest(folder, source.root, files, folders, engine, grams, quads)
         if listed is None:  # an update: the state keeps its listing time, its counts change
             self._finish(folder, None, None)
         return done
@@ -531,12 +534,13 @@ class ContentBuilder:
         except ValueError as exc:  # tantivy: a corrupt or foreign index
             raise Damaged(str(exc)) from exc
 
-    def _read(self, root: str, paths: Sequence[str]) -> Iterator[tuple[Sequence[str], list[Record]]]:
-        """``paths`` in batches, each with the records of those that still exist, read here or by the workers."""
+    def _read(self, root: str, paths: Sequence[str]) -> Iterator[tuple[Sequence[str], list[Record], bytes]]:
+        """``paths`` in batches, each with the records of those that still exist and the bitset of their quads,
+        read here or by the workers."""
         batches = [paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES)]
         if self.workers == 1 or (self._pool is None and len(paths) < 2 * BATCH_FILES):  # a pass's pool reads all
             for batch in batches:
-                yield batch, _read_batch(root, batch)
+                yield batch, *_read_batch(root, batch)
             return
         with self.pool() as pool:
             waiting = iter(batches)
@@ -548,7 +552,7 @@ class ContentBuilder:
                 following = next(waiting, None)
                 if following is not None:  # a few batches ahead, never all: their results wait in memory
                     pending.append((following, pool.submit(_read_batch, root, following)))
-                yield batch, future.result()
+                yield batch, *future.result()
 
     @contextlib.contextmanager
     def pool(self) -> Iterator[ProcessPoolExecutor]:
@@ -605,9 +609,12 @@ class ContentBuilder:
         folders: dict[str, Folder],
         engine: int,
         grams: bytearray | None,
+        quads: bytearray | None,
     ) -> None:
         held = bytes(grams) if grams is not None else None
-        write_atomic(os.path.join(folder, MANIFEST), encode_manifest(Manifest(root, files, folders, engine, held)))
+        kept = bytes(quads) if quads is not None else None
+        manifest = Manifest(root, files, folders, engine, held, kept)
+        write_atomic(os.path.join(folder, MANIFEST), encode_manifest(manifest))
 
     def _finish(self, folder: str, listed_ns: int | None, built_s: float | None) -> None:
         """The state after a pass (``listed_ns`` None: an update, which keeps the last listing time)."""
@@ -666,8 +673,10 @@ def _read_bytes(path: str) -> bytes | None:
         return None
 
 
-def _read_batch(root: str, paths: Sequence[str]) -> list[Record]:
-    return [r for r in (read_record(root, p) for p in paths) if r is not None]
+def _read_batch(root: str, paths: Sequence[str]) -> tuple[list[Record], bytes]:
+    quads = Quads()
+    records = [r for r in (read_record(root, p, quads) for p in paths) if r is not None]
+    return records, quads.bits()
 
 
 def _racy(entry: Entry) -> bool:

@@ -20,7 +20,7 @@ whitespace-separated words the index engine stores (4 characters each).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # numpy is the builder's: a search plans its grams without it (its import costs ~60 ms)
@@ -33,7 +33,9 @@ __all__ = [
     "GRAM",
     "KELVIN",
     "LONG_S",
+    "QUAD",
     "file_grams",
+    "file_quads",
     "fold",
     "text_codes",
     "text_grams",
@@ -43,6 +45,8 @@ __all__ = [
 
 #: Bytes in a gram.
 GRAM = 3
+#: Bytes in a quad: the four-byte grams a checkout's second bitset holds (:mod:`.summary`), read as grams are.
+QUAD = 4
 #: ASCII upper case to lower case; every other byte as it is.
 FOLD = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 #: The two non-ASCII characters that ``rg -i`` takes for ASCII letters, in UTF-8.
@@ -58,9 +62,10 @@ def fold(data: bytes) -> bytes:
     return data.translate(FOLD)
 
 
-def text_codes(data: bytes) -> list[int]:
-    """The grams of a short text (already folded where it should be), in order, repeats included."""
-    return [data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) for i in range(len(data) - GRAM + 1)]
+def text_codes(data: bytes, width: int = GRAM) -> list[int]:
+    """The grams (``width`` QUAD: quads) of a short text (already folded where it should be), in order,
+    repeats included: each ``width`` bytes read as one little-endian number."""
+    return [int.from_bytes(data[i : i + width], "little") for i in range(len(data) - width + 1)]
 
 
 def text_grams(data: bytes) -> set[int]:
@@ -85,15 +90,17 @@ class _Scratch:
         self.slots = np.zeros(1 << 24, dtype=np.int32)
         self.positions = np.arange(1 << 20, dtype=np.int32)
 
-    def codes(self, data: bytes) -> npt.NDArray[np.int32]:
-        """Every gram of ``data`` in order (repeats included): each position's next four bytes read as one
-        little-endian number (an unaligned strided view, no copy), the fourth masked off."""
+    def windows(self, data: bytes) -> npt.NDArray[np.uint32]:
+        """Each position's next four bytes of ``data`` (folded, a NUL after the last) read as one little-endian
+        number: an unaligned strided view, no copy. Masked to three bytes, a gram; the first ``len - 3``
+        whole, a quad."""
         import numpy as np
 
         folded = self.fold[np.frombuffer(data + b"\0", dtype=np.uint8)]
-        windows = np.ndarray(shape=(len(data) - GRAM + 1,), dtype="<u4", buffer=folded, strides=(1,))
-        codes: npt.NDArray[np.int32] = (windows & 0xFFFFFF).view(np.int32)
-        return codes
+        windows: npt.NDArray[np.uint32] = np.ndarray(
+            shape=(len(data) - GRAM + 1,), dtype="<u4", buffer=folded, strides=(1,)
+        )
+        return windows
 
     def distinct(self, codes: npt.NDArray[np.int32]) -> npt.NDArray[np.int32]:
         import numpy as np
@@ -127,19 +134,37 @@ def _tables() -> _Scratch:
     return _scratch
 
 
-def file_grams(data: bytes) -> npt.NDArray[np.int32]:
-    """The distinct grams of a file's bytes (both readings where it holds KELVIN SIGN or LONG S), unsorted."""
+def file_grams(data: bytes, quads: Callable[[npt.NDArray[np.uint32]], object] | None = None) -> npt.NDArray[np.int32]:
+    """The distinct grams of a file's bytes (both readings where it holds KELVIN SIGN or LONG S), unsorted;
+    its quads (:func:`file_quads`) handed to ``quads`` on the way, if given (one pass over the bytes for both)."""
     tables = _tables()
     if len(data) < GRAM:
         return tables.positions[:0]
-    codes = tables.codes(data)
+    readings = [data]
     if KELVIN in data or LONG_S in data:
-        import numpy as np
-
         ascii_read = data.replace(KELVIN, b"k").replace(LONG_S, b"s")  # a 3-byte sign becomes 1 byte
         if len(ascii_read) >= GRAM:
-            codes = np.concatenate((codes, tables.codes(ascii_read)))
-    return tables.distinct(codes)
+            readings.append(ascii_read)
+    codes = []
+    for reading in readings:
+        windows = tables.windows(reading)
+        codes.append((windows & 0xFFFFFF).view("<i4"))
+        if quads is not None and len(reading) >= QUAD:
+            quads(windows[: len(reading) - QUAD + 1])
+    if len(codes) == 1:
+        return tables.distinct(codes[0])
+    import numpy as np
+
+    return tables.distinct(np.concatenate(codes))
+
+
+def file_quads(data: bytes) -> npt.NDArray[np.uint32]:
+    """The quads of a file's bytes, as :func:`file_grams` hands them on (both readings), repeats included."""
+    import numpy as np
+
+    found: list[npt.NDArray[np.uint32]] = [np.empty(0, dtype=np.uint32)]
+    file_grams(data, found.append)
+    return np.concatenate(found).astype(np.uint32)
 
 
 def tokens(codes: npt.NDArray[np.int32] | Iterable[int]) -> str:

@@ -151,13 +151,15 @@ class Manifest(msgspec.Struct, frozen=True):
     """Every file of a checkout as the engine holds it, and every folder that holds one (root-relative);
     ``engine``: the engine's commit (tantivy's opstamp) it describes, 0 before the engine's first;
     ``grams``: the bitset of every gram given to the engine since it was built from nothing
-    (:mod:`~gateway.index.content.summary`), None where unknown."""
+    (:mod:`~gateway.index.content.summary`), None where unknown; ``quads``: the same of their quads
+    (four-byte grams), None where unknown (a manifest written before quads were kept)."""
 
     root: str
     files: dict[str, Entry] = {}
     folders: dict[str, Folder] = {}
     engine: int = 0
     grams: bytes | None = None
+    quads: bytes | None = None
 
 
 class Pending(msgspec.Struct, frozen=True):
@@ -240,6 +242,7 @@ def encode_manifest(manifest: Manifest) -> bytes:
         _folders_through(manifest.folders, encode_path),
         manifest.engine,
         manifest.grams,
+        manifest.quads,
     )
     return seal(_encoder.encode(kept))
 
@@ -307,8 +310,14 @@ def read_manifest(folder: str) -> Manifest | None:
         _keys(kept.files, decode_path),
         _folders_through(kept.folders, decode_path),
         kept.engine,
-        kept.grams if kept.grams is not None and len(kept.grams) == GRAM_BYTES else None,
+        _bitset(kept.grams),
+        _bitset(kept.quads),
     )
+
+
+def _bitset(bits: bytes | None) -> bytes | None:
+    """A bitset as read (None: not kept, or not :data:`GRAM_BYTES` long)."""
+    return bits if bits is not None and len(bits) == GRAM_BYTES else None
 
 
 def read_state(folder: str) -> State | None:

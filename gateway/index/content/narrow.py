@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.index.content import paths
 from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
+from gateway.index.content.grams import GRAM, QUAD
 from gateway.index.content.layout import (
     MANIFEST,
     STATE,
@@ -190,7 +191,7 @@ class ContentIndex:
         #: Each checkout's gram bitset, where it may be believed (a server's: :meth:`ruled_out`).
         self._table: Any = None
         self.outcomes: Counter[str] = Counter()  # "narrowed", or why a checkout was scanned
-        self._plans: dict[tuple[str, str, bool], Any] = {}
+        self._plans: dict[tuple[str, str, bool, int], Any] = {}
         self._small: bool | None = None  # not following: whether its checkouts are too small to be worth it
         self._watcher: Any = None
         self._watch_lock = threading.Lock()
@@ -415,6 +416,7 @@ class ContentIndex:
         need = self._plan(query)
         if need is None:
             return [False] * len(roots)
+        quads = self._plan(query, QUAD)
         self._drain()  # a change completed before the search began is seen: its checkout is not ruled out
         import numpy as np
 
@@ -422,7 +424,7 @@ class ContentIndex:
         columns = np.fromiter((views[r].column if r in views else -1 for r in roots), dtype=np.int64, count=len(roots))
         known = columns >= 0
         columns[~known] = 0
-        out = known & table.believed[columns] & ~table.possible(need)[columns]
+        out = known & table.believed[columns] & ~table.possible(need, quads)[columns]
         ruled = int(out.sum())
         if ruled:
             with self._count_lock:
@@ -441,18 +443,20 @@ class ContentIndex:
             table.believed[view.column] = False
             return
         if view.proven_for is not manifest:
-            table.put(view.column, manifest.grams)
+            table.put(view.column, manifest.grams, manifest.quads)
             view.proven_for = manifest
         table.believed[view.column] = True
 
-    def _plan(self, query: SearchQuery) -> Any:
-        key = (query.text, query.mode, query.case_sensitive)
+    def _plan(self, query: SearchQuery, width: int = GRAM) -> Any:
+        """What a file matching ``query`` holds, over grams (or quads: ``width`` QUAD), planned once."""
+        key = (query.text, query.mode, query.case_sensitive, width)
         if key not in self._plans:
             from gateway.index.content.plan import plan
 
             if len(self._plans) >= PLANS:
                 self._plans.pop(next(iter(self._plans)))
-            self._plans[key] = plan(query.text, regex=query.mode == "regex", case_sensitive=query.case_sensitive)
+            regex, sensitive = query.mode == "regex", query.case_sensitive
+            self._plans[key] = plan(query.text, regex=regex, case_sensitive=sensitive, width=width)
         return self._plans[key]
 
     def _ready(self, view: RootView) -> str:

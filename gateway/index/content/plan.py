@@ -23,6 +23,10 @@ Lookarounds, backreferences and anything unrecognised give ``None``. Plans are
 normalised and bounded: at most :data:`MAX_OPTIONS` options an :class:`Or` (more: always
 true) and :data:`MAX_GRAMS` grams a plan (grams are dropped from conjunctions only).
 
+The same analysis over quads (``width`` :data:`~gateway.index.content.grams.QUAD`: four-byte
+grams, cut and folded alike) plans a checkout's second bitset (:mod:`~gateway.index.content.summary`):
+its :class:`Gram` codes are then quads, and only that bitset is asked them.
+
 Soundness is over the bytes rg searches: a file rg transcodes (UTF-16 with a BOM) holds
 other bytes than its matches, and is the index builder's to keep a candidate.
 """
@@ -101,15 +105,17 @@ def grams_of(need: Need) -> frozenset[int]:
     return frozenset().union(*(grams_of(child) for child in children))
 
 
-def plan(text: str, *, regex: bool, case_sensitive: bool) -> Need | None:
-    """What every file holding a match contains; None when nothing can be required (the caller scans)."""
+def plan(text: str, *, regex: bool, case_sensitive: bool, width: int = GRAM) -> Need | None:
+    """What every file holding a match contains; None when nothing can be required (the caller scans).
+    ``width`` QUAD: the same analysis over quads (four-byte grams), whose :class:`Gram` codes are quads."""
     if any(ch in text for ch in "\n\r\0") or (regex and (len(text) > _MAX_PATTERN or _foreign(text))):
         return None
     try:
         text.encode("utf-8")  # a lone surrogate cannot reach rg
         if not regex:  # rg -F: one literal
             head = text[:_MAX_PATTERN]  # a match holds all of it; more would be trimmed anyway
-            info = _concat(((_parser.LITERAL, ord(ch)) for ch in head), _SENSITIVE if case_sensitive else _ALWAYS)
+            literal = ((_parser.LITERAL, ord(ch)) for ch in head)
+            info = _concat(literal, _SENSITIVE if case_sensitive else _ALWAYS, width)
         else:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")  # Python's FutureWarnings mark syntax Rust reads otherwise
@@ -118,10 +124,10 @@ def plan(text: str, *, regex: bool, case_sensitive: bool) -> Need | None:
             if flags & _VERBOSE:
                 return None
             case = _ALWAYS if not case_sensitive else _INSENSITIVE if flags & _IGNORECASE else _SENSITIVE
-            info = _concat(tree, case)
+            info = _concat(tree, case, width)
     except Exception:  # refused by Python, a lookaround, or anything unforeseen: scan
         return None
-    return _trim(info.need(), MAX_GRAMS)
+    return _trim(info.need(width), MAX_GRAMS)
 
 
 def _char(code: int, insensitive: bool) -> bytes | None:
@@ -197,8 +203,8 @@ class _Info(msgspec.Struct, frozen=True):
     exact: _Exact | None = None
     required: _Cond = None
 
-    def need(self) -> _Cond:
-        return _need_of(self.exact) if self.exact is not None else self.required
+    def need(self, width: int) -> _Cond:
+        return _need_of(self.exact, width) if self.exact is not None else self.required
 
 
 _UNKNOWN = _Info()
@@ -211,26 +217,26 @@ def _product(left: _Exact, right: _Exact) -> _Exact | None:
     return frozenset(a + b for a in left for b in right)
 
 
-def _concat(items: Iterable[tuple[Any, Any]], case: int) -> _Info:
+def _concat(items: Iterable[tuple[Any, Any]], case: int, width: int) -> _Info:
     """A sequence: exact sets multiplied while small, then turned into needs and ANDed."""
     current, exact, needs = _EMPTY, True, []
     for op, av in items:
-        info = _node(op, av, case)
+        info = _node(op, av, case, width)
         if info.exact is None:
-            needs += [_need_of(current), info.required]
+            needs += [_need_of(current, width), info.required]
             current, exact = _EMPTY, False
             continue
         product = _product(current, info.exact)
         if product is None:  # keep the last bytes of each string: grams across the cut
-            needs.append(_need_of(current))
-            product = _product(frozenset(s[1 - GRAM :] for s in current), info.exact)
+            needs.append(_need_of(current, width))
+            product = _product(frozenset(s[1 - width :] for s in current), info.exact)
             current, exact = info.exact if product is None else product, False
         else:
             current = product
-    return _Info(exact=current) if exact else _Info(required=_and([*needs, _need_of(current)]))
+    return _Info(exact=current) if exact else _Info(required=_and([*needs, _need_of(current, width)]))
 
 
-def _node(op: Any, av: Any, case: int) -> _Info:
+def _node(op: Any, av: Any, case: int, width: int) -> _Info:
     name = op.name
     if name == "LITERAL":
         known = _char(av, case != _SENSITIVE)
@@ -242,21 +248,21 @@ def _node(op: Any, av: Any, case: int) -> _Info:
     if name in ("ANY", "NOT_LITERAL", "CATEGORY"):
         return _UNKNOWN
     if name == "BRANCH":
-        infos = [_concat(branch, case) for branch in av[1]]
+        infos = [_concat(branch, case, width) for branch in av[1]]
         if all(info.exact is not None for info in infos):
             union = frozenset().union(*(info.exact or () for info in infos))
             if len(union) <= _MAX_EXACT:
                 return _Info(exact=union)
-        return _Info(required=_or(info.need() for info in infos))
+        return _Info(required=_or(info.need(width) for info in infos))
     if name == "SUBPATTERN":
         _group, add, remove, body = av
         if (add | remove) & _VERBOSE:
             raise ValueError("verbose")
         if case != _ALWAYS:  # (?i:...) and (?-i:...); the caller's -i holds everywhere
             case = _INSENSITIVE if add & _IGNORECASE else _SENSITIVE if remove & _IGNORECASE else case
-        return _concat(body, case)
+        return _concat(body, case, width)
     if name in ("MAX_REPEAT", "MIN_REPEAT"):
-        return _repeat(av[0], av[1], _concat(av[2], case))
+        return _repeat(av[0], av[1], _concat(av[2], case, width), width)
     raise ValueError(f"cannot plan {name}")  # lookarounds, backreferences, atomic, possessive
 
 
@@ -278,7 +284,7 @@ def _class(items: Any, insensitive: bool) -> _Info:
     return _Info(exact=frozenset(members)) if 0 < len(members) <= _MAX_CLASS else _UNKNOWN
 
 
-def _repeat(low: int, high: int, child: _Info) -> _Info:
+def _repeat(low: int, high: int, child: _Info, width: int) -> _Info:
     """``x{low,high}``: exact while the counts are few and small, else what one ``x`` requires."""
     if high == 0:
         return _Info(exact=_EMPTY)
@@ -295,21 +301,21 @@ def _repeat(low: int, high: int, child: _Info) -> _Info:
         else:
             if len(union) <= _MAX_EXACT:
                 return _Info(exact=frozenset(union))
-    return _UNKNOWN if low == 0 else _Info(required=child.need())
+    return _UNKNOWN if low == 0 else _Info(required=child.need(width))
 
 
 # ---------------------------------------------------------------------------------------------
 # Building and bounding needs.
 
 
-def _grams(data: bytes) -> list[int]:
+def _grams(data: bytes, width: int) -> list[int]:
     """The grams of ``data`` in the order they occur, each once."""
-    return list(dict.fromkeys(text_codes(data)))
+    return list(dict.fromkeys(text_codes(data, width)))
 
 
-def _need_of(strings: Iterable[bytes]) -> _Cond:
+def _need_of(strings: Iterable[bytes], width: int) -> _Cond:
     """A match holds one of ``strings``: an Or over them of the AND of their grams."""
-    return _or(_and(Gram(code) for code in _grams(s)) if len(s) >= GRAM else None for s in sorted(strings))
+    return _or(_and(Gram(code) for code in _grams(s, width)) if len(s) >= width else None for s in sorted(strings))
 
 
 def _terms(need: Need) -> tuple[Need, ...]:
