@@ -25,7 +25,7 @@ except ImportError:  # pragma: no cover - a Python built without its own hashes
 __all__ = ["CLI_MIN_BYTES", "FORMAT", "USABLE", "content_dir", "digest", "root_dir", "usable_bytes"]
 
 #: The layout and gram format; a change makes a new folder (the old one is another version's).
-FORMAT = 6
+FORMAT = 7
 #: The one-shot CLI reads the content indexes of its checkouts when they index at least this
 #: many bytes together: below it, rg alone (started before the CLI's imports) answers sooner.
 CLI_MIN_BYTES = 64 * 1024 * 1024
