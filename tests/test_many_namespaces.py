@@ -26,7 +26,7 @@ from gateway.index.content.grams import QUAD, file_grams
 from gateway.index.content.layout import read_manifest, root_dir
 from gateway.index.content.narrow import ContentIndex
 from gateway.index.content.plan import plan
-from gateway.index.content.summary import BYTES, Quads, Table, add_words, empty
+from gateway.index.content.summary import BYTES, Bitsets, Table
 from gateway.index.files import find_rg
 from gateway.models import SearchQuery
 from gateway.query.request import parse_request
@@ -49,20 +49,15 @@ def no_race(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fresh, "RACY_NS", 0)
 
 
-def bitset(texts: list[bytes]) -> bytes:
-    """A checkout's bitset as the builder makes it: each file classified, the words of a batch joined."""
-    bits = bytearray(empty())
-    add_words(bits, [words for _, words in map(records.classify, texts) if words is not None])
-    return bytes(bits)
-
-
-def quad_bitset(tmp_path: Path, texts: list[bytes]) -> bytes:
-    """A checkout's quad bitset as the builder's worker makes it: each file read, its quads put in a batch's."""
-    quads = Quads()
+def bitsets(tmp_path: Path, texts: list[bytes]) -> tuple[bytes, bytes]:
+    """A checkout's bitsets of grams and quads as the builder's worker makes them: each file read, its grams
+    and quads put in a batch's bitsets."""
+    made = Bitsets()
+    tmp_path.mkdir(exist_ok=True)
     for n, text in enumerate(texts):
         (tmp_path / f"f{n}").write_bytes(text)
-        assert records.read_record(str(tmp_path), f"f{n}", quads) is not None
-    return quads.bits()
+        assert records.read_record(str(tmp_path), f"f{n}", made) is not None
+    return made.bits()
 
 
 def plans(text: str, case_sensitive: bool, regex: bool = False) -> tuple[Any, Any]:
@@ -93,7 +88,7 @@ class TestBitset:
         if need is None:
             return  # nothing to require: never ruled out, by construction
         table = Table(1)
-        table.put(0, bitset(raw), quad_bitset(tmp_path_factory.mktemp("files"), raw))
+        table.put(0, *bitsets(tmp_path_factory.mktemp("files"), raw))
         matched = any(
             (literal in t) if case else (literal.casefold() in t.casefold() or _simple_fold(literal) in _simple_fold(t))
             for t in texts
@@ -106,11 +101,11 @@ class TestBitset:
         """Found by the property above: a 3-byte file holding KELVIN SIGN, read as ASCII, is one byte."""
         assert len(file_grams("\u212a".encode())) == 1
 
-    def test_rules_out_what_no_file_holds(self) -> None:
+    def test_rules_out_what_no_file_holds(self, tmp_path: Path) -> None:
         """A checkout of a few small files is ruled out for a word none of them holds."""
         table = Table(2)
-        table.put(0, bitset([b"def register_blueprint(self, bp):\n    pass\n"]))
-        table.put(1, bitset([b"class QueuePool(Pool):\n    pass\n"]))
+        table.put(0, bitsets(tmp_path / "0", [b"def register_blueprint(self, bp):\n    pass\n"])[0])
+        table.put(1, bitsets(tmp_path / "1", [b"class QueuePool(Pool):\n    pass\n"])[0])
         need = plan("register_blueprint", regex=False, case_sensitive=True)
         assert need is not None
         assert table.possible(need).tolist() == [True, False]
@@ -123,9 +118,9 @@ class TestBitset:
         its quads rule it out; a checkout whose quads are not known is ruled out by its grams alone."""
         scattered = b"get et_ t_n _ne net etr trc rc_ c_a _au aut uth\n"
         table = Table(3)
-        table.put(0, bitset([scattered]), quad_bitset(tmp_path, [scattered]))
-        table.put(1, bitset([scattered]))  # a manifest written before quads were kept
-        table.put(2, bitset([b"def get_netrc_auth(url):\n"]), quad_bitset(tmp_path, [b"def get_netrc_auth(url):\n"]))
+        table.put(0, *bitsets(tmp_path / "0", [scattered]))
+        table.put(1, bitsets(tmp_path / "1", [scattered])[0])  # a manifest written before quads were kept
+        table.put(2, *bitsets(tmp_path / "2", [b"def get_netrc_auth(url):\n"]))
         need, quads = plans("get_netrc_auth", case_sensitive=True)
         assert table.possible(need).tolist() == [True, True, True]
         assert table.possible(need, quads).tolist() == [False, True, True]

@@ -88,7 +88,7 @@ from gateway.index.content.layout import (
 )
 from gateway.index.content.paths import USABLE
 from gateway.index.content.records import Record, read_record
-from gateway.index.content.summary import Quads, add_words, empty, merge
+from gateway.index.content.summary import Bitsets, empty, merge
 from gateway.index.content.verify import RECORD, EngineDamaged, Verifier
 from gateway.index.files import Source
 from gateway.index.lifetime import die_with_parent
@@ -456,7 +456,7 @@ class ContentBuilder:
         quads = bytearray(manifest.quads) if manifest.quads is not None else None  # the same
         try:
             told = progress or self.progress
-            for paths, records, batch_quads in self._read(source.root, changed):
+            for paths, records, (batch_grams, batch_quads) in self._read(source.root, changed):
                 told(stats.read + len(records), len(changed))
                 if writer is None:  # after the workers were forked: the writer starts threads
                     writer = self._writer(folder)
@@ -466,7 +466,7 @@ class ContentBuilder:
                 for path in paths:
                     files.pop(path, None)
                 if grams is not None:
-                    add_words(grams, [r.words for r in records if r.words is not None])
+                    merge(grams, batch_grams)
                 if quads is not None:
                     merge(quads, batch_quads)
                 for record in records:
@@ -534,9 +534,11 @@ class ContentBuilder:
         except ValueError as exc:  # tantivy: a corrupt or foreign index
             raise Damaged(str(exc)) from exc
 
-    def _read(self, root: str, paths: Sequence[str]) -> Iterator[tuple[Sequence[str], list[Record], bytes]]:
-        """``paths`` in batches, each with the records of those that still exist and the bitset of their quads,
-        read here or by the workers."""
+    def _read(
+        self, root: str, paths: Sequence[str]
+    ) -> Iterator[tuple[Sequence[str], list[Record], tuple[bytes, bytes]]]:
+        """``paths`` in batches, each with the records of those that still exist and the bitsets of their grams
+        and quads, read here or by the workers."""
         batches = [paths[i : i + BATCH_FILES] for i in range(0, len(paths), BATCH_FILES)]
         if self.workers == 1 or (self._pool is None and len(paths) < 2 * BATCH_FILES):  # a pass's pool reads all
             for batch in batches:
@@ -673,10 +675,10 @@ def _read_bytes(path: str) -> bytes | None:
         return None
 
 
-def _read_batch(root: str, paths: Sequence[str]) -> tuple[list[Record], bytes]:
-    quads = Quads()
-    records = [r for r in (read_record(root, p, quads) for p in paths) if r is not None]
-    return records, quads.bits()
+def _read_batch(root: str, paths: Sequence[str]) -> tuple[list[Record], tuple[bytes, bytes]]:
+    bitsets = Bitsets()
+    records = [r for r in (read_record(root, p, bitsets) for p in paths) if r is not None]
+    return records, bitsets.bits()
 
 
 def _racy(entry: Entry) -> bool:

@@ -18,7 +18,7 @@ import msgspec
 from gateway.index.content.fresh import file_stat
 from gateway.index.content.grams import file_grams, tokens
 from gateway.index.content.layout import ALWAYS, FOLDER, Entry, Kind, path_hash
-from gateway.index.content.summary import Quads
+from gateway.index.content.summary import Bitsets
 
 __all__ = ["BINARY_PROBE", "MAX_BYTES", "MAX_GRAMS", "Record", "classify", "read_record"]
 
@@ -43,9 +43,9 @@ class Record(msgspec.Struct, frozen=True):
     words: str | None
 
 
-def classify(data: bytes, quads: Quads | None = None) -> tuple[Kind, str | None]:
-    """A file's kind for a search, and the words the engine indexes for it (None: not in the engine); the quads
-    of the bytes its grams are taken from go to ``quads``, if given."""
+def classify(data: bytes, bitsets: Bitsets | None = None) -> tuple[Kind, str | None]:
+    """A file's kind for a search, and the words the engine indexes for it (None: not in the engine); the grams
+    the engine is given and the quads of the same bytes go to ``bitsets``, if given."""
     if data.startswith(_BOMS):
         return Kind.FOLDER, f"{ALWAYS} {FOLDER}"
     nul = data.find(b"\0")
@@ -53,17 +53,19 @@ def classify(data: bytes, quads: Quads | None = None) -> tuple[Kind, str | None]
         return Kind.BINARY, None
     if len(data) > MAX_BYTES:
         return (Kind.LARGE, ALWAYS) if nul < 0 else (Kind.FOLDER, f"{ALWAYS} {FOLDER}")
-    grams = file_grams(data if nul < 0 else data[:nul], quads.add if quads is not None else None)
+    grams = file_grams(data if nul < 0 else data[:nul], bitsets.add_quads if bitsets is not None else None)
     if len(grams) > MAX_GRAMS:
         return (Kind.LARGE, ALWAYS) if nul < 0 else (Kind.FOLDER, f"{ALWAYS} {FOLDER}")
+    if bitsets is not None:
+        bitsets.add_grams(grams)
     if nul < 0:
         return Kind.TEXT, tokens(grams)
     return Kind.PREFIX, f"{tokens(grams)}{FOLDER}"
 
 
-def read_record(root: str, path: str, quads: Quads | None = None) -> Record | None:
+def read_record(root: str, path: str, bitsets: Bitsets | None = None) -> Record | None:
     """``path`` (of checkout ``root``) read and classified; None when it is gone or not a file. The quads of
-    what its grams are taken from go to ``quads``, if given (:func:`classify`)."""
+    what its grams are taken from go to ``bitsets``, if given (:func:`classify`)."""
     full = os.path.join(root, path)
     for _ in range(_READS):
         before = file_stat(full)
@@ -76,7 +78,7 @@ def read_record(root: str, path: str, quads: Quads | None = None) -> Record | No
         except OSError:
             return None
         if len(data) == before[0] and file_stat(full) == before:
-            kind, words = classify(data, quads)
+            kind, words = classify(data, bitsets)
             return Record(path, Entry(*before, int(kind), read_ns, path_hash(path)), words)
     # It keeps changing: searched through its folder, and read again by the next pass (mtime -1 never matches).
     entry = Entry(0, -1, -1, int(Kind.FOLDER), time.time_ns(), path_hash(path))

@@ -21,9 +21,11 @@ grams are: :func:`~gateway.index.content.grams.file_quads`), asked a plan made o
 a checkout that holds every trigram of ``get_netrc_auth`` in different words; its quads
 (``netr``, ``trc_``...) are far rarer. Over the 39 top folders of 8 real projects, the
 folders a selective query leaves fell by 20-60 % with quads (``get_netrc_auth``: 12 to 6,
-of which 3 hold it). The engine holds no quads: they only rule checkouts out. The
-builder's workers put each batch's quads in a bitset of their own (:class:`Quads`), which
-the builder ORs into the checkout's (:func:`merge`).
+of which 3 hold it). The engine holds no quads: they only rule checkouts out.
+
+The builder's workers, which read the files, make each batch's two bitsets (:class:`Bitsets`,
+in the same pass over a file's bytes as its grams), and the builder ORs them into the
+checkout's (:func:`merge`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["BITS", "BYTES", "Quads", "Table", "add", "add_words", "bucket", "codes_of", "empty", "full", "merge"]
+__all__ = ["BITS", "BYTES", "Bitsets", "Table", "bucket", "empty", "full", "merge"]
 
 #: Buckets of a checkout's bitset (a power of two), and its bytes.
 SHIFT = 17
@@ -72,67 +74,41 @@ def merge(bits: bytearray, other: bytes) -> None:
     view |= np.frombuffer(other, dtype=np.uint8)
 
 
-class Quads:
-    """The quads of the files of one batch as one bitset (a builder's worker: :func:`.records.read_record`)."""
+class Bitsets:
+    """The grams and the quads of the files of one batch as two bitsets, made where the files are read (a
+    builder's worker: :func:`.records.read_record`): the builder ORs them into the checkout's (:func:`merge`)."""
 
     def __init__(self) -> None:
         import numpy as np
 
-        self._flags = np.zeros(BITS, dtype=np.bool_)
-        self.empty = True
+        self._grams = np.zeros(BITS, dtype=np.bool_)
+        self._quads = np.zeros(BITS, dtype=np.bool_)
 
-    def add(self, quads: npt.NDArray[np.uint32]) -> None:
+    def add_grams(self, grams: npt.NDArray[np.int32]) -> None:
+        """Set the buckets of a file's distinct grams."""
+        self._set(self._grams, grams.view("<u4"))
+
+    def add_quads(self, quads: npt.NDArray[np.uint32]) -> None:
         """Set the buckets of a file's quads (:func:`~gateway.index.content.grams.file_grams` hands them on)."""
+        self._set(self._quads, quads)
+
+    @staticmethod
+    def _set(flags: npt.NDArray[np.bool_], codes: npt.NDArray[np.uint32]) -> None:
         import numpy as np
 
-        if len(quads):
-            buckets = quads * np.uint32(_GOLDEN)  # uint32 wraps: :func:`bucket`'s hash
+        if len(codes):
+            buckets = codes * np.uint32(_GOLDEN)  # uint32 wraps: :func:`bucket`'s hash
             buckets >>= np.uint32(32 - SHIFT)
-            self._flags[buckets] = True
-            self.empty = False
+            flags[buckets] = True
 
-    def bits(self) -> bytes:
-        """The bitset (:data:`BYTES` bytes)."""
+    def bits(self) -> tuple[bytes, bytes]:
+        """The two bitsets (:data:`BYTES` bytes each): grams, quads."""
         import numpy as np
 
-        return empty() if self.empty else np.packbits(self._flags, bitorder="little").tobytes()
-
-
-def add(bits: bytearray, codes: npt.NDArray[np.int32]) -> None:
-    """Set the buckets of ``codes`` (grams) in ``bits`` (a bitset of :data:`BYTES` bytes)."""
-    import numpy as np
-
-    if not len(codes):
-        return
-    buckets = ((codes.astype(np.uint64) * _GOLDEN) & 0xFFFFFFFF) >> (32 - SHIFT)
-    view = np.frombuffer(bits, dtype=np.uint8)
-    flags = np.zeros(BITS, dtype=np.bool_)
-    flags[buckets] = True
-    view |= np.packbits(flags, bitorder="little")
-
-
-def add_words(bits: bytearray, words: Sequence[str]) -> None:
-    """Set the buckets of the grams of several files' engine words (:func:`.records.classify`'s) in ``bits``."""
-    add(bits, codes_of("".join(w if not w or w.endswith(" ") else w + " " for w in words)))
-
-
-def codes_of(words: str) -> npt.NDArray[np.int32]:
-    """The gram codes of an engine's words (:func:`~gateway.index.content.grams.tokens`: 4 letters and a space
-    each), markers (``~all``, ``~dir``) left out."""
-    import numpy as np
-
-    from gateway.index.content.grams import ALPHABET
-
-    raw = np.frombuffer(words.encode("ascii"), dtype=np.uint8)
-    usable = len(raw) - len(raw) % 5
-    grid = raw[:usable].reshape(-1, 5)[:, :4]
-    lookup = np.full(256, 255, dtype=np.uint8)
-    lookup[np.frombuffer(ALPHABET, dtype=np.uint8)] = np.arange(64, dtype=np.uint8)
-    digits = lookup[grid].astype(np.int32)
-    keep = (digits < 64).all(axis=1)
-    digits = digits[keep]
-    codes: npt.NDArray[np.int32] = (digits[:, 0] << 18) | (digits[:, 1] << 12) | (digits[:, 2] << 6) | digits[:, 3]
-    return codes
+        return (
+            np.packbits(self._grams, bitorder="little").tobytes(),
+            np.packbits(self._quads, bitorder="little").tobytes(),
+        )
 
 
 class Table:
