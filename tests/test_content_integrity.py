@@ -103,8 +103,8 @@ class Checkout:
         assert stats.read == 1
         assert self.segment_file(".del").exists()
 
-    def index(self) -> ContentIndex:
-        return ContentIndex(str(self.idx), [str(self.root)])
+    def index(self, follow: bool = False) -> ContentIndex:
+        return ContentIndex(str(self.idx), [str(self.root)], follow=follow)
 
     def narrow(self, index: ContentIndex | None = None) -> Narrowed | str:
         return (index or self.index()).narrow(str(self.root), query(SELECTIVE), None)
@@ -227,6 +227,31 @@ class TestDamage:
         assert isinstance(checkout.narrow(serving), Narrowed)
         assert isinstance(checkout.narrow(), Narrowed)
         await same_as_rg(checkout.root, serving, checkout.index())
+
+    @pytest.mark.parametrize("name", list(DAMAGE))
+    def test_a_server_looks_again_when_its_watcher_says(
+        self, checkout: Checkout, name: str, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A server's index looks at its index files (a ``stat`` each) only after its watcher reported a change
+        there: once it found them whole it trusts them, and every damage above is reported, so the next search
+        scans for the same reason as a process that looks every time."""
+        damage, reason, _ = DAMAGE[name]
+        serving = checkout.index(follow=True)
+        try:
+            deadline = time.monotonic() + 30
+            while not isinstance(checkout.narrow(serving), Narrowed):  # its first check runs in a thread
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            view = serving.views[str(checkout.root)]
+            assert view.quiet
+            with monkeypatch.context() as patched:
+                patched.setattr(Verifier, "unchanged", lambda self: pytest.fail("looked at a quiet engine"))
+                assert isinstance(checkout.narrow(serving), Narrowed) and view.quiet
+            damage(checkout)
+            assert checkout.narrow(serving) == reason
+            assert not view.quiet
+        finally:
+            serving.close()
 
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(data=st.data())

@@ -90,11 +90,15 @@ class Reader:
         #: How many files every search reads (too large, or through their folder: :data:`ALWAYS`).
         self.always = 0
 
-    def refresh(self) -> bool:
+    def refresh(self, quiet: bool = False) -> bool:
         """Open the engine again if a builder committed since, or a file of it changed, once every file it
         names is verified (:mod:`~gateway.index.content.verify`); whether there is one. Raises ValueError
         (:class:`~.verify.EngineDamaged`, or tantivy's) for a damaged engine: the caller scans the checkout
-        and a builder rebuilds it. A commit under way while it looks is no damage: it looks again."""
+        and a builder rebuilds it. A commit under way while it looks is no damage: it looks again.
+        ``quiet``: the caller knows nothing in the engine's folder changed since it last looked (a server's
+        watcher said so): the engine open is kept without a look at its files."""
+        if quiet and self._searcher is not None:
+            return True
         for _ in range(OPEN_ATTEMPTS):
             seen = file_signature(self._meta)
             if seen is None:

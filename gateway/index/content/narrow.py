@@ -40,6 +40,7 @@ from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
 from gateway.index.content.grams import GRAM, QUAD
 from gateway.index.content.layout import (
+    ENGINE,
     MANIFEST,
     STATE,
     Kind,
@@ -118,6 +119,17 @@ class RootView:
         self.watched_for: Manifest | None = None  # the manifest whose folders are all watched
         self.broken = ""  # the engine could not be read: why
         self.disagrees = False  # the engine open was not the commit its manifest describes, at the last search
+        #: A server's: events its watcher reported in this checkout's index folder or its engine (each makes the
+        #: next search look at every file of them again), and ``looks`` when a search last looked at them all
+        #: and found them whole with both folders watched before it looked (-1: not since).
+        self.looks = 0
+        self.looked = -1
+
+    @property
+    def quiet(self) -> bool:
+        """Whether nothing in its index folder or engine changed since a search looked at them all (a server's:
+        its watcher says so): the state, the manifest and the engine's files are as then, without a ``stat``."""
+        return self.looked == self.looks
 
     @property
     def reader(self) -> Reader:
@@ -130,13 +142,17 @@ class RootView:
                     reader = self._reader = Reader(self.folder)
         return reader
 
-    def sync_state(self) -> State | None:
+    def sync_state(self, quiet: bool = False) -> State | None:
+        if quiet and self._state_seen is not None:
+            return self.state
         seen = signature(os.path.join(self.folder, STATE))
         if seen != self._state_seen:
             self.state, self._state_seen = read_state(self.folder), seen
         return self.state
 
-    def sync_manifest(self) -> Manifest | None:
+    def sync_manifest(self, quiet: bool = False) -> Manifest | None:
+        if quiet and self._manifest_seen is not None:
+            return self.manifest
         seen = signature(os.path.join(self.folder, MANIFEST))
         if seen != self._manifest_seen:
             self.manifest, self._manifest_seen = read_manifest(self.folder), seen
@@ -188,6 +204,7 @@ class ContentIndex:
     def __init__(self, directory: str, roots: Iterable[str], *, follow: bool = False) -> None:
         self.directory = os.path.expanduser(directory)
         self.views = {root: RootView(self.directory, root, i) for i, root in enumerate(dict.fromkeys(roots))}
+        self._folders = {view.folder: view for view in self.views.values()}  # index folder: its checkout's view
         #: Each checkout's gram bitset, where it may be believed (a server's: :meth:`ruled_out`).
         self._table: Any = None
         self.outcomes: Counter[str] = Counter()  # "narrowed", or why a checkout was scanned
@@ -276,6 +293,10 @@ class ContentIndex:
         for change in changes:
             view = self.views.get(change.root)
             if view is None:
+                indexed = self._folders.get(change.root)
+                if indexed is not None:  # its index: the next search looks at its files again
+                    with indexed.lock:
+                        indexed.looks += 1
                 continue
             with view.lock:
                 if table is not None:
@@ -347,12 +368,14 @@ class ContentIndex:
             self._drain()  # once a search: one rg call asks of each of its checkouts in turn with one query
             self._drained_for = query
         with view.lock:
-            why = self._ready(view)
+            quiet = view.quiet
+            mark = view.looks if not quiet and self._watch_index(view) else None
+            why = self._ready(view, quiet)
             if why:
                 return why
             self._prove(view)
             try:
-                opened = view.reader.refresh()
+                opened = view.reader.refresh(quiet)
                 self._opened(view)
                 if not opened:
                     return "building"
@@ -368,6 +391,8 @@ class ContentIndex:
             view.disagrees = not agrees
             if not agrees:
                 return "stale"  # the engine is not the one the manifest describes (a commit a moment ago)
+            if mark is not None:
+                view.looked = mark  # looked at all, whole, watched before: quiet until the watcher says otherwise
             if hashes is None:
                 return "common"
             named = view.paths_of(hashes)
@@ -459,14 +484,24 @@ class ContentIndex:
             self._plans[key] = plan(query.text, regex=regex, case_sensitive=sensitive, width=width)
         return self._plans[key]
 
-    def _ready(self, view: RootView) -> str:
-        """Why the checkout cannot be narrowed now ("" when it can): its changed sets brought up to date."""
-        state = view.sync_state()
+    def _watch_index(self, view: RootView) -> bool:
+        """Whether the checkout's index folder and its engine are watched (watched now if they were not):
+        then a search that looks at every file of them may trust them until the watcher reports a change."""
+        with self._watch_lock:
+            watcher = self._watcher
+            if watcher is None:
+                return False
+            return bool(watcher.add(view.folder, ("", ENGINE)) and watcher.watching(view.folder, ENGINE))
+
+    def _ready(self, view: RootView, quiet: bool = False) -> str:
+        """Why the checkout cannot be narrowed now ("" when it can): its changed sets brought up to date;
+        ``quiet``: its index folder is as a search last found it (:attr:`RootView.quiet`)."""
+        state = view.sync_state(quiet)
         if state is None or (not state.complete and not state.reason):
             return "building"
         if not state.complete:
             return "off"
-        manifest = view.sync_manifest()
+        manifest = view.sync_manifest(quiet)
         if manifest is None:
             return "building"
         if self._watcher is None:  # not following: every file looked at now

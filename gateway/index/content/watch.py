@@ -126,6 +126,10 @@ class Watcher:
             return False
         return True
 
+    def watching(self, root: str, rel: str) -> bool:
+        """Whether ``root``/``rel`` is watched now (one gone, or never found, is not)."""
+        return any((root, rel) in entries for entries in self._wds.values())
+
     def remove(self, root: str) -> None:
         """Stop watching ``root``: none of its events, queued or later, is reported."""
         self._forget(root, "")
