@@ -272,7 +272,6 @@ class TestNarrow:
         """``/v1/namespaces`` reads a building checkout's lock holder at most once every HOLDER_S: read at
         every call, 1,248 building checkouts' records cost ~120 ms of CPU an answer, taken from the build."""
         from gateway.index import locks
-        from gateway.index.content import narrow
 
         reads: list[str] = []
         real = locks.holder
@@ -286,7 +285,7 @@ class TestNarrow:
             assert reads == [str(repo)]
             lock.release()
             assert index.describe(str(repo))["holder"]["pid"] == os.getpid()  # as read less than HOLDER_S ago
-            monkeypatch.setattr(narrow, "HOLDER_S", 0.0)
+            monkeypatch.setattr(locks, "HOLDER_S", 0.0)
             assert "holder" not in index.describe(str(repo))
             assert reads == [str(repo)] * 2
         finally:

@@ -35,7 +35,7 @@ from gateway.errors import BackendError
 from gateway.index.background import BuilderProcess, start_once
 from gateway.index.builder import Builder, BuildStats
 from gateway.index.intents import intents_id
-from gateway.index.locks import Holder, holder
+from gateway.index.locks import Holder, Holders, holder
 from gateway.index.semantic import SYNC_S, Intents, WordCounts
 from gateway.index.store import Progress, Store, damaged
 from gateway.index.vocabulary import Vocabulary
@@ -77,6 +77,7 @@ class IntentSearch:
         self._counts = WordCounts()  # how many declarations hold a word: every checkout's
         self._progress: dict[str, tuple[float, int, Progress]] = {}  # root -> (when, data_version, progress)
         self._lock = threading.Lock()
+        self._holders: Holders | None = None  # who builds each root, read at most once a second
         self._store: Store | None = None
         self._builder: BuilderProcess | None = None  # a one-pass builder started by catch_up (the CLI's)
 
@@ -124,8 +125,13 @@ class IntentSearch:
             return progress.built or (begun and progress.done > 0)
 
     def _holder(self, namespace: str) -> Holder | None:
+        """Who builds the namespace's index (named in an answer while it builds), read at most once a second."""
         directory = self.index.directory
-        return holder(directory, self.index.sources[namespace].root) if directory is not None else None
+        if directory is None:
+            return None
+        if self._holders is None or self._holders.directory != directory:
+            self._holders = Holders(directory)
+        return self._holders.get(self.index.sources[namespace].root)
 
     def answer(self, namespace: str, query: SearchQuery) -> BackendResult:
         """The namespace's semantic answer (capped, saying how far, while its index is still building)."""

@@ -35,6 +35,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from gateway.index.content import paths
 from gateway.index.content.engine import Reader
 from gateway.index.content.fresh import check, clean, folder_clean, parent
@@ -75,13 +77,8 @@ ADOPT_S = 1.0
 ADOPT_VIEWS = 2000
 #: How often ``/v1/namespaces`` looks again whether the index folder can be written (seconds).
 PROBE_S = 5.0
-#: How long ``/v1/namespaces`` takes a building checkout's lock holder as known (seconds): reading every
-#: holder's record at every call cost 117-124 ms of CPU an answer over 1,248 building checkouts, taken from
-#: the builder by whoever polls for readiness.
-HOLDER_S = 1.0
-
 if TYPE_CHECKING:
-    from gateway.index.locks import Holder
+    from gateway.index.locks import Holder, Holders
 
 log = get_logger("fedsearch.index")
 
@@ -96,6 +93,9 @@ class RootView:
         self.root = root
         self.column = column  # its column in the process's table of gram bitsets (:mod:`.summary`)
         self.proven_for: Manifest | None = None  # the manifest whose bitset its column holds
+        #: The bitsets of grams and quads of the manifest read last, until the table takes them (None: taken,
+        #: or its manifest kept none); the manifest kept is without them.
+        self.bitsets: tuple[bytes, bytes | None] | None = None
         self._scanned_always: tuple[Manifest, bool] | None = None
         self.folder = root_dir(directory, root)
         self._reader: Reader | None = None  # made when first asked for (most are not, soon after a start)
@@ -155,7 +155,12 @@ class RootView:
             return self.manifest
         seen = signature(os.path.join(self.folder, MANIFEST))
         if seen != self._manifest_seen:
-            self.manifest, self._manifest_seen = read_manifest(self.folder), seen
+            manifest = read_manifest(self.folder)
+            self.bitsets = None
+            if manifest is not None and manifest.grams is not None:  # kept until the table takes them, not beyond:
+                self.bitsets = (manifest.grams, manifest.quads)  # 32 KiB a checkout, 328 MB over 10,000
+                manifest = msgspec.structs.replace(manifest, grams=None, quads=None)
+            self.manifest, self._manifest_seen = manifest, seen
             self._paths = self._documents = None
         return self.manifest
 
@@ -215,7 +220,7 @@ class ContentIndex:
         self._wake: tuple[int, int] | None = None
         self._thread: threading.Thread | None = None
         self._probed: tuple[float, str] = (-PROBE_S, "")  # (when, why the folder cannot be written)
-        self._holders: dict[str, tuple[float, Holder | None]] = {}  # root: (when, its lock's holder), for HOLDER_S
+        self._holders: Holders | None = None  # who holds the roots' locks, read at most once a second
         #: The checkouts whose engine is open, least recently searched first, and their files together.
         self._open: OrderedDict[str, int] = OrderedDict()
         self._mapped = 0
@@ -462,14 +467,16 @@ class ContentIndex:
         its lock, and :meth:`_ready` just brought its changed sets up to date and found it usable)."""
         table = self._table
         manifest = view.manifest
-        if table is None or manifest is None or manifest.grams is None or view.following != "ready":
+        if table is None or manifest is None or view.following != "ready":
             return
+        if view.proven_for is not manifest and view.bitsets is None:
+            return  # its manifest keeps no bitset
         if view.files or view.folders or view.unchecked or view.tree_ns or view.always_read(manifest):
             table.believed[view.column] = False
             return
-        if view.proven_for is not manifest:
-            table.put(view.column, manifest.grams, manifest.quads)
-            view.proven_for = manifest
+        if view.proven_for is not manifest and view.bitsets is not None:
+            table.put(view.column, *view.bitsets)
+            view.proven_for, view.bitsets = manifest, None
         table.believed[view.column] = True
 
     def _plan(self, query: SearchQuery, width: int = GRAM) -> Any:
@@ -623,16 +630,13 @@ class ContentIndex:
             out.update(state="off", reason=f"not indexed: the index folder cannot be written ({why}); scanned")
 
     def _holder(self, root: str) -> Holder | None:
-        """Who holds ``root``'s lock (None: nobody, or it cannot be known), as read at most HOLDER_S ago."""
-        from gateway.index.locks import holder
+        """Who holds ``root``'s lock (None: nobody, or it cannot be known), as read at most HOLDER_S ago
+        (:class:`~gateway.index.locks.Holders`)."""
+        if self._holders is None:
+            from gateway.index.locks import Holders
 
-        now = time.monotonic()
-        seen = self._holders.get(root)
-        if seen is not None and now - seen[0] < HOLDER_S:
-            return seen[1]
-        by = holder(self.directory, root)
-        self._holders[root] = (now, by)
-        return by
+            self._holders = Holders(self.directory)
+        return self._holders.get(root)
 
     def _unwritable(self) -> str:
         """Why the index folder cannot be written now ("" when it can), looked at every PROBE_S at most: a
