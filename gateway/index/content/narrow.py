@@ -374,7 +374,8 @@ class ContentIndex:
             self._drained_for = query
         with view.lock:
             quiet = view.quiet
-            mark = view.looks if not quiet and self._watch_index(view) else None
+            complete = view.state is not None and view.state.complete  # as last read: a building one is not watched
+            mark = view.looks if not quiet and complete and self._watch_index(view) else None
             why = self._ready(view, quiet)
             if why:
                 return why
