@@ -253,6 +253,18 @@ class TestDamage:
         finally:
             serving.close()
 
+    def test_a_closed_server_index_looks_again(self, checkout: Checkout) -> None:
+        """Once its watcher is closed nobody tells of a change: a search after that looks at every file."""
+        serving = checkout.index(follow=True)
+        deadline = time.monotonic() + 30
+        while not isinstance(checkout.narrow(serving), Narrowed):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        view = serving.views[str(checkout.root)]
+        assert view.quiet
+        serving.close()
+        assert not view.quiet
+
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(data=st.data())
     async def test_drawn_queries_with_a_changed_term_dictionary(

@@ -674,3 +674,6 @@ class ContentIndex:
             if self._watcher is not None:
                 self._watcher.close()
                 self._watcher = None
+        for view in self.views.values():  # nobody tells of a change any more: every file is looked at again
+            with view.lock:
+                view.looked = -1
