@@ -208,7 +208,7 @@ def fuse(
     at: dict[tuple[str, str], int] = {}  # where each (namespace, path) is in entries
     for outcome in outcomes:
         result = outcome.result
-        if result is None:
+        if result is None or not result.files:  # most of a thousand namespaces' (ruled out, or no match)
             continue
         place = own_files = own_hits = 0
         weight = outcome.weight
