@@ -167,6 +167,21 @@ class TestRoots:
         (root / "sub" / "b.txt").write_text("x")
         assert watched.read() == [Change(str(root), "sub/b.txt", "file"), Change(str(root / "sub"), "b.txt", "file")]
 
+    def test_add_every_says_whether_each_is_watched(self, watcher: Watcher, root: Path) -> None:
+        """``add_every`` is True only when every directory asked is watched now: one missing is not; made
+        again after it was deleted, it is watched again and reports its changes."""
+        assert watcher.add_every(str(root), ["", "sub"])
+        assert not watcher.add_every(str(root), ["", "gone"])
+        (root / "sub" / "b.txt").unlink()
+        (root / "sub").rmdir()
+        assert ("sub", "tree") in _seen(watcher)
+        assert not watcher.add_every(str(root), ["", "sub"])
+        (root / "sub").mkdir()
+        watcher.read()
+        assert watcher.add_every(str(root), ["", "sub"])
+        (root / "sub" / "new.txt").write_text("x")
+        assert _seen(watcher) == [("sub/new.txt", "file")]
+
     def test_remove_stops_reporting(self, watched: Watcher, root: Path) -> None:
         """After remove(), neither changes already queued nor later ones are reported for that root."""
         (root / "a.txt").write_text("queued")

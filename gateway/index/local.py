@@ -129,7 +129,7 @@ class IntentSearch:
         directory = self.index.directory
         if directory is None:
             return None
-        if self._holders is None or self._holders.directory != directory:
+        if self._holders is None:
             self._holders = Holders(directory)
         return self._holders.get(self.index.sources[namespace].root)
 

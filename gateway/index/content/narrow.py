@@ -499,7 +499,7 @@ class ContentIndex:
             watcher = self._watcher
             if watcher is None:
                 return False
-            return bool(watcher.add(view.folder, ("", ENGINE)) and watcher.watching(view.folder, ENGINE))
+            return bool(watcher.add_every(view.folder, ("", ENGINE)))
 
     def _ready(self, view: RootView, quiet: bool = False) -> str:
         """Why the checkout cannot be narrowed now ("" when it can): its changed sets brought up to date;

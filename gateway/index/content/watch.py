@@ -126,9 +126,14 @@ class Watcher:
             return False
         return True
 
-    def watching(self, root: str, rel: str) -> bool:
-        """Whether ``root``/``rel`` is watched now (one gone, or never found, is not)."""
-        return any((root, rel) in entries for entries in self._wds.values())
+    def add_every(self, root: str, dirs: Iterable[str]) -> bool:
+        """Watch these directories of ``root``; whether every one of them is watched now (one gone, or one
+        that could not be watched: False). Asking again for a directory watched already is one syscall."""
+        self._roots.setdefault(root, None)
+        try:
+            return all(self._watch(root, rel) for rel in dirs)
+        except OSError:
+            return False
 
     def remove(self, root: str) -> None:
         """Stop watching ``root``: none of its events, queued or later, is reported."""
@@ -184,15 +189,17 @@ class Watcher:
                 changes.append(Change(root, path, "file"))
         return changes
 
-    def _watch(self, root: str, rel: str) -> None:
-        """Watch ``root``/``rel``; nothing if it is gone or not a directory, OSError if it cannot be watched."""
+    def _watch(self, root: str, rel: str) -> bool:
+        """Watch ``root``/``rel``; whether it is watched (False: it is gone or not a directory), OSError if it
+        cannot be watched."""
         try:
             wd = _call("inotify_add_watch", self._fd, os.fsencode(os.path.join(root, rel) if rel else root), _MASK)
         except (FileNotFoundError, NotADirectoryError):
-            return
+            return False
         entries = self._wds.setdefault(wd, [])
         if (root, rel) not in entries:
             entries.append((root, rel))
+        return True
 
     def _watch_tree(self, root: str, rel: str) -> bool:
         """Watch a new directory and its subdirectories not hidden (made before the watch began); False on a failure."""
